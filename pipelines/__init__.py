@@ -1,0 +1,1 @@
+"""The indexing pipeline: plain functions, wrapped by Dagster assets and the CLI."""

@@ -1,0 +1,259 @@
+"""Find the files of a project that should be indexed.
+
+Git-aware: inside a git work tree the candidate list comes from ``git ls-files`` (tracked plus
+untracked-but-not-ignored files, so git's own ignore rules apply exactly); elsewhere the tree is
+walked and every ``.gitignore`` on the way is honoured with ``pathspec``. ``.codememignore``
+(gitignore syntax, at the root) is applied in both cases. Vendored and generated trees,
+minified files and lockfiles are skipped by default, as are files with an extension outside the
+configured filter, files over the size limit, symlinks that leave the root, and special files.
+Every skip carries its reason so the summary can say why a file is not indexed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import pathspec
+
+from pipelines.parsing import language_for_path
+
+DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
+    {
+        ".git", ".hg", ".svn", ".codemem", "node_modules", "bower_components", ".venv", "venv",
+        "__pycache__", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "dist",
+        "build", "target", "vendor", "third_party", ".next", ".nuxt", "coverage", ".gradle",
+        "obj", ".idea", ".vscode", "site-packages", ".eggs",
+    }
+)
+LOCKFILES: frozenset[str] = frozenset(
+    {
+        "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "Cargo.lock", "poetry.lock",
+        "Pipfile.lock", "composer.lock", "Gemfile.lock", "go.sum", "uv.lock", "packages.lock.json",
+    }
+)
+MINIFIED_SUFFIXES: tuple[str, ...] = (".min.js", ".min.mjs", ".min.css", ".bundle.js", "-min.js")
+GENERATED_SUFFIXES: tuple[str, ...] = (".pb.go", "_pb2.py", "_pb2_grpc.py", ".g.cs", ".designer.cs", ".d.ts.map")
+MINIFIED_LINE_LENGTH = 1000
+
+
+class DiscoveryError(ValueError):
+    """The project root cannot be indexed; the message says what to do."""
+
+
+@dataclass(slots=True, frozen=True)
+class SourceFile:
+    """A file to index: repo-relative POSIX path, absolute path, size, mtime and language."""
+
+    path: str
+    absolute_path: Path
+    size: int
+    mtime_ns: int
+    language: str
+
+
+@dataclass(slots=True, frozen=True)
+class SkippedFile:
+    """A file that is not indexed, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Discovery:
+    """The outcome of a discovery pass."""
+
+    files: list[SourceFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    git_aware: bool = False
+
+
+def resolve_project_root(root: Path) -> Path:
+    """The absolute, symlink-resolved project root.
+
+    Raises:
+        DiscoveryError: if the path does not exist or is not a directory.
+    """
+    path = Path(root).expanduser()
+    if not path.exists():
+        raise DiscoveryError(f"path does not exist: {path} — pass the directory of a repository, e.g. `codemem index .`")
+    if not path.is_dir():
+        raise DiscoveryError(f"not a directory: {path} — pass the repository's root directory, not a file")
+    return path.resolve()
+
+
+def _load_ignore(path: Path) -> pathspec.GitIgnoreSpec | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _git_candidates(root: Path) -> list[str] | None:
+    """Paths from git (tracked + untracked not ignored), or None when root is not a git tree."""
+    try:
+        inside = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if inside.returncode != 0:
+        return None
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True, timeout=300, check=False,
+    )
+    if listed.returncode != 0:
+        return None
+    names = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    return sorted({name for name in names if name})
+
+
+def _walk_candidates(root: Path) -> Iterator[str]:
+    """Walk the tree without following directory symlinks, honouring nested .gitignore files."""
+    specs: list[tuple[str, pathspec.GitIgnoreSpec]] = []
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(directory).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        if ".gitignore" in filenames:
+            spec = _load_ignore(Path(directory) / ".gitignore")
+            if spec is not None:
+                specs.append((rel_dir, spec))
+
+        def ignored(rel: str, is_dir: bool) -> bool:
+            for base, spec in specs:
+                if rel.startswith(base) and spec.match_file(rel[len(base):] + ("/" if is_dir else "")):
+                    return True
+            return False
+
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in DEFAULT_EXCLUDED_DIRS and not ignored(rel_dir + d, True)
+        )
+        for name in sorted(filenames):
+            rel = rel_dir + name
+            if not ignored(rel, False):
+                yield rel
+
+
+def _default_skip_reason(rel: str) -> str | None:
+    parts = PurePosixPath(rel).parts
+    for part in parts[:-1]:
+        if part in DEFAULT_EXCLUDED_DIRS:
+            return f"vendored or generated directory '{part}/'"
+    name = parts[-1]
+    if name in LOCKFILES:
+        return "lockfile"
+    lower = name.lower()
+    if lower.endswith(MINIFIED_SUFFIXES):
+        return "minified file"
+    if lower.endswith(GENERATED_SUFFIXES):
+        return "generated file"
+    return None
+
+
+def _looks_minified(path: Path, size: int) -> bool:
+    """A JS/TS file whose average line is very long is minified or bundled output."""
+    if size < 20_000 or path.suffix not in {".js", ".mjs", ".cjs", ".ts"}:
+        return False
+    with path.open("rb") as handle:
+        head = handle.read(65_536)
+    return len(head) / (head.count(b"\n") + 1) > MINIFIED_LINE_LENGTH
+
+
+def discover(
+    root: Path,
+    *,
+    extensions: Iterable[str],
+    max_file_bytes: int,
+    extra_ignore_patterns: Iterable[str] = (),
+) -> Discovery:
+    """List the files under ``root`` that should be indexed, and why others are skipped.
+
+    Args:
+        root: The project root (resolved by ``resolve_project_root``).
+        extensions: File extensions to index (with the dot, lower case).
+        max_file_bytes: Larger files are skipped.
+        extra_ignore_patterns: More gitignore-style patterns (from settings).
+
+    Returns:
+        The files to index (sorted by path) and the skipped files with reasons. Files with an
+        extension outside the filter are not reported individually (there would be thousands).
+    """
+    root = resolve_project_root(root)
+    allowed = {ext.lower() for ext in extensions}
+    git_paths = _git_candidates(root)
+    candidates = git_paths if git_paths is not None else list(_walk_candidates(root))
+    ignore_lines = list(extra_ignore_patterns)
+    codememignore = root / ".codememignore"
+    if codememignore.is_file():
+        ignore_lines += codememignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    ignore = pathspec.GitIgnoreSpec.from_lines(ignore_lines) if ignore_lines else None
+
+    result = Discovery(git_aware=git_paths is not None)
+    for rel in candidates:
+        suffix = PurePosixPath(rel).suffix.lower()
+        if suffix not in allowed:
+            continue
+        reason = _default_skip_reason(rel)
+        if reason is None and ignore is not None and ignore.match_file(rel):
+            reason = "matched .codememignore"
+        if reason is not None:
+            result.skipped.append(SkippedFile(rel, reason))
+            continue
+        absolute = root / rel
+        try:
+            if absolute.is_symlink():
+                target = absolute.resolve(strict=True)
+                if not target.is_relative_to(root):
+                    result.skipped.append(SkippedFile(rel, "symlink points outside the project root"))
+                    continue
+            stat = absolute.stat()
+        except RuntimeError:  # symlink loop (Python < 3.13 raises RuntimeError)
+            result.skipped.append(SkippedFile(rel, "symlink loop"))
+            continue
+        except FileNotFoundError:
+            result.skipped.append(SkippedFile(rel, "broken symlink or file vanished"))
+            continue
+        except OSError as exc:
+            reason = "symlink loop" if exc.errno == 40 else f"cannot stat: {exc.strerror}"
+            result.skipped.append(SkippedFile(rel, reason))
+            continue
+        if not absolute.is_file():
+            result.skipped.append(SkippedFile(rel, "not a regular file"))
+            continue
+        if stat.st_size > max_file_bytes:
+            result.skipped.append(
+                SkippedFile(rel, f"larger than the {max_file_bytes:,}-byte limit ({stat.st_size:,} bytes)")
+            )
+            continue
+        if _looks_minified(absolute, stat.st_size):
+            result.skipped.append(SkippedFile(rel, "minified file"))
+            continue
+        language = language_for_path(rel)
+        if language is None:
+            continue
+        result.files.append(SourceFile(rel, absolute, stat.st_size, stat.st_mtime_ns, language))
+    return result
+
+
+def confine_path(root: Path, candidate: str | Path) -> Path:
+    """Resolve ``candidate`` (relative to root or absolute) and refuse anything outside root.
+
+    Raises:
+        DiscoveryError: if the resolved path (symlinks included) leaves the project root.
+    """
+    root = root.resolve()
+    path = Path(candidate)
+    resolved = (path if path.is_absolute() else root / path).resolve()
+    if resolved != root and not resolved.is_relative_to(root):
+        raise DiscoveryError(
+            f"path {str(candidate)!r} resolves outside the project root {root} — only files inside "
+            "the project can be indexed or read"
+        )
+    return resolved

@@ -1,0 +1,458 @@
+"""Incremental indexing of a project: the plain functions behind ``codemem index``.
+
+Per run: discover files → for each file, a stat and a SHA-256; unchanged files stop there →
+changed files are parsed, their points (sparse vectors at once, dense vectors from the cache
+when present) and their subgraph replaced → deleted files vanish from every store → cross-file
+edges are re-resolved and the graph receives only the difference → dense vectors are filled for
+whatever still lacks one (resumable; search fuses whatever exists meanwhile).
+
+Crash safety: a file's manifest row is committed after its points and subgraph are written, so
+an interrupted run leaves the old hash and the next run redoes the file (writes are
+idempotent, ids are deterministic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipelines.discovery import Discovery, SourceFile, discover, resolve_project_root
+from pipelines.manifest import FileState, Manifest, SymbolRow
+from pipelines.parsing import ParseTimeout, parse_source
+from pipelines.records import build_symbol_records, file_id, graph_label
+from pipelines.resolution import resolve
+from resources import sparse
+from resources.graph_store import GraphEdge, GraphNode, GraphStore
+from resources.settings import Settings
+from resources.vector_store import VectorPoint, VectorStore
+
+CODE_COLLECTION = "code"
+BATCH_FILES = 64
+DENSE_BATCH = 64
+
+Progress = Callable[[str, int, int], None]
+"""progress(phase, done, total): phases are discover, parse, resolve, embed."""
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class IndexReport:
+    """What an index run did; printed as the summary and returned by the index tools."""
+
+    root: str = ""
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    files_with_syntax_errors: list[str] = field(default_factory=list)
+    symbols_written: int = 0
+    symbols_total: int = 0
+    edges_added: int = 0
+    edges_removed: int = 0
+    edges_total: int = 0
+    dense_done: int = 0
+    dense_total: int = 0
+    seconds: float = 0.0
+    git_aware: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed (skips with a reason are fine)."""
+        return not self.failed
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "root": self.root,
+            "files_seen": self.files_seen,
+            "files_indexed": self.files_indexed,
+            "files_unchanged": self.files_unchanged,
+            "files_deleted": self.files_deleted,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "failed": [{"path": p, "error": e} for p, e in self.failed],
+            "files_with_syntax_errors": self.files_with_syntax_errors,
+            "symbols_written": self.symbols_written,
+            "symbols_total": self.symbols_total,
+            "edges_added": self.edges_added,
+            "edges_removed": self.edges_removed,
+            "edges_total": self.edges_total,
+            "dense_done": self.dense_done,
+            "dense_total": self.dense_total,
+            "seconds": round(self.seconds, 3),
+            "git_aware": self.git_aware,
+        }
+
+
+@dataclass
+class IndexContext:
+    """The stores one project is indexed into."""
+
+    settings: Settings
+    vectors: VectorStore
+    graph: GraphStore
+    manifest: Manifest
+    embedder: Any  # resources.embeddings.Embedder, created lazily by the caller
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def root(self) -> Path:
+        """The resolved project root."""
+        return self.settings.resolved_root()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(slots=True)
+class _Prepared:
+    state: FileState
+    refs: dict[str, Any]
+    symbols: list[SymbolRow]
+    points: list[VectorPoint]
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+def prepare_file(source: SourceFile, data: bytes, content_hash: str, settings: Settings) -> _Prepared:
+    """Parse one file and build everything the stores need for it (no store is touched).
+
+    Raises:
+        ParseTimeout: when the parser exceeds the per-file time limit.
+    """
+    indexed_at = _now()
+    parsed = parse_source(source.path, data, source.language, timeout_s=settings.parse_timeout_s)  # type: ignore[arg-type]
+    records = build_symbol_records(parsed, content_hash, indexed_at)
+    fid = file_id(source.path)
+    local_to_id = {}
+    for record in records:
+        local_to_id.setdefault(record.symbol.qualified_name, record.id)
+
+    points = []
+    nodes = [
+        GraphNode(
+            id=fid,
+            label="File",
+            properties={
+                "path": source.path, "language": source.language, "content_hash": content_hash,
+                "indexed_at": indexed_at, "file_path": source.path,
+            },
+        )
+    ]
+    edges = []
+    symbols = []
+    types = []
+    for record in records:
+        symbol = record.symbol
+        points.append(VectorPoint(id=record.id, payload=record.payload, sparse=sparse.document_vector(record.sparse_text)))
+        label = graph_label(symbol.kind)
+        props = {
+            "memory_id": record.id, "name": symbol.name, "qualified_name": record.qualified_name,
+            "file_path": source.path, "language": source.language, "kind": symbol.kind,
+            "start_line": symbol.start_line, "end_line": symbol.end_line, "signature": symbol.signature,
+        }
+        nodes.append(GraphNode(id=record.id, label=label, properties=props))  # type: ignore[arg-type]
+        container_id = local_to_id.get(symbol.container or "") if symbol.container else None
+        edges.append(GraphEdge(source_id=container_id or fid, target_id=record.id, type="CONTAINS", properties={}))
+        symbols.append(
+            SymbolRow(
+                id=record.id, path=source.path, name=symbol.name, local_name=record.local_name,
+                qualified_name=record.qualified_name, kind=symbol.kind, container=symbol.container,
+                language=source.language, embed_text=record.embed_text, has_dense=False,
+            )
+        )
+        if symbol.extends or symbol.implements:
+            types.append({"id": record.id, "extends": symbol.extends, "implements": symbol.implements})
+    refs = {
+        "imports": [imp.model_dump() for imp in parsed.imports],
+        "calls": [
+            {
+                "caller_id": local_to_id.get(call.caller) if call.caller else None,
+                "callee": call.callee,
+                "callee_name": call.callee_name,
+                "line": call.line,
+            }
+            for call in parsed.calls
+        ],
+        "types": types,
+    }
+    state = FileState(
+        path=source.path, language=source.language, content_hash=content_hash, size=source.size,
+        mtime_ns=source.mtime_ns, indexed_at=indexed_at, symbol_count=len(records),
+        error_count=parsed.error_count,
+    )
+    return _Prepared(state, refs, symbols, points, nodes, edges)
+
+
+def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
+    """Give points their dense vector now when the embedding cache already has it."""
+    cache_lookup = getattr(ctx.embedder, "cached_documents", None)
+    if cache_lookup is None:
+        return
+    texts = [s.embed_text for p in prepared for s in p.symbols]
+    if not texts:
+        return
+    found = cache_lookup(texts)
+    index = 0
+    for p in prepared:
+        for symbol, point in zip(p.symbols, p.points, strict=True):
+            vector = found[index]
+            index += 1
+            if vector is not None:
+                point.dense = vector
+                symbol.has_dense = True
+
+
+def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
+    """Write a batch of prepared files to every store, manifest last."""
+    _attach_cached_dense(ctx, prepared)
+    points = [pt for p in prepared for pt in p.points]
+    ctx.vectors.upsert(CODE_COLLECTION, points)
+    stale: list[str] = []
+    for p in prepared:
+        new_ids = {s.id for s in p.symbols}
+        stale += [i for i in previous_ids.get(p.state.path, []) if i not in new_ids]
+    ctx.vectors.delete(CODE_COLLECTION, stale)
+    for p in prepared:
+        ctx.graph.replace_file(p.state.path, p.nodes, p.edges)
+    with ctx.manifest.transaction() as conn:
+        ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
+    return len(points)
+
+
+def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
+    """Remove files from every store (vectors, graph, manifest)."""
+    if not paths:
+        return
+    ids = ctx.manifest.symbol_ids_of(paths)
+    ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
+    ctx.graph.delete_files(list(paths))
+    with ctx.manifest.transaction() as conn:
+        ctx.manifest.remove_files(conn, paths)
+
+
+def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
+    """Re-resolve cross-file edges and apply the difference to the graph.
+
+    Args:
+        touched_ids: Ids of nodes whose subgraph was replaced or deleted in this run: their
+            edges were removed from the graph with them, so they are re-added when still valid.
+
+    Returns:
+        (edges added, edges removed).
+    """
+    resolution = resolve(ctx.manifest.all_symbols(), ctx.manifest.all_refs())
+    current = ctx.manifest.resolved_edges()
+    destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
+    still_in_graph = current - destroyed
+    wanted = set(resolution.edges)
+    to_add = wanted - still_in_graph
+    to_remove = still_in_graph - wanted
+    if resolution.external_modules:
+        ctx.graph.merge_nodes(
+            [
+                GraphNode(id=mid, label="Module", properties={"name": name, "language": lang, "file_path": ""})
+                for mid, (name, lang) in resolution.external_modules.items()
+            ]
+        )
+    created_at = _now()
+    ctx.graph.remove_edges(
+        [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in to_remove]  # type: ignore[arg-type]
+    )
+    ctx.graph.add_edges(
+        [
+            GraphEdge(source_id=s, target_id=d, type=t, properties={**resolution.edges[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
+            for s, t, d in to_add
+        ]
+    )
+    ctx.manifest.replace_resolved_edges(
+        [(s, t, d, resolution.edges[(s, t, d)]) for s, t, d in to_add], list(destroyed | to_remove)
+    )
+    return len(to_add), len(to_remove)
+
+
+def embed_pending(
+    ctx: IndexContext,
+    progress: Progress = _no_progress,
+    stop: threading.Event | None = None,
+    batch_size: int = DENSE_BATCH,
+) -> tuple[int, int]:
+    """Fill dense vectors for every symbol that lacks one; resumable and interruptible.
+
+    Returns:
+        (symbols with a dense vector, all symbols) when it stops.
+    """
+    done, total = ctx.manifest.dense_counts()
+    progress("embed", done, total)
+    while stop is None or not stop.is_set():
+        pending = ctx.manifest.pending_dense(batch_size)
+        if not pending:
+            break
+        ids = [row[0] for row in pending]
+        vectors = ctx.embedder.embed_documents([row[1] for row in pending])
+        with ctx.write_lock:
+            # A concurrent re-index may have replaced these symbols: write only those still there.
+            current = ctx.manifest.still_pending(ids)
+            live = {i: v for i, v in zip(ids, vectors, strict=True) if i in current}
+            ctx.vectors.set_dense(CODE_COLLECTION, live)
+            ctx.manifest.mark_dense(list(live))
+        done += len(live)
+        progress("embed", done, total)
+    return ctx.manifest.dense_counts()
+
+
+def index_project(
+    ctx: IndexContext,
+    *,
+    progress: Progress = _no_progress,
+    embed: bool = True,
+    only_paths: Sequence[str] | None = None,
+) -> IndexReport:
+    """Index the project incrementally; see the module docstring for the steps.
+
+    Args:
+        ctx: Stores and settings of the project.
+        progress: Called with (phase, done, total) as work advances.
+        embed: Also fill the dense vectors before returning (else they stay pending).
+        only_paths: Restrict the run to these repo-relative files or directories (the rest of
+            the index is left as it is, deletions included only under these paths).
+
+    Returns:
+        The run's report. Per-file failures are collected, never raised.
+    """
+    started = time.perf_counter()
+    root = resolve_project_root(ctx.root)
+    report = IndexReport(root=str(root))
+    progress("discover", 0, 0)
+    found: Discovery = discover(
+        root, extensions=ctx.settings.extensions, max_file_bytes=ctx.settings.max_file_bytes
+    )
+    files = found.files
+    skipped = found.skipped
+    if only_paths is not None:
+        prefixes = [p.rstrip("/") for p in only_paths]
+
+        def wanted(path: str) -> bool:
+            return any(path == p or path.startswith(p + "/") or p in ("", ".") for p in prefixes)
+
+        files = [f for f in files if wanted(f.path)]
+        skipped = [s for s in skipped if wanted(s.path)]
+    report.git_aware = found.git_aware
+    report.skipped = [(s.path, s.reason) for s in skipped]
+    report.files_seen = len(files) + len(skipped)
+
+    with ctx.write_lock:
+        ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
+        ctx.graph.ensure_schema()
+        known = ctx.manifest.files()
+        seen_paths = {f.path for f in files}
+        touched: set[str] = set()
+        batch: list[_Prepared] = []
+        progress("parse", 0, len(files))
+        for done, source in enumerate(files, 1):
+            state = known.get(source.path)
+            try:
+                data = source.absolute_path.read_bytes()
+            except OSError as exc:
+                report.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
+                continue
+            if b"\0" in data[:8192]:
+                report.skipped.append((source.path, "binary file"))
+                continue
+            content_hash = _sha256(data)
+            if state is not None and state.content_hash == content_hash:
+                report.files_unchanged += 1
+                if state.mtime_ns != source.mtime_ns:
+                    ctx.manifest.touch_file(source.path, source.mtime_ns)
+            else:
+                try:
+                    prepared = prepare_file(source, data, content_hash, ctx.settings)
+                except ParseTimeout:
+                    report.skipped.append(
+                        (source.path, f"parser exceeded the {ctx.settings.parse_timeout_s:g}s time limit")
+                    )
+                    continue
+                except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
+                    report.failed.append((source.path, f"{type(exc).__name__}: {exc}"))
+                    continue
+                if prepared.state.error_count:
+                    report.files_with_syntax_errors.append(source.path)
+                batch.append(prepared)
+                touched.add(file_id(source.path))
+            if len(batch) >= BATCH_FILES:
+                touched |= _flush(ctx, batch, report)
+                batch = []
+            if done % 25 == 0 or done == len(files):
+                progress("parse", done, len(files))
+        if batch:
+            touched |= _flush(ctx, batch, report)
+
+        in_scope = (lambda p: True) if only_paths is None else (lambda p: any(
+            p == q.rstrip("/") or p.startswith(q.rstrip("/") + "/") or q in ("", ".") for q in only_paths
+        ))
+        deleted = [p for p in known if p not in seen_paths and in_scope(p)]
+        if deleted:
+            old_ids = ctx.manifest.symbol_ids_of(deleted)
+            touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
+            delete_files(ctx, deleted)
+        report.files_deleted = len(deleted)
+        if touched:
+            progress("resolve", 0, 1)
+            report.edges_added, report.edges_removed = resolve_edges(ctx, touched)
+            progress("resolve", 1, 1)
+        if hasattr(ctx.vectors, "flush"):
+            ctx.vectors.flush()
+
+    if embed and ctx.settings.dense_embeddings:
+        embed_pending(ctx, progress)
+    report.dense_done, report.dense_total = ctx.manifest.dense_counts()
+    counts = ctx.manifest.counts()
+    report.symbols_total = counts["symbols"]
+    report.edges_total = counts["resolved_edges"]
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _flush(ctx: IndexContext, batch: list[_Prepared], report: IndexReport) -> set[str]:
+    """Write a batch; returns the ids whose graph edges were destroyed by the replacement.
+
+    A store failure fails the batch's files (reported, manifest untouched, so the next run
+    redoes them) instead of aborting the whole run.
+    """
+    previous = ctx.manifest.symbol_ids_of([p.state.path for p in batch])
+    destroyed = {i for ids in previous.values() for i in ids}
+    try:
+        report.symbols_written += _write_batch(ctx, batch, previous)
+    except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
+        for p in batch:
+            report.failed.append((p.state.path, f"store write failed: {type(exc).__name__}: {exc}"))
+        return destroyed
+    report.files_indexed += len(batch)
+    return destroyed
+
+
+__all__ = [
+    "CODE_COLLECTION",
+    "IndexContext",
+    "IndexReport",
+    "delete_files",
+    "embed_pending",
+    "index_project",
+    "prepare_file",
+    "resolve_edges",
+]

@@ -1,0 +1,270 @@
+"""The index manifest: what is indexed, at which content hash, and what still needs a vector.
+
+A SQLite database (WAL) under the state dir. A file's row is committed only after its points
+and its subgraph are written, so a run killed in the middle leaves the old hash in place and
+the next run redoes that file (every store write is idempotent): the index converges.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    language TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    indexed_at TEXT NOT NULL,
+    symbol_count INTEGER NOT NULL,
+    error_count INTEGER NOT NULL,
+    refs TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS symbols (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    name TEXT NOT NULL,
+    local_name TEXT NOT NULL,
+    qualified_name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    container TEXT,
+    language TEXT NOT NULL,
+    embed_text TEXT NOT NULL,
+    has_dense INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+CREATE INDEX IF NOT EXISTS symbols_pending ON symbols(has_dense);
+CREATE TABLE IF NOT EXISTS resolved_edges (
+    source TEXT NOT NULL,
+    type TEXT NOT NULL,
+    target TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    PRIMARY KEY (source, type, target)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(slots=True, frozen=True)
+class FileState:
+    """What the manifest knows of an indexed file."""
+
+    path: str
+    language: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    indexed_at: str
+    symbol_count: int
+    error_count: int
+
+
+@dataclass(slots=True, frozen=True)
+class SymbolRow:
+    """A symbol as the manifest keeps it (for resolution and the dense backlog)."""
+
+    id: str
+    path: str
+    name: str
+    local_name: str
+    qualified_name: str
+    kind: str
+    container: str | None
+    language: str
+    embed_text: str
+    has_dense: bool
+
+
+class Manifest:
+    """Thread-safe access to the manifest database."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (creating if needed) the manifest at ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(SCHEMA)
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write transaction."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def files(self) -> dict[str, FileState]:
+        """Every indexed file by path."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, error_count FROM files"
+            ).fetchall()
+        return {row[0]: FileState(*row) for row in rows}
+
+    def file(self, path: str) -> FileState | None:
+        """One file's state, or None."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, error_count "
+                "FROM files WHERE path = ?",
+                (path,),
+            ).fetchone()
+        return FileState(*row) if row else None
+
+    def symbol_ids_of(self, paths: Iterable[str]) -> dict[str, list[str]]:
+        """Symbol ids per path."""
+        found: dict[str, list[str]] = {}
+        with self._lock:
+            for path in paths:
+                found[path] = [r[0] for r in self._conn.execute("SELECT id FROM symbols WHERE path = ?", (path,))]
+        return found
+
+    def replace_files(self, conn: sqlite3.Connection, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
+        """Inside a transaction: replace the rows of these files (state, refs, symbols).
+
+        A symbol whose id and embedding text are unchanged keeps its ``has_dense`` flag, so an
+        edit elsewhere in the file does not re-embed it.
+        """
+        for state, refs, symbols in entries:
+            previous = {
+                row[0]: (row[1], row[2])
+                for row in conn.execute("SELECT id, embed_text, has_dense FROM symbols WHERE path = ?", (state.path,))
+            }
+            conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
+            conn.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    state.path, state.language, state.content_hash, state.size, state.mtime_ns,
+                    state.indexed_at, state.symbol_count, state.error_count, json.dumps(refs),
+                ),
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
+                        s.embed_text,
+                        int(s.has_dense or (s.id in previous and previous[s.id] == (s.embed_text, 1))),
+                    )
+                    for s in symbols
+                ],
+            )
+
+    def touch_file(self, path: str, mtime_ns: int) -> None:
+        """Record a new mtime for a file whose content hash did not change."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE files SET mtime_ns = ? WHERE path = ?", (mtime_ns, path))
+
+    def remove_files(self, conn: sqlite3.Connection, paths: Iterable[str]) -> None:
+        """Inside a transaction: forget these files and their symbols."""
+        for path in paths:
+            conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
+            conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def all_symbols(self) -> list[SymbolRow]:
+        """Every symbol (for cross-file resolution)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense FROM symbols"
+            ).fetchall()
+        return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
+
+    def all_refs(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Per file: (language, refs) where refs holds imports, calls and inheritance."""
+        with self._lock:
+            rows = self._conn.execute("SELECT path, language, refs FROM files").fetchall()
+        return {path: (language, json.loads(refs)) for path, language, refs in rows}
+
+    def pending_dense(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` (id, embed_text) pairs that have no dense vector yet."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT id, embed_text FROM symbols WHERE has_dense = 0 ORDER BY path, id LIMIT ?", (limit,)
+            ).fetchall()
+
+    def still_pending(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that still exist and still lack a dense vector."""
+        found: set[str] = set()
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    r[0] for r in self._conn.execute(
+                        f"SELECT id FROM symbols WHERE has_dense = 0 AND id IN ({marks})", chunk
+                    )
+                )
+        return found
+
+    def mark_dense(self, ids: Sequence[str]) -> None:
+        """Record that these symbols have their dense vector."""
+        with self.transaction() as conn:
+            conn.executemany("UPDATE symbols SET has_dense = 1 WHERE id = ?", [(i,) for i in ids])
+
+    def reset_dense(self) -> None:
+        """Forget every dense vector (after a model change)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE symbols SET has_dense = 0")
+
+    def dense_counts(self) -> tuple[int, int]:
+        """(symbols with a dense vector, all symbols)."""
+        with self._lock:
+            done, total = self._conn.execute(
+                "SELECT COALESCE(SUM(has_dense), 0), COUNT(*) FROM symbols"
+            ).fetchone()
+        return int(done), int(total)
+
+    def resolved_edges(self) -> set[tuple[str, str, str]]:
+        """The cross-file edges currently in the graph as (source, type, target)."""
+        with self._lock:
+            return {tuple(r) for r in self._conn.execute("SELECT source, type, target FROM resolved_edges")}  # type: ignore[misc]
+
+    def replace_resolved_edges(
+        self, added: Sequence[tuple[str, str, str, dict[str, Any]]], removed: Sequence[tuple[str, str, str]]
+    ) -> None:
+        """Apply a diff to the resolved edge set."""
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", removed)
+            conn.executemany(
+                "INSERT OR REPLACE INTO resolved_edges VALUES (?, ?, ?, ?)",
+                [(s, t, d, json.dumps(p)) for s, t, d, p in added],
+            )
+
+    def get_meta(self, key: str) -> str | None:
+        """A metadata value."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a metadata value."""
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def counts(self) -> dict[str, int]:
+        """Files, symbols and resolved edges indexed."""
+        with self._lock:
+            files = self._conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            symbols = self._conn.execute("SELECT COUNT(*) FROM symbols").fetchone()[0]
+            edges = self._conn.execute("SELECT COUNT(*) FROM resolved_edges").fetchone()[0]
+        return {"files": files, "symbols": symbols, "resolved_edges": edges}
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,160 @@
+"""Turn a parsed file into store records: ids, payloads, graph nodes and the text to embed.
+
+Ids are deterministic (UUIDv5 of repo-relative path + file-local qualified name, with an
+ordinal for overloads), so re-indexing the same content writes the same points and nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from resources.schemas.code import ParsedFile, ParsedSymbol
+
+ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
+CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum"})
+MAX_PAYLOAD_CODE = 6_000
+MAX_PAYLOAD_DOC = 2_000
+MAX_EMBED_BODY_CHARS = 1_200
+_SPLIT_IDENTIFIER = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
+
+
+def symbol_id(path: str, local_qualified_name: str) -> str:
+    """The deterministic id of a symbol (a UUID string, valid for Qdrant and the graph)."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"{path}::{local_qualified_name}"))
+
+
+def file_id(path: str) -> str:
+    """The deterministic id of a File node."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"file::{path}"))
+
+
+def module_id(name: str, language: str) -> str:
+    """The deterministic id of an external Module node."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"module::{language}::{name}"))
+
+
+def module_name(path: str) -> str:
+    """Dotted module name of a file: ``src/pkg/util.py`` → ``src.pkg.util``."""
+    pure = PurePosixPath(path)
+    parts = list(pure.with_suffix("").parts)
+    if len(parts) > 1 and parts[-1] in _MODULE_TAILS:
+        parts.pop()
+    return ".".join(parts)
+
+
+def split_identifier(name: str) -> str:
+    """``getHTTPResponse`` / ``get_http_response`` → ``get http response``."""
+    return " ".join(p.lower() for chunk in name.split("_") for p in _SPLIT_IDENTIFIER.findall(chunk))
+
+
+def path_prefixes(path: str) -> list[str]:
+    """Directory prefixes of a path for prefix filtering: ``a/b/c.py`` → ``["a/", "a/b/"]``."""
+    parts = PurePosixPath(path).parts[:-1]
+    return ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
+
+
+@dataclass(slots=True)
+class SymbolRecord:
+    """One symbol ready for the stores."""
+
+    id: str
+    symbol: ParsedSymbol
+    local_name: str
+    qualified_name: str
+    payload: dict[str, Any]
+    embed_text: str
+    sparse_text: str
+
+
+def embedding_text(parsed: ParsedFile, symbol: ParsedSymbol, qualified_name: str) -> str:
+    """What the dense model sees for a symbol.
+
+    Natural-language handles first (the name and its container split into words, the
+    docstring), then the signature and the start of the body: all-MiniLM-L6-v2 reads only 256
+    word pieces, and queries are mostly phrased in words, not code.
+    """
+    words = split_identifier(symbol.name)
+    container = f" of {split_identifier(symbol.container.split('.')[-1])}" if symbol.container else ""
+    lines = [f"{symbol.kind} {words}{container}"]
+    if symbol.docstring:
+        lines.append(symbol.docstring[:600])
+    lines.append(symbol.signature)
+    body = symbol.code
+    if body.startswith(symbol.signature[:20]):
+        body = body[len(symbol.signature):]
+    lines.append(body[:MAX_EMBED_BODY_CHARS])
+    lines.append(f"in {parsed.path}")
+    return "\n".join(lines)
+
+
+def sparse_text(parsed: ParsedFile, symbol: ParsedSymbol) -> str:
+    """What the sparse (BM25) vector indexes: name thrice, container, docstring, code, path."""
+    parts = [symbol.name, symbol.name, symbol.name]
+    if symbol.container:
+        parts.append(symbol.container)
+    if symbol.docstring:
+        parts.append(symbol.docstring)
+    parts.append(symbol.code or symbol.signature)
+    parts.append(parsed.path)
+    return "\n".join(parts)
+
+
+def build_symbol_records(
+    parsed: ParsedFile, content_hash: str, indexed_at: str
+) -> list[SymbolRecord]:
+    """Store records for every symbol of a parsed file (overloads get ``#2``, ``#3`` ids)."""
+    records: list[SymbolRecord] = []
+    seen: dict[str, int] = {}
+    module = module_name(parsed.path)
+    prefixes = path_prefixes(parsed.path)
+    for symbol in parsed.symbols:
+        count = seen.get(symbol.qualified_name, 0) + 1
+        seen[symbol.qualified_name] = count
+        local = symbol.qualified_name if count == 1 else f"{symbol.qualified_name}#{count}"
+        qualified = f"{module}.{symbol.qualified_name}" if module else symbol.qualified_name
+        sid = symbol_id(parsed.path, local)
+        code = symbol.code
+        payload = {
+            "id": sid,
+            "kind": symbol.kind,
+            "name": symbol.name,
+            "qualified_name": qualified,
+            "local_name": local,
+            "container": symbol.container,
+            "file_path": parsed.path,
+            "path_prefixes": prefixes,
+            "language": parsed.language,
+            "start_line": symbol.start_line,
+            "end_line": symbol.end_line,
+            "signature": symbol.signature,
+            "docstring": (symbol.docstring or "")[:MAX_PAYLOAD_DOC] or None,
+            "code": code[:MAX_PAYLOAD_CODE],
+            "code_truncated": len(code) > MAX_PAYLOAD_CODE,
+            "is_async": symbol.is_async,
+            "extends": symbol.extends,
+            "implements": symbol.implements,
+            "content_hash": content_hash,
+            "indexed_at": indexed_at,
+        }
+        records.append(
+            SymbolRecord(
+                id=sid,
+                symbol=symbol,
+                local_name=local,
+                qualified_name=qualified,
+                payload=payload,
+                embed_text=embedding_text(parsed, symbol, qualified),
+                sparse_text=sparse_text(parsed, symbol),
+            )
+        )
+    return records
+
+
+def graph_label(kind: str) -> str:
+    """Graph node label of a symbol kind (types are ``Class`` nodes, callables ``Function``)."""
+    return "Class" if kind in CLASS_KINDS else "Function"

@@ -1,0 +1,1 @@
+"""The query side: one service layer with MCP, HTTP and CLI faces."""

@@ -1,0 +1,244 @@
+"""The ``codemem`` command line: thin commands over the service (through the project's owner)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pipelines.discovery import DiscoveryError, resolve_project_root
+from resources.settings import Settings
+
+from .service import ToolError
+
+console = Console(stderr=True)
+PHASES = {
+    "discover": "Discovering files",
+    "parse": "Parsing & writing",
+    "resolve": "Resolving cross-file edges",
+    "embed": "Computing dense vectors",
+}
+
+
+def _settings_for(project: str) -> Settings:
+    try:
+        root = resolve_project_root(Path(project))
+    except DiscoveryError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return Settings(project_root=root)
+
+
+def _handle(project: str):  # noqa: ANN202 - lazy import keeps `codemem --help` fast
+    from .ownership import ProjectHandle
+
+    settings = _settings_for(project)
+    try:
+        return ProjectHandle(settings)
+    except ToolError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _configure_logging() -> None:
+    import logging
+
+    import structlog
+
+    level = os.environ.get("CODEMEM_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+    )
+
+
+@click.group()
+@click.version_option(package_name="codemem")
+def main() -> None:
+    """codemem — long-term memory and codebase intelligence for Claude Code."""
+    _configure_logging()
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    """A human summary of an index run."""
+    table = Table(title=f"codemem index — {report['root']}", show_header=False)
+    table.add_row("files seen", str(report["files_seen"]))
+    table.add_row("indexed (new or changed)", str(report["files_indexed"]))
+    table.add_row("unchanged", str(report["files_unchanged"]))
+    table.add_row("deleted from the index", str(report["files_deleted"]))
+    table.add_row("skipped", str(len(report["skipped"])))
+    table.add_row("failed", str(len(report["failed"])))
+    table.add_row("files with syntax errors (indexed what parsed)", str(len(report["files_with_syntax_errors"])))
+    table.add_row("symbols (written / total)", f"{report['symbols_written']} / {report['symbols_total']}")
+    table.add_row("cross-file edges (+added / -removed / total)", f"+{report['edges_added']} / -{report['edges_removed']} / {report['edges_total']}")
+    table.add_row("dense vectors", f"{report['dense_done']} / {report['dense_total']}")
+    table.add_row("time", f"{report['seconds']:.2f} s")
+    console.print(table)
+    reasons: dict[str, int] = {}
+    for item in report["skipped"]:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        console.print(f"  skipped {count:>5} × {reason}")
+    for item in report["failed"]:
+        console.print(f"[red]  FAILED {item['path']}: {item['error']}[/red]")
+
+
+@main.command()
+@click.argument("path", default=".", type=click.Path(file_okay=True, dir_okay=True))
+@click.option("--no-embed", is_flag=True, help="Write sparse vectors and the graph only; dense vectors later.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+def index(path: str, no_embed: bool, as_json: bool) -> None:
+    """Index the repository at PATH (default: the current directory), incrementally."""
+    from resources.schemas.tools import IndexInput
+
+    handle = _handle(path)
+    try:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=False, disable=as_json,
+        ) as bar:
+            tasks: dict[str, Any] = {}
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                if phase not in tasks:
+                    tasks[phase] = bar.add_task(PHASES.get(phase, phase), total=total or None)
+                bar.update(tasks[phase], completed=done, total=total or None)
+
+            report = handle.call("index", IndexInput(embed=not no_embed), on_progress)
+    except ToolError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted — the index stays consistent; run `codemem index` again to finish[/yellow]")
+        sys.exit(130)
+    finally:
+        handle.close()
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_summary(report)
+    if report["failed"]:
+        names = ", ".join(item["path"] for item in report["failed"][:10])
+        raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
+
+
+@main.command()
+@click.option("--project", default=".", help="The repository to serve.")
+def mcp(project: str) -> None:
+    """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json)."""
+    from .mcp_server import run_stdio
+
+    handle = _handle(project)
+    try:
+        if handle.is_owner:
+            handle.backend.start_background_embedding()  # type: ignore[union-attr]
+        run_stdio(handle)
+    finally:
+        handle.close()
+
+
+@main.command()
+@click.option("--project", default=".", help="The repository to serve.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
+@click.option("--port", default=8765, show_default=True)
+def serve(project: str, host: str, port: int) -> None:
+    """Serve the MCP tools over streamable HTTP at http://HOST:PORT/mcp."""
+    import anyio
+
+    from .mcp_server import build_mcp_server
+
+    if host not in {"127.0.0.1", "localhost", "::1"}:
+        raise click.ClickException(
+            f"refusing to bind {host}: the HTTP API with bearer-token protection comes with the query "
+            "server; until then codemem serves MCP on loopback only"
+        )
+    handle = _handle(project)
+    try:
+        if handle.is_owner:
+            handle.backend.start_background_embedding()  # type: ignore[union-attr]
+        server = build_mcp_server(handle)
+        console.print(f"codemem MCP (streamable HTTP) on http://{host}:{port}/mcp — Ctrl-C to stop")
+        anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        handle.close()
+
+
+@main.command()
+@click.argument("query")
+@click.option("--project", default=".", help="The indexed repository.")
+@click.option("--language", default=None)
+@click.option("--path-prefix", default=None)
+@click.option("--kind", default=None)
+@click.option("--limit", default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def search(query: str, project: str, language: str | None, path_prefix: str | None, kind: str | None, limit: int, as_json: bool) -> None:
+    """Search the indexed code by meaning and words."""
+    from pydantic import ValidationError
+
+    from resources.schemas.tools import CodeSearchInput
+
+    try:
+        request = CodeSearchInput(query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise click.ClickException(str(exc)) from exc
+    handle = _handle(project)
+    try:
+        result = handle.call("code_search", request)
+    except ToolError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        handle.close()
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    console.print(f"[dim]{result.search_mode}[/dim]")
+    for hit in result.results:
+        stale = " [yellow](stale)[/yellow]" if hit.provenance.stale else ""
+        console.print(f"[bold]{hit.score:.4f}[/bold] {hit.kind} [cyan]{hit.qualified_name}[/cyan] {hit.file_path}:{hit.start_line}{stale}")
+        console.print(f"    {hit.signature}")
+
+
+@main.command()
+@click.option("--project", default=".", help="The indexed repository.")
+def status(project: str) -> None:
+    """Show how complete and current the index is."""
+    handle = _handle(project)
+    try:
+        result = handle.call("index_status")
+    finally:
+        handle.close()
+    click.echo(result.model_dump_json(indent=2))
+
+
+@main.command(name="graph")
+@click.argument("cypher")
+@click.option("--project", default=".", help="The indexed repository.")
+@click.option("--limit", default=100, show_default=True)
+def graph_command(cypher: str, project: str, limit: int) -> None:
+    """Run a read-only Cypher query over the code graph."""
+    from resources.schemas.tools import GraphQueryInput
+
+    handle = _handle(project)
+    try:
+        result = handle.call("graph_query", GraphQueryInput(cypher=cypher, limit=limit))
+    except ToolError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        handle.close()
+    click.echo(result.model_dump_json(indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""MCP face of the service: the code tools for Claude Code, over stdio (``codemem mcp``).
+
+Each tool is a few lines over ``ProjectHandle.call``; the descriptions tell an LLM when to use
+the tool. Errors come back as MCP tool errors (``isError``) with an actionable message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
+from pydantic import Field, ValidationError
+
+from resources.schemas.tools import (
+    CodeKind,
+    CodeSearchInput,
+    CodeSearchResult,
+    GraphQueryInput,
+    GraphQueryResult,
+    IndexInput,
+    IndexStatusResult,
+)
+
+from .ownership import ProjectHandle
+from .service import ToolError
+
+INSTRUCTIONS = (
+    "codemem knows this repository's code: search it by meaning before writing new code "
+    "(code_search), walk calls/imports/inheritance with read-only Cypher (graph_query), and check "
+    "how complete and current the index is (index_status)."
+)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+    return f"invalid input — {problems}"
+
+
+async def _call(handle: ProjectHandle, method: str, *args: Any) -> Any:
+    try:
+        return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
+    except ToolError as exc:
+        raise MCPToolError(str(exc)) from exc
+
+
+def build_mcp_server(handle: ProjectHandle) -> MCPServer:
+    """An MCP server exposing the code tools of the project behind ``handle``."""
+    server = MCPServer(name="codemem", instructions=INSTRUCTIONS)
+
+    @server.tool(name="code_search")
+    async def code_search(
+        query: Annotated[str, Field(description="What the code does, in words, or a code snippet.")],
+        language: Annotated[str | None, Field(description="Only this language (python, typescript, tsx, javascript, java, go, rust, csharp).")] = None,
+        path_prefix: Annotated[str | None, Field(description="Only files under this repo-relative directory.")] = None,
+        kind: Annotated[CodeKind | None, Field(description="Only this kind of symbol.")] = None,
+        limit: Annotated[int, Field(description="Results per page, 1-100.")] = 10,
+        cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
+    ) -> CodeSearchResult:
+        """Find functions, methods and classes in this repository by meaning and by name.
+
+        Use it BEFORE writing new code (an existing function may already do it), to locate where
+        something is implemented, or to find examples of a pattern. Results carry file path,
+        lines, signature, docstring, a snippet, and provenance (stale=true means the file changed
+        since indexing). Combines semantic (dense) and keyword (sparse) search.
+        """
+        try:
+            request = CodeSearchInput(
+                query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor
+            )
+        except ValidationError as exc:
+            raise MCPToolError(_validation_message(exc)) from exc
+        return await _call(handle, "code_search", request)
+
+    @server.tool(name="graph_query")
+    async def graph_query(
+        cypher: Annotated[str, Field(description="Read-only Cypher: MATCH ... RETURN ...")],
+        parameters: Annotated[dict[str, Any] | None, Field(description="Query parameters referenced as $name.")] = None,
+        limit: Annotated[int, Field(description="Maximum rows, 1-1000.")] = 100,
+    ) -> GraphQueryResult:
+        """Run a read-only Cypher query over the code graph.
+
+        Nodes: File {path, language, content_hash, indexed_at}, Function and Class {id,
+        name, qualified_name, file_path, language, kind, signature, start_line, end_line},
+        Module {name, language}. Relationships: CONTAINS (File/Class -> Function/Class), CALLS
+        (Function -> Function, line_number), IMPORTS (File -> File/Module, items), EXTENDS and
+        IMPLEMENTS (Class -> Class). Example: callers of a function:
+        MATCH (c:Function)-[:CALLS]->(f:Function {name: $name}) RETURN c.qualified_name, c.file_path.
+        Writes (CREATE, MERGE, SET, DELETE, ...) are refused.
+        """
+        try:
+            request = GraphQueryInput(cypher=cypher, parameters=parameters, limit=limit)
+        except ValidationError as exc:
+            raise MCPToolError(_validation_message(exc)) from exc
+        return await _call(handle, "graph_query", request)
+
+    @server.tool(name="index_status")
+    async def index_status() -> IndexStatusResult:
+        """How much of the repository is indexed: files, symbols, edges, dense-vector coverage,
+        the search mode in effect, the stores and embedder in use, and the last run's summary.
+        Call it when results look incomplete or stale."""
+        return await _call(handle, "index_status")
+
+    @server.tool(name="index_directory")
+    async def index_directory(
+        paths: Annotated[list[str] | None, Field(description="Repo-relative files/directories; omit for the whole project.")] = None,
+    ) -> dict[str, Any]:
+        """Re-index the project (or some paths) incrementally: only files whose content changed
+        are re-parsed. Returns the run's summary. Dense vectors are filled in the background."""
+        try:
+            request = IndexInput(paths=paths, embed=False)
+        except ValidationError as exc:
+            raise MCPToolError(_validation_message(exc)) from exc
+        return await _call(handle, "index", request)
+
+    return server
+
+
+def run_stdio(handle: ProjectHandle) -> None:
+    """Serve MCP over stdio until the client closes the stream."""
+    server = build_mcp_server(handle)
+    anyio.run(server.run_stdio_async)

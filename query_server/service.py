@@ -1,0 +1,304 @@
+"""The service layer: the code tools as plain methods over the project's stores.
+
+MCP tools, HTTP routes and CLI commands are thin wrappers over ``CodeMemService``; a process
+that does not own the project's embedded stores uses ``query_server.ownership.RemoteService``,
+which offers the same methods over loopback.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from pipelines.discovery import DiscoveryError, confine_path
+from pipelines.indexer import CODE_COLLECTION, IndexContext, IndexReport, Progress, embed_pending, index_project
+from pipelines.manifest import Manifest
+from resources import sparse
+from resources.schemas.tools import (
+    CodeHit,
+    CodeSearchInput,
+    CodeSearchResult,
+    GraphQueryInput,
+    GraphQueryResult,
+    IndexInput,
+    IndexStatusResult,
+    Provenance,
+)
+from resources.settings import Settings
+from resources.vector_store import PayloadFilter, VectorStoreError
+
+log = structlog.get_logger("codemem.service")
+
+MAX_RESPONSE_TOKENS = 50_000
+CHARS_PER_TOKEN = 3  # conservative for code (tokenizers average ~3.5-4 chars/token on source)
+SNIPPET_LINES = 30
+CANDIDATES = 100
+
+
+class ToolError(Exception):
+    """A tool call that cannot be served; the message says what went wrong and what to do."""
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token estimate (over-counts, so the 50k cap holds for real tokenizers)."""
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
+def _encode_cursor(offset: int, query_key: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset, "q": query_key}).encode()).decode()
+
+
+def _decode_cursor(cursor: str | None, query_key: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        offset = int(data["o"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ToolError("invalid cursor — pass the next_cursor value of the previous page unchanged") from exc
+    if data.get("q") != query_key:
+        raise ToolError("this cursor belongs to another query — repeat the same query and filters with it")
+    return offset
+
+
+class CodeMemService:
+    """The code tools for one project, over stores this process owns."""
+
+    def __init__(self, settings: Settings) -> None:
+        """Open the project's stores (embedded by default, servers when configured)."""
+        from resources.embeddings import create_embedder
+        from resources.graph_factory import create_graph_store
+        from resources.vector_store import create_vector_store
+
+        self.settings = settings
+        state = settings.resolved_state_dir()
+        state.mkdir(parents=True, exist_ok=True)
+        self.embedder, self.embedder_status = create_embedder(settings)
+        self.vectors = create_vector_store(settings)
+        self.graph = create_graph_store(settings)
+        self.manifest = Manifest(state / "index.db")
+        self.ctx = IndexContext(
+            settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder
+        )
+        self._index_lock = threading.Lock()
+        self._dense_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start_background_embedding(self) -> None:
+        """Fill missing dense vectors in a background thread (search works meanwhile)."""
+        if not self.settings.dense_embeddings:
+            return
+        if self._dense_thread is not None and self._dense_thread.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                embed_pending(self.ctx, stop=self._stop)
+            except Exception:  # noqa: BLE001 - background work logs and stops
+                log.exception("background embedding failed", operation="embed_pending")
+
+        self._dense_thread = threading.Thread(target=run, name="codemem-dense", daemon=True)
+        self._dense_thread.start()
+
+    def close(self) -> None:
+        """Stop background work and close every store."""
+        self._stop.set()
+        if self._dense_thread is not None:
+            self._dense_thread.join(timeout=30)
+        for closer in (self.vectors.close, self.graph.close, self.manifest.close):
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - closing must go on
+                log.exception("close failed", operation="close")
+
+    # -- tools -------------------------------------------------------------------------------
+    def index(self, request: IndexInput, progress: Progress | None = None) -> dict[str, Any]:
+        """Index the project (or the given paths) incrementally and return the report."""
+        paths = None
+        if request.paths:
+            root = self.settings.resolved_root()
+            paths = []
+            for raw in request.paths:
+                try:
+                    resolved = confine_path(root, raw)
+                except DiscoveryError as exc:
+                    raise ToolError(str(exc)) from exc
+                if not resolved.exists():
+                    raise ToolError(f"path does not exist: {raw} — give a file or directory inside {root}")
+                rel = resolved.relative_to(root).as_posix()
+                paths.append("" if rel == "." else rel)
+        with self._index_lock:
+            report: IndexReport = index_project(
+                self.ctx, progress=progress or (lambda *_: None), embed=request.embed, only_paths=paths
+            )
+        self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
+        if not request.embed:
+            self.start_background_embedding()
+        return report.as_dict()
+
+    def _dense_coverage(self) -> tuple[int, int, float]:
+        done, total = self.manifest.dense_counts()
+        return done, total, (done / total if total else 0.0)
+
+    def code_search(self, request: CodeSearchInput) -> CodeSearchResult:
+        """Hybrid code search: dense + sparse candidates fused with RRF in Qdrant."""
+        key_source = json.dumps([request.query, request.language, request.path_prefix, request.kind])
+        query_key = hashlib.sha1(key_source.encode()).hexdigest()[:12]
+        offset = _decode_cursor(request.cursor, query_key)
+        must: dict[str, list[Any]] = {}
+        if request.language:
+            must["language"] = [request.language.lower()]
+        if request.kind:
+            must["kind"] = [request.kind]
+        if request.path_prefix:
+            prefix = request.path_prefix.strip().strip("/")
+            if prefix and prefix != ".":
+                must["path_prefixes"] = [prefix + "/"]
+        done, total, coverage = self._dense_coverage()
+        dense = None
+        mode = "sparse-only"
+        if done > 0:
+            dense = self.embedder.embed_query(request.query)
+            mode = "hybrid" if done == total else f"hybrid (dense vectors {coverage:.0%} computed; rest by words)"
+        elif total:
+            mode = "sparse-only (dense vectors not computed yet; run `codemem index` or wait for the server)"
+        try:
+            hits = self.vectors.hybrid_query(
+                CODE_COLLECTION,
+                dense=dense,
+                sparse=sparse.query_vector(request.query),
+                limit=offset + request.limit + 1,
+                payload_filter=PayloadFilter(must),
+                candidates=max(CANDIDATES, offset + request.limit + 1),
+            )
+        except VectorStoreError as exc:
+            raise ToolError(str(exc)) from exc
+        page = hits[offset : offset + request.limit]
+        more = len(hits) > offset + request.limit
+        results: list[CodeHit] = []
+        budget = MAX_RESPONSE_TOKENS - 500
+        truncated = False
+        stale_cache: dict[str, bool] = {}
+        for hit in page:
+            code_hit = self._to_hit(hit.id, hit.score, hit.payload, stale_cache)
+            cost = estimate_tokens(code_hit.model_dump_json())
+            if cost > budget:
+                truncated = True
+                more = True
+                break
+            budget -= cost
+            results.append(code_hit)
+        next_offset = offset + len(results)
+        return CodeSearchResult(
+            results=results,
+            next_cursor=_encode_cursor(next_offset, query_key) if more else None,
+            search_mode=mode,
+            dense_coverage=round(coverage, 4),
+            truncated=truncated,
+        )
+
+    def _is_stale(self, path: str, content_hash: str, cache: dict[str, bool]) -> bool:
+        if path in cache:
+            return cache[path]
+        absolute = self.settings.resolved_root() / path
+        state = self.manifest.file(path)
+        try:
+            stat = absolute.stat()
+        except OSError:
+            cache[path] = True
+            return True
+        if state is not None and state.content_hash == content_hash and state.mtime_ns == stat.st_mtime_ns and state.size == stat.st_size:
+            cache[path] = False
+            return False
+        try:
+            stale = hashlib.sha256(absolute.read_bytes()).hexdigest() != content_hash
+        except OSError:
+            stale = True
+        cache[path] = stale
+        return stale
+
+    def _to_hit(self, pid: str, score: float, payload: dict[str, Any], stale_cache: dict[str, bool]) -> CodeHit:
+        code = payload.get("code") or ""
+        lines = code.splitlines()
+        snippet = "\n".join(lines[:SNIPPET_LINES])
+        if len(lines) > SNIPPET_LINES or payload.get("code_truncated"):
+            snippet += f"\n… [{len(lines) - SNIPPET_LINES if len(lines) > SNIPPET_LINES else 'more'} lines cut — read {payload.get('file_path')}:{payload.get('start_line')}-{payload.get('end_line')}]"
+        return CodeHit(
+            id=pid,
+            kind=payload.get("kind", ""),
+            name=payload.get("name", ""),
+            qualified_name=payload.get("qualified_name", ""),
+            file_path=payload.get("file_path", ""),
+            start_line=int(payload.get("start_line", 0)),
+            end_line=int(payload.get("end_line", 0)),
+            language=payload.get("language", ""),
+            signature=payload.get("signature", ""),
+            docstring=payload.get("docstring"),
+            score=round(float(score), 6),
+            snippet=snippet,
+            provenance=Provenance(
+                content_hash=payload.get("content_hash", ""),
+                indexed_at=payload.get("indexed_at", ""),
+                stale=self._is_stale(payload.get("file_path", ""), payload.get("content_hash", ""), stale_cache),
+            ),
+        )
+
+    def graph_query(self, request: GraphQueryInput) -> GraphQueryResult:
+        """Run read-only Cypher over the code graph."""
+        from resources.graph_store import GraphQueryError, ReadOnlyViolation
+
+        try:
+            columns, rows, truncated = self.graph.read_query(request.cypher, request.parameters or {}, request.limit)
+        except ReadOnlyViolation as exc:
+            raise ToolError(str(exc)) from exc
+        except GraphQueryError as exc:
+            raise ToolError(str(exc)) from exc
+        result = GraphQueryResult(columns=columns, results=rows, truncated=truncated)
+        while estimate_tokens(result.model_dump_json()) > MAX_RESPONSE_TOKENS and result.results:
+            result.results = result.results[: len(result.results) // 2]
+            result.truncated = True
+        return result
+
+    def index_status(self) -> IndexStatusResult:
+        """Counts, dense coverage and the last run's summary."""
+        counts = self.manifest.counts()
+        done, total, coverage = self._dense_coverage()
+        last = self.manifest.get_meta("last_index")
+        try:
+            graph_counts = self.graph.counts()
+        except Exception as exc:  # noqa: BLE001 - status must answer even when the graph is down
+            graph_counts = {"error": str(exc)}  # type: ignore[dict-item]
+        if not total:
+            mode = "empty index — run `codemem index`"
+        elif done == total:
+            mode = "hybrid"
+        elif done:
+            mode = f"hybrid with {coverage:.0%} dense vectors (the rest is searched by words until embedded)"
+        else:
+            mode = "sparse-only (dense vectors pending)"
+        return IndexStatusResult(
+            project_root=str(self.settings.resolved_root()),
+            files=counts["files"],
+            symbols=counts["symbols"],
+            resolved_edges=counts["resolved_edges"],
+            dense_vectors=done,
+            dense_coverage=round(coverage, 4),
+            search_mode=mode,
+            embedder=str(self.embedder_status),
+            vector_store="qdrant server" if self.settings.server_mode_vectors else "qdrant-edge (embedded)",
+            graph_store="neo4j server" if self.settings.server_mode_graph else "falkordb (embedded)",
+            last_index=json.loads(last) if last else None,
+            graph_counts=graph_counts,
+        )
+
+
+def state_dir_of(settings: Settings) -> Path:
+    """The project's state directory."""
+    return settings.resolved_state_dir()

@@ -1,0 +1,1 @@
+"""Shared resources of codemem: settings, schemas, embedders and stores."""

@@ -1,0 +1,104 @@
+"""Inputs and results of the code tools (shared/API.md shapes); MCP and HTTP schemas come from here."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+MAX_QUERY_CHARS = 100_000
+CodeKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "doc_chunk"]
+
+
+class CodeSearchInput(BaseModel):
+    """Search the indexed code by meaning and by words."""
+
+    query: str = Field(description="A code snippet or a description of what the code does.", min_length=1, max_length=MAX_QUERY_CHARS)
+    language: str | None = Field(default=None, description="Only this language: python, javascript, typescript, tsx, java, go, rust, csharp.")
+    path_prefix: str | None = Field(default=None, description="Only files under this repo-relative directory, e.g. 'src/api'.")
+    kind: CodeKind | None = Field(default=None, description="Only this kind of symbol.")
+    limit: int = Field(default=10, ge=1, le=100, description="Results per page (max 100).")
+    cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank — describe the code you are looking for")
+        return value
+
+
+class Provenance(BaseModel):
+    """Where a hit comes from and whether it is still current."""
+
+    content_hash: str
+    indexed_at: str
+    stale: bool = Field(description="True when the file changed on disk since it was indexed (re-run `codemem index`).")
+
+
+class CodeHit(BaseModel):
+    """One code search result."""
+
+    id: str
+    kind: str
+    name: str
+    qualified_name: str
+    file_path: str
+    start_line: int
+    end_line: int
+    language: str
+    signature: str
+    docstring: str | None = None
+    score: float
+    snippet: str
+    provenance: Provenance
+
+
+class CodeSearchResult(BaseModel):
+    """A page of code hits."""
+
+    results: list[CodeHit]
+    next_cursor: str | None = None
+    search_mode: str = Field(description="hybrid, or sparse-only while dense vectors are still being computed.")
+    dense_coverage: float = Field(description="Share of indexed symbols that have a dense vector (0–1).")
+    truncated: bool = False
+
+
+class GraphQueryInput(BaseModel):
+    """A read-only Cypher query over the code graph."""
+
+    cypher: str = Field(min_length=1, max_length=20_000, description="Cypher (read-only: MATCH ... RETURN).")
+    parameters: dict[str, Any] | None = Field(default=None, description="Query parameters ($name).")
+    limit: int = Field(default=100, ge=1, le=1000, description="Maximum rows returned.")
+
+
+class GraphQueryResult(BaseModel):
+    """Rows of a graph query."""
+
+    columns: list[str]
+    results: list[dict[str, Any]]
+    truncated: bool
+
+
+class IndexInput(BaseModel):
+    """Index (incrementally) the project or part of it."""
+
+    paths: list[str] | None = Field(default=None, description="Repo-relative files or directories; all of the project when omitted.")
+    embed: bool = Field(default=True, description="Also compute dense vectors before returning.")
+
+
+class IndexStatusResult(BaseModel):
+    """How complete and current the index is."""
+
+    project_root: str
+    files: int
+    symbols: int
+    resolved_edges: int
+    dense_vectors: int
+    dense_coverage: float
+    search_mode: str
+    embedder: str
+    vector_store: str
+    graph_store: str
+    last_index: dict[str, Any] | None = None
+    graph_counts: dict[str, int] = Field(default_factory=dict)

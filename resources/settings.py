@@ -1,0 +1,96 @@
+"""All configuration of codemem in one pydantic-settings model.
+
+Environment variables use the ``CODEMEM_`` prefix; the plain names users already know from the
+seeds (``QDRANT_URL``, ``QDRANT_HOST``, ``NEO4J_URI``, ``VOYAGE_API_KEY``, ...) are accepted as
+aliases. Defaults give the embedded mode: state under ``<project>/.codemem/``, no server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_EXTENSIONS: tuple[str, ...] = (
+    ".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts",
+    ".java", ".go", ".rs", ".cs",
+)
+
+
+def _alias(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    """codemem settings; every field can be set from the environment.
+
+    Attributes:
+        project_root: The repository being indexed and served.
+        state_dir: Where embedded stores, caches and locks live (default ``<project>/.codemem``).
+        extensions: File extensions that are indexed.
+        max_file_bytes: Files larger than this are skipped (with the reason reported).
+        qdrant_url / qdrant_host / qdrant_port / qdrant_api_key: Qdrant server; unset means
+            embedded qdrant-edge under the state dir.
+        neo4j_uri / neo4j_user / neo4j_password: Neo4j server; unset means embedded FalkorDB.
+        voyage_api_key: Enables voyage-code-3; unset means the local model.
+        embedding_model: Local model name (only all-MiniLM-L6-v2 ships in a package).
+        embed_threads: Threads for the local model (1 is measured best under query load).
+        duplicate_threshold: Default similarity for duplicate detection.
+        parse_timeout_s: Per-file parser time limit.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
+
+    project_root: Path = Field(default_factory=Path.cwd)
+    state_dir: Path | None = None
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    max_file_bytes: int = 1_000_000
+    qdrant_url: str | None = Field(default=None, validation_alias=_alias("CODEMEM_QDRANT_URL", "QDRANT_URL"))
+    qdrant_host: str | None = Field(default=None, validation_alias=_alias("CODEMEM_QDRANT_HOST", "QDRANT_HOST"))
+    qdrant_port: int = Field(default=6333, validation_alias=_alias("CODEMEM_QDRANT_PORT", "QDRANT_PORT"))
+    qdrant_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_alias("CODEMEM_QDRANT_API_KEY", "QDRANT_API_KEY")
+    )
+    neo4j_uri: str | None = Field(default=None, validation_alias=_alias("CODEMEM_NEO4J_URI", "NEO4J_URI"))
+    neo4j_user: str = Field(default="neo4j", validation_alias=_alias("CODEMEM_NEO4J_USER", "NEO4J_USER"))
+    neo4j_password: SecretStr | None = Field(
+        default=None, validation_alias=_alias("CODEMEM_NEO4J_PASSWORD", "NEO4J_PASSWORD")
+    )
+    voyage_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_alias("CODEMEM_VOYAGE_API_KEY", "VOYAGE_API_KEY")
+    )
+    voyage_base_url: str | None = Field(
+        default=None, validation_alias=_alias("CODEMEM_VOYAGE_BASE_URL", "VOYAGE_BASE_URL")
+    )
+    voyage_model: str = "voyage-code-3"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embed_threads: int = 1
+    embed_batch_size: int = 32
+    embedding_cache_max_entries: int = 500_000
+    embedding_cache_ttl_days: int = 30
+    duplicate_threshold: float = Field(
+        default=0.85, validation_alias=_alias("CODEMEM_DUPLICATE_THRESHOLD", "DUPLICATE_THRESHOLD")
+    )
+    parse_timeout_s: float = 10.0
+    dense_embeddings: bool = True
+
+    def resolved_root(self) -> Path:
+        """The project root, absolute with symlinks resolved."""
+        return self.project_root.expanduser().resolve()
+
+    def resolved_state_dir(self) -> Path:
+        """The state directory (``<project>/.codemem`` unless configured)."""
+        if self.state_dir is not None:
+            return self.state_dir.expanduser().resolve()
+        return self.resolved_root() / ".codemem"
+
+    @property
+    def server_mode_vectors(self) -> bool:
+        """True when a Qdrant server is configured."""
+        return bool(self.qdrant_url or self.qdrant_host)
+
+    @property
+    def server_mode_graph(self) -> bool:
+        """True when a Neo4j server is configured."""
+        return bool(self.neo4j_uri)

@@ -1,0 +1,67 @@
+"""Shared fixtures: real stores under tmp_path, the real local model, real files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+FIXTURE_REPOS = Path(__file__).parent / "fixtures" / "repos"
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    """Create files (str as UTF-8, bytes verbatim) under root."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def git_init(root: Path) -> None:
+    """Make root a git repository with everything committed."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", "init", "--allow-empty"], check=True, env=env)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project directory (state goes to its .codemem/)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def polyglot(tmp_path: Path) -> Path:
+    """A copy of every language's fixture repository in one project."""
+    root = tmp_path / "polyglot"
+    shutil.copytree(FIXTURE_REPOS, root)
+    return root
+
+
+@pytest.fixture
+def service_factory() -> Iterator:
+    """Open CodeMemService instances and close them at the end of the test."""
+    from query_server.service import CodeMemService
+    from resources.settings import Settings
+
+    opened: list = []
+
+    def make(root: Path, **overrides) -> CodeMemService:
+        svc = CodeMemService(Settings(project_root=root, **overrides))
+        opened.append(svc)
+        return svc
+
+    yield make
+    for svc in opened:
+        svc.close()

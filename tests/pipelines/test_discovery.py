@@ -1,0 +1,102 @@
+"""Discovery: git-aware listing, ignore files, default skips, limits, symlinks, bad roots."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.discovery import DiscoveryError, confine_path, discover, resolve_project_root
+from resources.settings import DEFAULT_EXTENSIONS
+from tests.conftest import git_init, write_files
+
+
+def run(root: Path, max_bytes: int = 1_000_000):
+    return discover(root, extensions=DEFAULT_EXTENSIONS, max_file_bytes=max_bytes)
+
+
+FILES = {
+    "src/app.py": "def main():\n    pass\n",
+    "src/util.ts": "export const f = () => 1;\n",
+    "src/ignored_by_git.py": "x = 1\n",
+    "src/private/secret.py": "x = 1\n",
+    "node_modules/lib/index.js": "module.exports = 1;\n",
+    ".venv/lib/site.py": "x = 1\n",
+    "dist/bundle.js": "var a=1;\n",
+    "target/debug/build.rs": "fn main() {}\n",
+    "web/app.min.js": "var a=1;\n",
+    "package-lock.json": "{}\n",
+    "README.md": "# readme\n",
+    "docs/notes.txt": "notes\n",
+    ".gitignore": "src/ignored_by_git.py\n",
+    ".codememignore": "src/private/\n",
+}
+
+
+@pytest.mark.parametrize("use_git", [True, False], ids=["git", "walk"])
+def test_discovery_respects_ignores_and_default_skips(project: Path, use_git: bool) -> None:
+    write_files(project, FILES)
+    if use_git:
+        git_init(project)
+    result = run(project)
+    assert result.git_aware is use_git
+    assert [f.path for f in result.files] == ["src/app.py", "src/util.ts"]
+    reasons = {s.path: s.reason for s in result.skipped}
+    assert reasons["src/private/secret.py"] == "matched .codememignore"
+    assert "src/ignored_by_git.py" not in {f.path for f in result.files}
+    if not use_git:  # git never lists ignored or vendored files; the walk prunes them
+        assert "node_modules/lib/index.js" not in reasons
+    assert reasons.get("web/app.min.js") == "minified file"
+
+
+def test_git_listing_reports_vendored_trees_committed_to_git(project: Path) -> None:
+    write_files(project, {"vendor/lib.go": "package lib\n", "main.go": "package main\n"})
+    git_init(project)
+    result = run(project)
+    assert [f.path for f in result.files] == ["main.go"]
+    assert result.skipped[0].reason == "vendored or generated directory 'vendor/'"
+
+
+def test_size_limit_and_languages(project: Path) -> None:
+    write_files(project, {"big.py": "x = 1\n" * 1000, "small.go": "package a\n", "a.rs": "fn a() {}\n", "b.cs": "class B {}\n", "C.java": "class C {}\n", "d.jsx": "", "e.tsx": ""})
+    result = run(project, max_bytes=100)
+    assert {f.path: f.language for f in result.files} == {
+        "small.go": "go", "a.rs": "rust", "b.cs": "csharp", "C.java": "java", "d.jsx": "javascript", "e.tsx": "tsx",
+    }
+    assert result.skipped[0].path == "big.py"
+    assert "6,000 bytes" in result.skipped[0].reason
+
+
+def test_symlinks_outside_root_and_loops_are_skipped(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.py"
+    outside.write_text("SECRET = 1\n")
+    write_files(project, {"inside.py": "x = 1\n"})
+    os.symlink(outside, project / "escape.py")
+    os.symlink(project / "loop_b.py", project / "loop_a.py")
+    os.symlink(project / "loop_a.py", project / "loop_b.py")
+    os.symlink(project, project / "self_dir")  # a directory loop: never followed
+    result = run(project)
+    assert [f.path for f in result.files] == ["inside.py"]
+    reasons = {s.path: s.reason for s in result.skipped}
+    assert reasons["escape.py"] == "symlink points outside the project root"
+    assert reasons["loop_a.py"] == "symlink loop"
+
+
+def test_empty_project_and_bad_roots(project: Path, tmp_path: Path) -> None:
+    assert run(project).files == []
+    with pytest.raises(DiscoveryError, match="does not exist"):
+        resolve_project_root(tmp_path / "missing")
+    (tmp_path / "file.py").write_text("x = 1\n")
+    with pytest.raises(DiscoveryError, match="not a directory"):
+        resolve_project_root(tmp_path / "file.py")
+
+
+def test_confine_path_refuses_escapes(project: Path, tmp_path: Path) -> None:
+    write_files(project, {"a/b.py": ""})
+    assert confine_path(project, "a/b.py") == (project / "a/b.py").resolve()
+    with pytest.raises(DiscoveryError, match="outside the project root"):
+        confine_path(project, "../outside")
+    os.symlink(tmp_path, project / "link")
+    with pytest.raises(DiscoveryError, match="outside the project root"):
+        confine_path(project, "link/x.py")

@@ -1,0 +1,221 @@
+"""Incremental indexing end to end on the real embedded stores and the real local model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.indexer import CODE_COLLECTION
+from resources.schemas.tools import CodeSearchInput, GraphQueryInput, IndexInput
+from tests.conftest import git_init, write_files
+
+PY_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/net.py": textwrap.dedent(
+        '''
+        """Networking helpers."""
+
+
+        def fetch_url(url, timeout=10):
+            """Download the body of a web page."""
+            return _open(url).read()
+
+
+        def _open(url):
+            return open(url)
+        '''
+    ),
+    "pkg/app.py": textwrap.dedent(
+        '''
+        from pkg.net import fetch_url
+
+
+        class Base:
+            def run(self):
+                return None
+
+
+        class Crawler(Base):
+            """Walks a site."""
+
+            def crawl(self, start):
+                page = fetch_url(start)
+                return self.parse(page)
+
+            def parse(self, page):
+                return page.split()
+        '''
+    ),
+}
+
+
+def consistency(svc) -> dict[str, set[str]]:
+    """Symbol ids per store: they must agree."""
+    manifest_ids = {s.id for s in svc.manifest.all_symbols()}
+    vector_ids = svc.vectors.ids(CODE_COLLECTION)
+    graph_ids = svc.graph.node_ids("Function") | svc.graph.node_ids("Class")
+    return {"manifest": manifest_ids, "vectors": vector_ids, "graph": graph_ids}
+
+
+def assert_consistent(svc) -> set[str]:
+    ids = consistency(svc)
+    assert ids["manifest"] == ids["vectors"] == ids["graph"]
+    return ids["manifest"]
+
+
+def test_full_incremental_cycle(project: Path, service_factory) -> None:
+    write_files(project, PY_FILES)
+    git_init(project)
+    svc = service_factory(project)
+    report = svc.index(IndexInput())
+    assert report["failed"] == []
+    assert report["files_indexed"] == 3
+    assert report["dense_done"] == report["dense_total"] == report["symbols_total"] == 7
+    first_ids = assert_consistent(svc)
+
+    # cross-file resolution: crawl -> fetch_url (imported), crawl -> self.parse, Crawler EXTENDS Base
+    rows = svc.graph_query(GraphQueryInput(
+        cypher="MATCH (a:Function)-[:CALLS]->(b:Function) RETURN a.name AS caller, b.name AS callee ORDER BY caller, callee"
+    )).results
+    assert {(r["caller"], r["callee"]) for r in rows} >= {("crawl", "fetch_url"), ("crawl", "parse"), ("fetch_url", "_open")}
+    ext = svc.graph_query(GraphQueryInput(cypher="MATCH (a:Class)-[:EXTENDS]->(b:Class) RETURN a.name AS a, b.name AS b")).results
+    assert ext == [{"a": "Crawler", "b": "Base"}]
+    imports = svc.graph_query(GraphQueryInput(cypher="MATCH (a:File)-[:IMPORTS]->(b:File) RETURN a.path AS a, b.path AS b")).results
+    assert imports == [{"a": "pkg/app.py", "b": "pkg/net.py"}]
+
+    # no-op: nothing re-parsed, same ids
+    again = svc.index(IndexInput())
+    assert (again["files_indexed"], again["files_unchanged"], again["edges_added"], again["edges_removed"]) == (0, 3, 0, 0)
+    assert assert_consistent(svc) == first_ids
+
+    # change: rename a function; the old one vanishes everywhere, callers re-resolve
+    (project / "pkg/net.py").write_text(PY_FILES["pkg/net.py"].replace("def _open(url)", "def _open_file(url)").replace("_open(url).read()", "_open_file(url).read()"))
+    changed = svc.index(IndexInput())
+    assert changed["files_indexed"] == 1 and changed["files_unchanged"] == 2
+    names = {s.name for s in svc.manifest.all_symbols()}
+    assert "_open_file" in names and "_open" not in names
+    assert_consistent(svc)
+    rows = svc.graph_query(GraphQueryInput(cypher="MATCH (a:Function {name: 'crawl'})-[:CALLS]->(b) RETURN b.name AS b ORDER BY b")).results
+    assert [r["b"] for r in rows] == ["fetch_url", "parse"], "the edge into the re-indexed file must survive"
+
+    # rename a file, add one, delete one
+    os.rename(project / "pkg/app.py", project / "pkg/crawler.py")
+    write_files(project, {"pkg/extra.py": "def helper():\n    return fetch_url('x')\n"})
+    (project / "pkg/__init__.py").unlink()
+    moved = svc.index(IndexInput())
+    assert moved["files_deleted"] == 2 and moved["files_indexed"] == 2
+    paths = {s.path for s in svc.manifest.all_symbols()}
+    assert paths == {"pkg/net.py", "pkg/crawler.py", "pkg/extra.py"}
+    assert_consistent(svc)
+    files = svc.graph_query(GraphQueryInput(cypher="MATCH (f:File) RETURN f.path AS p ORDER BY p")).results
+    assert [f["p"] for f in files] == ["pkg/crawler.py", "pkg/extra.py", "pkg/net.py"]
+
+    # search finds the function by meaning, with provenance
+    hits = svc.code_search(CodeSearchInput(query="download a web page", limit=3)).results
+    assert hits[0].name == "fetch_url" and hits[0].provenance.stale is False
+    (project / "pkg/net.py").write_text("# edited\n" + (project / "pkg/net.py").read_text())
+    hits = svc.code_search(CodeSearchInput(query="download a web page", limit=3)).results
+    assert hits[0].provenance.stale is True
+
+
+def test_polyglot_fixtures_index_every_language(polyglot: Path, service_factory) -> None:
+    svc = service_factory(polyglot, dense_embeddings=False)
+    report = svc.index(IndexInput(embed=False))
+    assert report["failed"] == []
+    languages = {s.language for s in svc.manifest.all_symbols()}
+    assert languages >= {"python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp"}
+    assert_consistent(svc)
+    result = svc.code_search(CodeSearchInput(query="a", limit=5))
+    assert result.search_mode.startswith("sparse-only")
+    go_only = svc.code_search(CodeSearchInput(query="server start handler", language="go", limit=20)).results
+    assert go_only and {h.language for h in go_only} == {"go"}
+
+
+def test_bad_inputs_never_crash_the_run(project: Path, service_factory) -> None:
+    write_files(project, {
+        "good.py": "def ok():\n    return 1\n",
+        "binary.py": b"\x00\x01\x02\x03ELF" * 100,
+        "latin1.py": "def caf\xe9():\n    return '\xe9'\n".encode("latin-1"),
+        "broken.py": "def fine():\n    return 2\n\ndef broken(:\n    pass\n",
+        "huge.py": "x = 1\n" * 300_000,
+        "empty.ts": "",
+    })
+    svc = service_factory(project, dense_embeddings=False)
+    report = svc.index(IndexInput(embed=False))
+    assert report["failed"] == []
+    skipped = {item["path"]: item["reason"] for item in report["skipped"]}
+    assert skipped["binary.py"] == "binary file"
+    assert "limit" in skipped["huge.py"]
+    assert report["files_with_syntax_errors"] == ["broken.py"]
+    names = {s.name for s in svc.manifest.all_symbols()}
+    assert {"ok", "fine"} <= names
+    assert any(n.startswith("caf") for n in names)
+    assert_consistent(svc)
+
+
+def test_empty_repository(project: Path, service_factory) -> None:
+    svc = service_factory(project)
+    report = svc.index(IndexInput())
+    assert report["files_seen"] == 0 and report["failed"] == []
+    assert svc.index_status().search_mode.startswith("empty index")
+    assert svc.code_search(CodeSearchInput(query="anything")).results == []
+
+
+def test_store_failure_mid_run_is_reported_and_next_run_converges(project: Path, service_factory) -> None:
+    write_files(project, PY_FILES)
+    svc = service_factory(project, dense_embeddings=False)
+    original = svc.graph.replace_file
+    calls = {"n": 0}
+
+    def failing(path, nodes, edges):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ConnectionError("graph went away")
+        return original(path, nodes, edges)
+
+    svc.graph.replace_file = failing  # the store fails in the middle of a batch
+    report = svc.index(IndexInput(embed=False))
+    assert report["failed"] and "graph went away" in report["failed"][0]["error"]
+    svc.graph.replace_file = original
+    healed = svc.index(IndexInput(embed=False))
+    assert healed["failed"] == [] and healed["files_indexed"] == 3
+    assert_consistent(svc)
+
+
+KILL_SCRIPT = """
+import sys
+from query_server.service import CodeMemService
+from resources.schemas.tools import IndexInput
+from resources.settings import Settings
+svc = CodeMemService(Settings(project_root=sys.argv[1], dense_embeddings=False))
+print("ready", flush=True)
+svc.index(IndexInput(embed=False))
+svc.close()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_during_index_then_rerun_converges(project: Path, service_factory) -> None:
+    files = {f"mod{i}/file{j}.py": "".join(f"def f{i}_{j}_{k}(x):\n    return g{k}(x)\n\n" for k in range(20)) for i in range(10) for j in range(15)}
+    write_files(project, files)
+    for delay in (0.3, 0.9, 1.6):
+        proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(project)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    svc = service_factory(project, dense_embeddings=False)
+    report = svc.index(IndexInput(embed=False))
+    assert report["failed"] == []
+    ids = assert_consistent(svc)
+    assert len(ids) == 150 * 20
+    again = svc.index(IndexInput(embed=False))
+    assert again["files_indexed"] == 0

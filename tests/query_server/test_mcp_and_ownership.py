@@ -1,0 +1,146 @@
+"""MCP over a real stdio subprocess, the in-memory client, and one owner per project."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from query_server.mcp_server import build_mcp_server
+from query_server.ownership import OWNER_FILE, ProjectHandle
+from resources.schemas.tools import CodeSearchInput, IndexInput
+from resources.settings import Settings
+from tests.conftest import write_files
+
+REPO_ROOT = Path(__file__).parents[2]
+FILES = {
+    "shop/cart.py": (
+        "class Cart:\n"
+        "    def add_item(self, item, quantity=1):\n"
+        "        \"\"\"Put an item in the shopping cart.\"\"\"\n"
+        "        self.items.append((item, quantity))\n\n"
+        "    def total_price(self):\n"
+        "        return sum(price(i) * q for i, q in self.items)\n\n\n"
+        "def price(item):\n"
+        "    return item.cost\n"
+    ),
+    "shop/util.ts": "export function formatMoney(cents: number): string {\n  return `$${cents / 100}`;\n}\n",
+}
+
+
+def _text(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_mcp_tools_in_memory(project: Path) -> None:
+    write_files(project, FILES)
+    handle = ProjectHandle(Settings(project_root=project))
+    try:
+        assert handle.is_owner
+        handle.call("index", IndexInput())
+        server = build_mcp_server(handle)
+
+        async def scenario() -> None:
+            async with Client(server) as client:
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                assert {"code_search", "graph_query", "index_status", "index_directory"} <= set(tools)
+                assert "query" in tools["code_search"].input_schema["properties"]
+                found = await client.call_tool("code_search", {"query": "add a product to the basket", "limit": 2})
+                assert not found.is_error
+                data = found.structured_content
+                assert data["results"][0]["qualified_name"] == "shop.cart.Cart.add_item"
+                assert data["results"][0]["provenance"]["stale"] is False
+                rows = await client.call_tool("graph_query", {"cypher": "MATCH (f:Function)-[:CALLS]->(g:Function) RETURN f.name AS f, g.name AS g"})
+                assert rows.structured_content["results"] == [{"f": "total_price", "g": "price"}]
+                refused = await client.call_tool("graph_query", {"cypher": "MATCH (n) DETACH DELETE n"})
+                assert refused.is_error and "read-only" in _text(refused)
+                bad = await client.call_tool("code_search", {"query": "   "})
+                assert bad.is_error and "blank" in _text(bad)
+                bad_limit = await client.call_tool("code_search", {"query": "x", "limit": 1000})
+                assert bad_limit.is_error and "limit" in _text(bad_limit)
+                escape = await client.call_tool("index_directory", {"paths": ["../../etc"]})
+                assert escape.is_error and "outside the project root" in _text(escape)
+                status = await client.call_tool("index_status", {})
+                assert status.structured_content["symbols"] == 5
+
+        anyio.run(scenario)
+    finally:
+        handle.close()
+
+
+def test_pagination_cursor(project: Path) -> None:
+    write_files(project, {f"m{i}.py": f"def handler_{i}(request):\n    return request\n" for i in range(25)})
+    handle = ProjectHandle(Settings(project_root=project, dense_embeddings=False))
+    try:
+        handle.call("index", IndexInput(embed=False))
+        first = handle.call("code_search", CodeSearchInput(query="handler request", limit=10))
+        second = handle.call("code_search", CodeSearchInput(query="handler request", limit=10, cursor=first.next_cursor))
+        third = handle.call("code_search", CodeSearchInput(query="handler request", limit=10, cursor=second.next_cursor))
+        names = [h.name for page in (first, second, third) for h in page.results]
+        assert len(names) == len(set(names)) == 25
+        assert third.next_cursor is None
+    finally:
+        handle.close()
+
+
+@pytest.mark.slow
+def test_stdio_server_and_a_second_process_share_the_stores(project: Path) -> None:
+    """`codemem mcp` owns the stores; `codemem index` and another handle go through it."""
+    write_files(project, FILES)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "query_server.cli", "mcp", "--project", str(project)], env=env, cwd=str(REPO_ROOT)
+    )
+
+    async def scenario() -> None:
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            assert "code_search" in {t.name for t in tools.tools}
+            # while the MCP server owns the project, the CLI indexes through it
+            cli = await anyio.to_thread.run_sync(lambda: subprocess.run(
+                [sys.executable, "-m", "query_server.cli", "index", str(project), "--json"],
+                capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=300,
+            ))
+            assert cli.returncode == 0, cli.stderr
+            assert json.loads(cli.stdout)["files_indexed"] == 2
+            found = await client.call_tool("code_search", {"query": "format money as dollars"})
+            assert found.structured_content["results"][0]["name"] == "formatMoney"
+            owner = json.loads((project / ".codemem" / OWNER_FILE).read_text())
+            assert owner["pid"] != os.getpid()
+            second = await anyio.to_thread.run_sync(lambda: ProjectHandle(Settings(project_root=project)))
+            try:
+                assert not second.is_owner
+                status = await anyio.to_thread.run_sync(lambda: second.call("index_status"))
+                assert status.files == 2
+            finally:
+                second.close()
+
+    anyio.run(scenario)
+    # the server exited with its client: the next process becomes the owner
+    deadline = time.monotonic() + 30
+    while (project / ".codemem" / OWNER_FILE).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    handle = ProjectHandle(Settings(project_root=project))
+    try:
+        assert handle.is_owner
+        assert handle.call("index_status").files == 2
+    finally:
+        handle.close()
+
+
+def test_cli_errors_are_clear(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    missing = subprocess.run(
+        [sys.executable, "-m", "query_server.cli", "index", str(tmp_path / "nope")],
+        capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=120,
+    )
+    assert missing.returncode != 0
+    assert "path does not exist" in missing.stderr and "codemem index" in missing.stderr
