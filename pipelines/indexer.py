@@ -65,6 +65,7 @@ class IndexReport:
     dense_total: int = 0
     seconds: float = 0.0
     git_aware: bool = False
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -91,6 +92,7 @@ class IndexReport:
             "dense_total": self.dense_total,
             "seconds": round(self.seconds, 3),
             "git_aware": self.git_aware,
+            "notes": self.notes,
         }
 
 
@@ -316,12 +318,41 @@ def embed_pending(
     return ctx.manifest.dense_counts()
 
 
+def reset_index(ctx: IndexContext) -> None:
+    """Forget the whole code index (vectors, graph subgraphs, manifest) so the next run rebuilds it.
+
+    Used by ``codemem index --reembed`` and automatically when the embedding model changed:
+    vectors of two models are never mixed in one collection.
+    """
+    known = list(ctx.manifest.files())
+    drop = getattr(ctx.vectors, "drop_collection", None)
+    if drop is not None:
+        drop(CODE_COLLECTION)
+    if known:
+        ctx.graph.delete_files(known)
+    with ctx.manifest.transaction() as conn:
+        ctx.manifest.remove_files(conn, known)
+        conn.execute("DELETE FROM resolved_edges")
+        conn.execute("DELETE FROM meta WHERE key = 'embedding_model'")
+
+
+def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
+    """Rebuild the index when the active embedding model is not the one that made its vectors."""
+    model = str(getattr(ctx.embedder, "model_id", "unknown"))
+    previous = ctx.manifest.get_meta("embedding_model")
+    if previous is not None and previous != model:
+        reset_index(ctx)
+        report.notes.append(f"embedding model changed from {previous} to {model}: the index was rebuilt")
+    ctx.manifest.set_meta("embedding_model", model)
+
+
 def index_project(
     ctx: IndexContext,
     *,
     progress: Progress = _no_progress,
     embed: bool = True,
     only_paths: Sequence[str] | None = None,
+    reembed: bool = False,
 ) -> IndexReport:
     """Index the project incrementally; see the module docstring for the steps.
 
@@ -331,6 +362,7 @@ def index_project(
         embed: Also fill the dense vectors before returning (else they stay pending).
         only_paths: Restrict the run to these repo-relative files or directories (the rest of
             the index is left as it is, deletions included only under these paths).
+        reembed: Rebuild the whole index (vectors included) from scratch.
 
     Returns:
         The run's report. Per-file failures are collected, never raised.
@@ -342,6 +374,7 @@ def index_project(
     found: Discovery = discover(
         root, extensions=ctx.settings.extensions, max_file_bytes=ctx.settings.max_file_bytes
     )
+    progress("discover", 1, 1)
     files = found.files
     skipped = found.skipped
     if only_paths is not None:
@@ -357,6 +390,10 @@ def index_project(
     report.files_seen = len(files) + len(skipped)
 
     with ctx.write_lock:
+        if reembed:
+            reset_index(ctx)
+            report.notes.append("--reembed: the index was rebuilt from scratch")
+        _check_embedding_model(ctx, report)
         ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
         ctx.graph.ensure_schema()
         known = ctx.manifest.files()
@@ -454,5 +491,6 @@ __all__ = [
     "embed_pending",
     "index_project",
     "prepare_file",
+    "reset_index",
     "resolve_edges",
 ]

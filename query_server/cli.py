@@ -90,6 +90,8 @@ def print_summary(report: dict[str, Any]) -> None:
         reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
     for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
         console.print(f"  skipped {count:>5} × {reason}")
+    for note in report.get("notes", []):
+        console.print(f"[yellow]  note: {note}[/yellow]")
     for item in report["failed"]:
         console.print(f"[red]  FAILED {item['path']}: {item['error']}[/red]")
 
@@ -97,8 +99,9 @@ def print_summary(report: dict[str, Any]) -> None:
 @main.command()
 @click.argument("path", default=".", type=click.Path(file_okay=True, dir_okay=True))
 @click.option("--no-embed", is_flag=True, help="Write sparse vectors and the graph only; dense vectors later.")
+@click.option("--reembed", is_flag=True, help="Rebuild the whole index, vectors included (after a model change).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-def index(path: str, no_embed: bool, as_json: bool) -> None:
+def index(path: str, no_embed: bool, reembed: bool, as_json: bool) -> None:
     """Index the repository at PATH (default: the current directory), incrementally."""
     from resources.schemas.tools import IndexInput
 
@@ -115,7 +118,7 @@ def index(path: str, no_embed: bool, as_json: bool) -> None:
                     tasks[phase] = bar.add_task(PHASES.get(phase, phase), total=total or None)
                 bar.update(tasks[phase], completed=done, total=total or None)
 
-            report = handle.call("index", IndexInput(embed=not no_embed), on_progress)
+            report = handle.call("index", IndexInput(embed=not no_embed, reembed=reembed), on_progress)
     except ToolError as exc:
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:

@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -136,7 +135,8 @@ class CodeMemService:
                 paths.append("" if rel == "." else rel)
         with self._index_lock:
             report: IndexReport = index_project(
-                self.ctx, progress=progress or (lambda *_: None), embed=request.embed, only_paths=paths
+                self.ctx, progress=progress or (lambda *_: None), embed=request.embed, only_paths=paths,
+                reembed=request.reembed,
             )
         self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
         if not request.embed:
@@ -297,8 +297,3 @@ class CodeMemService:
             last_index=json.loads(last) if last else None,
             graph_counts=graph_counts,
         )
-
-
-def state_dir_of(settings: Settings) -> Path:
-    """The project's state directory."""
-    return settings.resolved_state_dir()

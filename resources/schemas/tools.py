@@ -85,6 +85,7 @@ class IndexInput(BaseModel):
 
     paths: list[str] | None = Field(default=None, description="Repo-relative files or directories; all of the project when omitted.")
     embed: bool = Field(default=True, description="Also compute dense vectors before returning.")
+    reembed: bool = Field(default=False, description="Rebuild the whole index, vectors included (after a model change).")
 
 
 class IndexStatusResult(BaseModel):
