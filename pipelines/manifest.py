@@ -68,7 +68,7 @@ class FileState:
     error_count: int
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class SymbolRow:
     """A symbol as the manifest keeps it (for resolution and the dense backlog)."""
 
@@ -137,14 +137,10 @@ class Manifest:
     def replace_files(self, conn: sqlite3.Connection, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
         """Inside a transaction: replace the rows of these files (state, refs, symbols).
 
-        A symbol whose id and embedding text are unchanged keeps its ``has_dense`` flag, so an
-        edit elsewhere in the file does not re-embed it.
+        ``has_dense`` is taken from the rows as given: the points were just rewritten, so a
+        symbol has a dense vector only if the indexer attached one (from the embedding cache).
         """
         for state, refs, symbols in entries:
-            previous = {
-                row[0]: (row[1], row[2])
-                for row in conn.execute("SELECT id, embed_text, has_dense FROM symbols WHERE path = ?", (state.path,))
-            }
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute(
                 "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -158,8 +154,7 @@ class Manifest:
                 [
                     (
                         s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
-                        s.embed_text,
-                        int(s.has_dense or (s.id in previous and previous[s.id] == (s.embed_text, 1))),
+                        s.embed_text, int(s.has_dense),
                     )
                     for s in symbols
                 ],

@@ -35,6 +35,10 @@ class Settings(BaseSettings):
         neo4j_uri / neo4j_user / neo4j_password: Neo4j server; unset means embedded FalkorDB.
         voyage_api_key: Enables voyage-code-3; unset means the local model.
         embedding_model: Local model name (only all-MiniLM-L6-v2 ships in a package).
+        embedding_model_path: Directory or .zip with the local model's model.safetensors,
+            tokenizer.json and config.json; unset means the installed model package.
+        embed_runtime: Local model runtime: ``auto`` (onnxruntime when installed, else numpy),
+            ``onnx`` or ``numpy``.
         embed_threads: Threads for the local model (1 is measured best under query load).
         duplicate_threshold: Default similarity for duplicate detection.
         parse_timeout_s: Per-file parser time limit.
@@ -65,6 +69,8 @@ class Settings(BaseSettings):
     )
     voyage_model: str = "voyage-code-3"
     embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_model_path: Path | None = None
+    embed_runtime: str = "auto"
     embed_threads: int = 1
     embed_batch_size: int = 32
     embedding_cache_max_entries: int = 500_000

@@ -235,3 +235,18 @@ def test_model_change_rebuilds_instead_of_mixing_vector_spaces(project: Path, se
     rebuilt = svc.index(IndexInput(reembed=True))
     assert rebuilt["files_indexed"] == 3 and rebuilt["edges_total"] > 0
     assert_consistent(svc)
+
+
+def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(project: Path, service_factory) -> None:
+    write_files(project, PY_FILES)
+    svc = service_factory(project)
+    svc.index(IndexInput())
+    source = (project / "pkg/app.py").read_text()
+    (project / "pkg/app.py").write_text(source + "\n\ndef added():\n    return 42\n")
+    report = svc.index(IndexInput(embed=False))
+    assert report["files_indexed"] == 1
+    # only the new function lacks a dense vector: the others came back from the cache
+    assert (report["dense_done"], report["dense_total"]) == (7, 8)
+    # (the service fills the last one in the background after an embed=False run)
+    with_dense = svc.vectors.hybrid_query(CODE_COLLECTION, dense=svc.embedder.embed_query("crawl a site"), sparse=None, limit=10)
+    assert len(with_dense) >= 7

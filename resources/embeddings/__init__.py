@@ -1,0 +1,26 @@
+"""Embeddings for codemem: one :class:`Embedder` protocol, a local and a Voyage backend, a cache.
+
+Typical use::
+
+    embedder, status = create_embedder(settings)
+    log.info(status.message)
+    vectors = embedder.embed_documents(texts)
+"""
+
+from .base import Embedder, EmbeddingError, l2_normalize
+from .cache import CachedEmbedder, EmbeddingCache
+from .factory import EmbedderStatus, create_embedder
+from .local import LocalMiniLMEmbedder
+from .voyage import VoyageEmbedder
+
+__all__ = [
+    "CachedEmbedder",
+    "Embedder",
+    "EmbedderStatus",
+    "EmbeddingCache",
+    "EmbeddingError",
+    "LocalMiniLMEmbedder",
+    "VoyageEmbedder",
+    "create_embedder",
+    "l2_normalize",
+]

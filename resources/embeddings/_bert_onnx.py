@@ -1,0 +1,168 @@
+"""The BERT encoder as an ONNX graph built in memory from the safetensors weights, run by onnxruntime.
+
+No torch and no exported ``.onnx`` file are needed: the graph (embeddings, N encoder layers,
+masked mean pooling) is assembled with ``onnx.helper`` at load time (~0.4 s) and handed to an
+``InferenceSession`` as bytes. onnxruntime fuses the erf-GELU into ``BiasGelu``; the weights are
+the fp32 originals, so vectors match sentence-transformers to ~1e-7 in cosine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def build_model_proto(weights: dict[str, np.ndarray], config: dict[str, Any]) -> bytes:
+    """Serialize an ONNX model: ``(input_ids, attention_mask) -> mean-pooled hidden states``.
+
+    Args:
+        weights: Tensors of a Hugging Face ``BertModel``.
+        config: The model's ``config.json`` as a dict.
+
+    Returns:
+        The serialized ``ModelProto`` (opset 17).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = {k.removeprefix("bert."): v for k, v in weights.items()}
+    hidden = int(config["hidden_size"])
+    heads = int(config["num_attention_heads"])
+    head_dim = hidden // heads
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    nodes: list[Any] = []
+    inits: list[Any] = []
+    counter = 0
+
+    def fresh(prefix: str) -> str:
+        nonlocal counter
+        counter += 1
+        return f"{prefix}_{counter}"
+
+    def const(arr: np.ndarray, name: str | None = None) -> str:
+        name = name or fresh("w")
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def op(kind: str, inputs: list[str], **attrs: Any) -> str:
+        out = fresh(kind.lower())
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    def linear(x: str, weight: np.ndarray, bias: np.ndarray, scale: float = 1.0) -> str:
+        y = op("MatMul", [x, const((weight.T * scale).astype(np.float32))])
+        return op("Add", [y, const((bias * scale).astype(np.float32))])
+
+    def layer_norm(x: str, prefix: str) -> str:
+        return op(
+            "LayerNormalization", [x, const(w[prefix + ".weight"]), const(w[prefix + ".bias"])], axis=-1, epsilon=eps
+        )
+
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    f32 = lambda v: np.array(v, dtype=np.float32)  # noqa: E731
+    split_heads, merge_heads = const(i64(0, 0, heads, head_dim)), const(i64(0, 0, hidden))
+    one = const(f32(1.0))
+
+    # Embeddings: word + absolute position + token type 0, then LayerNorm.
+    seq_len = op("Gather", [op("Shape", ["input_ids"]), const(i64(1))], axis=0)
+    zero = const(i64(0))
+    pos = op("Slice", [const(w["embeddings.position_embeddings.weight"]), zero, seq_len, zero])
+    x = op("Gather", [const(w["embeddings.word_embeddings.weight"]), "input_ids"], axis=0)
+    x = op("Add", [op("Add", [x, pos]), const(w["embeddings.token_type_embeddings.weight"][0])])
+    x = layer_norm(x, "embeddings.LayerNorm")
+
+    mask = op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    mask_bias = op("Mul", [op("Sub", [one, mask]), const(f32(-10000.0))])  # HF BERT's additive mask
+    mask_bias = op("Unsqueeze", [mask_bias, const(i64(1, 2))])  # (B, 1, 1, L)
+
+    scale = 1.0 / math.sqrt(head_dim)
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"encoder.layer.{i}."
+        a = p + "attention.self."
+        q = linear(x, w[a + "query.weight"], w[a + "query.bias"], scale)
+        k = linear(x, w[a + "key.weight"], w[a + "key.bias"])
+        v = linear(x, w[a + "value.weight"], w[a + "value.bias"])
+        q = op("Transpose", [op("Reshape", [q, split_heads])], perm=[0, 2, 1, 3])
+        k = op("Transpose", [op("Reshape", [k, split_heads])], perm=[0, 2, 3, 1])
+        v = op("Transpose", [op("Reshape", [v, split_heads])], perm=[0, 2, 1, 3])
+        probs = op("Softmax", [op("Add", [op("MatMul", [q, k]), mask_bias])], axis=-1)
+        ctx = op("Transpose", [op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        ctx = op("Reshape", [ctx, merge_heads])
+        h = op("Add", [linear(ctx, w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"]), x])
+        x = layer_norm(h, p + "attention.output.LayerNorm")
+        f = linear(x, w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"])
+        erf = op("Erf", [op("Div", [f, const(f32(math.sqrt(2.0)))])])
+        gelu = op("Mul", [op("Mul", [f, op("Add", [erf, one])]), const(f32(0.5))])
+        h = op("Add", [linear(gelu, w[p + "output.dense.weight"], w[p + "output.dense.bias"]), x])
+        x = layer_norm(h, p + "output.LayerNorm")
+
+    mask3 = op("Unsqueeze", [mask, const(i64(-1))])
+    axis1 = const(i64(1))
+    summed = op("ReduceSum", [op("Mul", [x, mask3]), axis1], keepdims=0)
+    count = op("ReduceSum", [mask3, axis1], keepdims=0)
+    nodes.append(helper.make_node("Div", [summed, count], ["pooled"]))
+
+    graph = helper.make_graph(
+        nodes,
+        "bert_mean_pooling",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", hidden])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="codemem")
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+class OnnxBert:
+    """BERT encoder with masked mean pooling, executed by onnxruntime on the CPU.
+
+    Args:
+        weights: Tensors of a Hugging Face ``BertModel``.
+        config: The model's ``config.json`` as a dict.
+        threads: onnxruntime intra-op threads (1 is best under concurrent load).
+    """
+
+    def __init__(self, weights: dict[str, np.ndarray], config: dict[str, Any], threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        self.hidden = int(config["hidden_size"])
+        self.max_positions = int(config.get("max_position_embeddings", 512))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # warnings go to stderr; keep the server's output clean
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(
+            build_model_proto(weights, config), options, providers=["CPUExecutionProvider"]
+        )
+
+    def encode(self, sequences: Sequence[np.ndarray]) -> np.ndarray:
+        """Run the encoder on one padded batch and mean-pool each sequence.
+
+        Args:
+            sequences: Token-id arrays (including [CLS]/[SEP]); padded to the longest here, so
+                group similar lengths together.
+
+        Returns:
+            float32 array ``(len(sequences), hidden)``; not normalized.
+        """
+        if not sequences:
+            return np.zeros((0, self.hidden), dtype=np.float32)
+        longest = max(len(s) for s in sequences)
+        if min(len(s) for s in sequences) < 1 or longest > self.max_positions:
+            raise ValueError("sequence lengths must be in [1, max_position_embeddings]")
+        ids = np.zeros((len(sequences), longest), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        (pooled,) = self._session.run(["pooled"], {"input_ids": ids, "attention_mask": mask})
+        return np.asarray(pooled, dtype=np.float32)

@@ -1,0 +1,149 @@
+"""Choose the embedding backend once, at start-up, and say which one is active.
+
+Voyage is used when an API key is set and a probe request succeeds; otherwise the local
+all-MiniLM-L6-v2. The choice is never revisited per call: vectors of different models must
+not be mixed in one collection, so a Voyage outage later surfaces as an ``EmbeddingError``
+instead of silently switching models.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from ._model_files import INSTALL_HINT, candidate_sources
+from .base import Embedder, EmbeddingError
+from .cache import DAY, CachedEmbedder, EmbeddingCache
+from .local import MODEL_NAME, LocalMiniLMEmbedder, onnx_available
+from .voyage import VoyageEmbedder
+
+log = logging.getLogger(__name__)
+CACHE_FILE = "embedding_cache.sqlite3"
+
+
+@dataclass(frozen=True)
+class EmbedderStatus:
+    """Which embedding backend is active, and why.
+
+    Attributes:
+        backend: ``"voyage"`` or ``"local"``.
+        model_id: The active embedder's ``model_id``.
+        dimension: Vector length.
+        degraded: True when Voyage was configured but could not be used.
+        reason: Why Voyage is not used (``None`` when it is, or was never configured).
+        runtime: For the local model: ``"onnx"`` or ``"numpy"``.
+        cache_path: The embedding cache file, or ``None`` when caching is off.
+        notes: Further non-fatal problems (for example an unusable cache).
+    """
+
+    backend: Literal["voyage", "local"]
+    model_id: str
+    dimension: int
+    degraded: bool = False
+    reason: str | None = None
+    runtime: str | None = None
+    cache_path: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def message(self) -> str:
+        """One human-readable line, e.g. for the server's status tool and start-up log."""
+        if self.backend == "voyage":
+            model = self.model_id.removeprefix("voyage/").rsplit("@", 1)[0]
+            text = f"using Voyage {model} ({self.dimension} dims)"
+        else:
+            text = f"using local {MODEL_NAME} ({self.dimension} dims, {self.runtime} runtime)"
+        if self.degraded:
+            text = f"voyage unavailable: {self.reason}; {text}"
+        return "; ".join((text, *self.notes))
+
+
+def _local(settings: object) -> tuple[LocalMiniLMEmbedder, str]:
+    path = getattr(settings, "embedding_model_path", None)
+    if path is None and not candidate_sources():
+        raise EmbeddingError(
+            f"No embedding backend: VOYAGE_API_KEY is unset and {MODEL_NAME} is missing; {INSTALL_HINT}."
+        )
+    if path is not None and not Path(path).expanduser().exists():
+        raise EmbeddingError(f"CODEMEM_EMBEDDING_MODEL_PATH={path} does not exist; {INSTALL_HINT}.")
+    runtime = getattr(settings, "embed_runtime", "auto") or "auto"
+    embedder = LocalMiniLMEmbedder(
+        threads=getattr(settings, "embed_threads", 1),
+        runtime=runtime,  # type: ignore[arg-type]  # validated by the constructor
+        model_path=path,
+        batch_size=getattr(settings, "embed_batch_size", 32),
+    )
+    if runtime == "auto":
+        runtime = "onnx" if onnx_available() else "numpy"
+    elif runtime == "onnx" and not onnx_available():
+        raise EmbeddingError(
+            "CODEMEM_EMBED_RUNTIME=onnx needs the packages onnx and onnxruntime: `pip install onnx onnxruntime`."
+        )
+    return embedder, runtime
+
+
+def create_embedder(settings: object, *, probe: bool = True, use_cache: bool = True) -> tuple[Embedder, EmbedderStatus]:
+    """Build the embedder for these settings and report which backend is active.
+
+    Args:
+        settings: A :class:`resources.settings.Settings` (read: ``voyage_api_key``,
+            ``voyage_model``, ``voyage_base_url``, ``embedding_model_path``, ``embed_runtime``,
+            ``embed_threads``, ``embed_batch_size``, ``embedding_cache_max_entries``,
+            ``embedding_cache_ttl_days``, ``resolved_state_dir()``).
+        probe: Send one small request to Voyage before choosing it (recommended; without it a
+            bad key shows up only at the first embedding call).
+        use_cache: Wrap the embedder in a :class:`CachedEmbedder` backed by
+            ``<state_dir>/embedding_cache.sqlite3``.
+
+    Returns:
+        The embedder (the local model loads lazily on first use) and its status.
+
+    Raises:
+        EmbeddingError: Neither Voyage nor the local model can be used.
+    """
+    key = getattr(settings, "voyage_api_key", None)
+    key_value = key.get_secret_value() if hasattr(key, "get_secret_value") else key
+    embedder: Embedder
+    status: EmbedderStatus
+    reason: str | None = None
+    if key_value:
+        try:
+            voyage = VoyageEmbedder(
+                key_value,
+                model=getattr(settings, "voyage_model", "voyage-code-3"),
+                base_url=getattr(settings, "voyage_base_url", None),
+            )
+            if probe:
+                voyage.probe()
+            embedder = voyage
+            status = EmbedderStatus("voyage", voyage.model_id, voyage.dimension)
+        except EmbeddingError as exc:
+            reason = str(exc)
+            log.warning("voyage unavailable, falling back to the local model: %s", reason)
+    if not key_value or reason is not None:
+        local, runtime = _local(settings)
+        embedder = local
+        status = EmbedderStatus(
+            "local", local.model_id, local.dimension, degraded=reason is not None, reason=reason, runtime=runtime
+        )
+
+    if use_cache:
+        state_dir = settings.resolved_state_dir()  # type: ignore[attr-defined]
+        cache_path = state_dir / CACHE_FILE
+        try:
+            cache = EmbeddingCache(
+                cache_path,
+                max_entries=getattr(settings, "embedding_cache_max_entries", 500_000),
+                ttl_seconds=getattr(settings, "embedding_cache_ttl_days", 30) * DAY,
+            )
+        except (EmbeddingError, OSError) as exc:
+            note = f"embedding cache disabled: {exc}"
+            log.warning(note)
+            status = replace(status, notes=(*status.notes, note))
+        else:
+            embedder = CachedEmbedder(embedder, cache)
+            status = replace(status, cache_path=str(cache_path))
+    log.info("embeddings: %s", status.message)
+    return embedder, status

@@ -1,0 +1,218 @@
+"""all-MiniLM-L6-v2 on the CPU, loaded from a pip package, without torch and without a model hub.
+
+Pipeline (the sentence-transformers configuration of the model): WordPiece tokenization
+truncated to 256 tokens, the 6-layer BERT encoder, mean pooling over the real tokens, L2
+normalization. Two runtimes compute the encoder from the same fp32 weights:
+
+* ``onnx``: a graph built in memory and run by onnxruntime (needs ``onnx`` + ``onnxruntime``);
+  the faster one (``bench/embed_runtime.py``), chosen by ``auto`` when importable.
+* ``numpy``: a plain numpy forward pass, the fallback with no extra dependency.
+
+Both agree with sentence-transformers to a cosine of 0.99999 or better.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+from ._model_files import load_model_files
+from .base import EmbeddingError, l2_normalize
+
+log = logging.getLogger(__name__)
+
+Runtime = Literal["auto", "onnx", "numpy"]
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model (word pieces)
+# Text beyond this many characters per allowed token can never reach the model; cutting it
+# first keeps the tokenizer fast on huge inputs.
+_CHARS_PER_TOKEN_CAP = 64
+
+
+class _Encoder(Protocol):
+    def encode(self, sequences: Sequence[np.ndarray]) -> np.ndarray: ...
+
+
+def onnx_available() -> bool:
+    """True when both ``onnx`` and ``onnxruntime`` can be imported."""
+    return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
+
+
+def _limit_blas_threads(threads: int) -> None:
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a declared dependency
+        log.warning("threadpoolctl missing: numpy BLAS threads not limited to %d", threads)
+        return
+    # Process-wide and deliberately not restored: per-call limits would race between threads.
+    threadpool_limits(limits=threads, user_api="blas")
+
+
+class LocalMiniLMEmbedder:
+    """Embeds with all-MiniLM-L6-v2 (384 dims) from a locally installed package.
+
+    The model is loaded lazily on the first embedding call (or by :meth:`load`), so creating
+    the embedder is instant. Instances are safe to share between threads.
+
+    Args:
+        threads: CPU threads for the encoder (onnxruntime intra-op / numpy BLAS). 1 is best
+            when queries and indexing run concurrently.
+        runtime: ``"auto"`` (onnx when installed, else numpy), ``"onnx"`` or ``"numpy"``.
+        model_path: Directory or ``.zip`` with ``model.safetensors``, ``tokenizer.json`` and
+            ``config.json``; ``None`` uses the installed model package.
+        batch_size: Most texts per encoder call.
+        max_batch_tokens: Token budget per encoder call (padded tokens for onnx, packed tokens
+            for numpy); ``None`` picks the measured best for the runtime.
+        max_tokens: Truncation length in word pieces (the model was trained with 256).
+    """
+
+    model_id: str = f"local/{MODEL_NAME}@{DIMENSION}"
+    dimension: int = DIMENSION
+
+    def __init__(
+        self,
+        *,
+        threads: int = 1,
+        runtime: Runtime = "auto",
+        model_path: Path | str | None = None,
+        batch_size: int = 32,
+        max_batch_tokens: int | None = None,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        if runtime not in ("auto", "onnx", "numpy"):
+            raise EmbeddingError(f"Unknown local embedding runtime {runtime!r}; use 'auto', 'onnx' or 'numpy'.")
+        self.threads = max(1, int(threads))
+        self.requested_runtime: Runtime = runtime
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.batch_size = max(1, int(batch_size))
+        self._max_batch_tokens = max_batch_tokens
+        self.max_tokens = max(2, int(max_tokens))
+        self._lock = threading.Lock()
+        self._encoder: _Encoder | None = None
+        self._tokenizer: object | None = None
+        self.runtime: str | None = None  # resolved on load
+        self.source: str | None = None
+
+    # -- loading -------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded."""
+        return self._encoder is not None
+
+    def load(self) -> None:
+        """Load tokenizer and weights now (otherwise done on first use).
+
+        Raises:
+            EmbeddingError: The model package is missing or unreadable, or the requested
+                runtime is not installed.
+        """
+        if self._encoder is not None:
+            return
+        with self._lock:
+            if self._encoder is not None:
+                return
+            runtime = self.requested_runtime
+            if runtime == "auto":
+                runtime = "onnx" if onnx_available() else "numpy"
+            elif runtime == "onnx" and not onnx_available():
+                raise EmbeddingError(
+                    "Local embedding runtime 'onnx' needs the packages onnx and onnxruntime: "
+                    "`pip install onnx onnxruntime`, or set CODEMEM_EMBED_RUNTIME=numpy."
+                )
+            files = load_model_files(self.model_path)
+            if int(files.config.get("hidden_size", 0)) != DIMENSION:
+                raise EmbeddingError(
+                    f"The model at {files.source} has hidden size {files.config.get('hidden_size')}, "
+                    f"not {DIMENSION}; point CODEMEM_EMBEDDING_MODEL_PATH at all-MiniLM-L6-v2."
+                )
+            try:
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_str(files.tokenizer_json)
+                tokenizer.no_padding()  # the packaged tokenizer.json pads every text to 128
+                tokenizer.enable_truncation(max_length=self.max_tokens)
+                encoder: _Encoder
+                if runtime == "onnx":
+                    from ._bert_onnx import OnnxBert
+
+                    encoder = OnnxBert(files.weights, files.config, threads=self.threads)
+                else:
+                    from ._bert_numpy import NumpyBert
+
+                    _limit_blas_threads(self.threads)
+                    encoder = NumpyBert(files.weights, files.config)
+            except ImportError as exc:
+                raise EmbeddingError(
+                    f"Local embedding model needs the package {exc.name!r}: `pip install {exc.name}`."
+                ) from exc
+            except Exception as exc:
+                raise EmbeddingError(f"Could not initialise {MODEL_NAME} from {files.source}: {exc}") from exc
+            self._tokenizer = tokenizer
+            self.runtime = runtime
+            self.source = files.source
+            self._encoder = encoder
+            log.info("loaded %s from %s (runtime %s, %d thread(s))", MODEL_NAME, files.source, runtime, self.threads)
+
+    # -- embedding -----------------------------------------------------------------------------
+
+    def _token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        cap = self.max_tokens * _CHARS_PER_TOKEN_CAP
+        out = []
+        for text in texts:
+            encoding = self._tokenizer.encode(text[:cap])  # type: ignore[attr-defined]
+            out.append(np.asarray(encoding.ids, dtype=np.int64))
+        return out
+
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Group text indices, sorted by token count, under the count and token budgets."""
+        budget = self._max_batch_tokens or (512 if self.runtime == "onnx" else 2048)
+        padded = self.runtime == "onnx"
+        batches: list[list[int]] = []
+        current: list[int] = []
+        used = 0
+        for idx in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+            n = lengths[idx]
+            cost = n * (len(current) + 1) if padded else used + n  # sorted: n is the batch max
+            if current and (len(current) >= self.batch_size or cost > budget):
+                batches.append(current)
+                current, used = [], 0
+            current.append(idx)
+            used += n
+        if current:
+            batches.append(current)
+        return batches
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts; see :meth:`resources.embeddings.base.Embedder.embed_documents`.
+
+        Texts longer than 256 word pieces are truncated; empty strings get the embedding of
+        ``[CLS] [SEP]`` (as in sentence-transformers).
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, DIMENSION), dtype=np.float32)
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"texts must be str, got {type(text).__name__}")
+        self.load()
+        assert self._encoder is not None
+        ids = self._token_ids(texts)
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        try:
+            for batch in self._batches([len(s) for s in ids]):
+                out[batch] = self._encoder.encode([ids[i] for i in batch])
+        except Exception as exc:
+            raise EmbeddingError(f"Local embedding with {MODEL_NAME} ({self.runtime}) failed: {exc}") from exc
+        return l2_normalize(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query; see :meth:`resources.embeddings.base.Embedder.embed_query`."""
+        return self.embed_documents([text])[0]

@@ -1,0 +1,210 @@
+"""EmbeddingCache (SQLite, WAL) and CachedEmbedder, on real files and the real local model."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from resources.embeddings import CachedEmbedder, Embedder, EmbeddingCache, EmbeddingError, LocalMiniLMEmbedder
+
+REPO = Path(__file__).parents[3]
+
+
+class Clock:
+    """A manually advanced clock."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def vec(seed: int, dim: int = 8) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_hit_miss_and_hit_rate(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    assert cache.hit_rate == 0.0
+    assert cache.get_many("m@8", ["a", "b"]) == [None, None]
+    cache.put_many("m@8", ["a", "b"], np.stack([vec(1), vec(2)]))
+    got = cache.get_many("m@8", ["a", "c", "b"])
+    np.testing.assert_array_equal(got[0], vec(1))
+    assert got[1] is None
+    np.testing.assert_array_equal(got[2], vec(2))
+    assert got[0].dtype == np.float32
+    assert (cache.hits, cache.misses) == (2, 3)
+    assert cache.hit_rate == pytest.approx(2 / 5)
+    # The model id is part of the key.
+    assert cache.get_many("other@8", ["a"]) == [None]
+    assert cache.stats()["entries"] == 2
+    cache.close()
+    # Persistent across instances.
+    reopened = EmbeddingCache(tmp_path / "c.sqlite3")
+    np.testing.assert_array_equal(reopened.get_many("m@8", ["b"])[0], vec(2))
+    assert reopened.path.endswith("c.sqlite3")
+    assert reopened._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_lru_eviction(tmp_path: Path) -> None:
+    clock = Clock()
+    cache = EmbeddingCache(tmp_path / "c.sqlite3", max_entries=3, clock=clock)
+    for i, text in enumerate(["a", "b", "c"]):
+        clock.now += 1
+        cache.put_many("m", [text], [vec(i)])
+    clock.now += 1
+    assert cache.get_many("m", ["a"])[0] is not None  # "a" becomes the most recently used
+    clock.now += 1
+    cache.put_many("m", ["d"], [vec(9)])  # over the limit: the least recently used ("b") goes
+    assert len(cache) == 3
+    present = [v is not None for v in cache.get_many("m", ["a", "b", "c", "d"])]
+    assert present == [True, False, True, True]
+
+
+def test_ttl_expiry(tmp_path: Path) -> None:
+    clock = Clock()
+    cache = EmbeddingCache(tmp_path / "c.sqlite3", ttl_seconds=30 * 86_400, clock=clock)
+    cache.put_many("m", ["old"], [vec(1)])
+    clock.now += 29 * 86_400
+    cache.put_many("m", ["new"], [vec(2)])
+    assert cache.get_many("m", ["old"])[0] is not None
+    clock.now += 2 * 86_400  # "old" is now 31 days old, "new" 2 days
+    assert cache.get_many("m", ["old", "new"])[0] is None
+    assert cache.purge_expired() == 1
+    assert len(cache) == 1
+    cache.put_many("m", ["old"], [vec(3)])  # re-embedded entries start a new life
+    np.testing.assert_array_equal(cache.get_many("m", ["old"])[0], vec(3))
+
+
+def test_concurrent_threads(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    shared = EmbeddingCache(path)
+    second = EmbeddingCache(path)  # a second connection, as another process would have
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        cache = shared if worker % 2 else second
+        try:
+            for round_ in range(20):
+                texts = [f"w{worker}-r{round_}-{i}" for i in range(5)]
+                cache.put_many("m", texts, [vec(worker * 1000 + round_ * 10 + i) for i in range(5)])
+                got = cache.get_many("m", texts + ["never stored"])
+                assert all(g is not None for g in got[:5]) and got[5] is None
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(shared) == 8 * 20 * 5
+    np.testing.assert_array_equal(shared.get_many("m", ["w3-r7-2"])[0], vec(3 * 1000 + 70 + 2))
+
+
+def test_process_killed_mid_transaction_leaves_prior_entries(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        import numpy as np
+        sys.path.insert(0, {str(REPO)!r})
+        from resources.embeddings.cache import EmbeddingCache
+        cache = EmbeddingCache({str(path)!r})
+        cache.put_many("m", ["a", "b"], np.ones((2, 8), dtype=np.float32))
+        steps = 0
+        def die_mid_write():
+            global steps
+            steps += 1
+            if steps > 50:  # well inside the INSERT of the batch below
+                os._exit(17)
+            return 0
+        cache._conn.set_progress_handler(die_mid_write, 100)
+        cache.put_many("m", [f"t{{i}}" for i in range(5000)], np.zeros((5000, 8), dtype=np.float32))
+        sys.exit(0)  # not reached
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 17, proc.stderr
+    assert (tmp_path / "c.sqlite3-wal").exists()  # the writer died with its WAL open
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    cache = EmbeddingCache(path)
+    assert len(cache) == 2
+    a, b, t0 = cache.get_many("m", ["a", "b", "t0"])
+    np.testing.assert_array_equal(a, np.ones(8, dtype=np.float32))
+    assert b is not None and t0 is None
+    cache.put_many("m", ["c"], [vec(1)])  # and it is still writable
+    assert len(cache) == 3
+
+
+def test_corrupt_file_is_an_actionable_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(EmbeddingError, match="delete the file"):
+        EmbeddingCache(path)
+
+
+class CountingEmbedder:
+    """Delegates to a real embedder and records what it was asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimension = inner.dimension
+        self.documents: list[list[str]] = []
+        self.queries: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.documents.append(list(texts))
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return self.inner.embed_query(text)
+
+
+def test_cached_embedder_embeds_misses_only(tmp_path: Path, local_embedder: LocalMiniLMEmbedder) -> None:
+    counting = CountingEmbedder(local_embedder)
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    embedder = CachedEmbedder(counting, cache)
+    assert isinstance(embedder, Embedder)
+    assert (embedder.model_id, embedder.dimension) == (local_embedder.model_id, 384)
+
+    first = embedder.embed_documents(["def a(): pass", "def b(): pass", "def a(): pass"])
+    assert counting.documents == [["def a(): pass", "def b(): pass"]]  # duplicates embedded once
+    second = embedder.embed_documents(["def b(): pass", "def c(): pass", "def a(): pass"])
+    assert counting.documents[-1] == ["def c(): pass"]
+    np.testing.assert_array_equal(first[1], second[0])
+    np.testing.assert_array_equal(first[0], second[2])
+    np.testing.assert_allclose(
+        second, local_embedder.embed_documents(["def b(): pass", "def c(): pass", "def a(): pass"]), atol=1e-5
+    )
+
+    q1 = embedder.embed_query("def a(): pass")
+    q2 = embedder.embed_query("def a(): pass")
+    assert counting.queries == ["def a(): pass"]  # queries are cached apart from documents
+    np.testing.assert_array_equal(q1, q2)
+    assert embedder.embed_documents([]).shape == (0, 384)
+    assert cache.hit_rate > 0
+
+
+def test_broken_cache_does_not_stop_embedding(tmp_path: Path, local_embedder: LocalMiniLMEmbedder) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    embedder = CachedEmbedder(local_embedder, cache)
+    cache.close()  # every cache operation now raises sqlite3.ProgrammingError
+    out = embedder.embed_documents(["def a(): pass"])
+    np.testing.assert_allclose(out, local_embedder.embed_documents(["def a(): pass"]), atol=1e-6)
