@@ -309,7 +309,7 @@ def embed_pending(
         vectors = ctx.embedder.embed_documents([row[1] for row in pending])
         with ctx.write_lock:
             # A concurrent re-index may have replaced these symbols: write only those still there.
-            current = ctx.manifest.still_pending(ids)
+            current = ctx.manifest.still_pending(pending)
             live = {i: v for i, v in zip(ids, vectors, strict=True) if i in current}
             ctx.vectors.set_dense(CODE_COLLECTION, live)
             ctx.manifest.mark_dense(list(live))

@@ -192,18 +192,24 @@ class Manifest:
                 "SELECT id, embed_text FROM symbols WHERE has_dense = 0 ORDER BY path, id LIMIT ?", (limit,)
             ).fetchall()
 
-    def still_pending(self, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that still exist and still lack a dense vector."""
+    def still_pending(self, pairs: Sequence[tuple[str, str]]) -> set[str]:
+        """Ids of ``(id, embed_text)`` pairs whose symbol still exists with that text and no vector.
+
+        A re-index may replace a symbol while its vector is being computed; a vector of an old
+        text must not be attached to the new one.
+        """
         found: set[str] = set()
+        wanted = dict(pairs)
         with self._lock:
+            ids = list(wanted)
             for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
+                chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                found.update(
-                    r[0] for r in self._conn.execute(
-                        f"SELECT id FROM symbols WHERE has_dense = 0 AND id IN ({marks})", chunk
-                    )
-                )
+                for sid, text in self._conn.execute(
+                    f"SELECT id, embed_text FROM symbols WHERE has_dense = 0 AND id IN ({marks})", chunk
+                ):
+                    if wanted[sid] == text:
+                        found.add(sid)
         return found
 
     def mark_dense(self, ids: Sequence[str]) -> None:
