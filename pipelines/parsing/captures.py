@@ -1,0 +1,84 @@
+"""The capture vocabulary of ``queries/<language>.scm`` and how a pattern's role is derived.
+
+Each language has one query file; every pattern in it plays exactly one role, recognised from
+the capture names it uses:
+
+Definitions (role ``def``)
+    ``@def.<kind>`` the definition node (kind: function, method, class, interface, struct,
+    trait, enum); ``@name`` its identifier; optional ``@fn`` the function node when it differs
+    from the definition node (``const f = async (x) => ...``: the definition is the declaration,
+    the function is the arrow function); optional ``@body`` an explicit body node (default: the
+    ``body`` field of ``@fn`` or of the definition); optional ``@receiver`` (Go) the receiver
+    type, which becomes the container. A ``function`` whose nearest enclosing definition is a
+    type (or a Rust impl block) is reported as a ``method``.
+Inheritance (role ``inherit``)
+    ``@inherit`` the same node as the definition's ``@def.*``; ``@extends`` or ``@implements``
+    one base type (one match per base).
+Impl blocks (role ``impl``, Rust)
+    ``@impl`` the block (a container, not a symbol); ``@impl.type`` the implementing type;
+    optional ``@impl.trait`` the implemented trait.
+Calls (role ``call``)
+    ``@call.callee`` the called expression, or ``@call`` + ``@call.name`` (Java
+    ``method_invocation``: the callee runs from the call start to the end of the name), or
+    ``@call.new`` the constructed type of ``new T(...)``; ``@call.args`` the argument list.
+Imports (role ``import``)
+    ``@import`` an import statement, split into ``ImportRef``s by the language hook.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from tree_sitter import Query
+
+_CAPTURE = re.compile(r"@([A-Za-z_][\w.]*)")
+
+
+class PatternRole(NamedTuple):
+    """What one query pattern extracts.
+
+    Attributes:
+        role: One of ``def``, ``inherit``, ``impl``, ``call``, ``import`` or ``""`` (unused).
+        kind: For ``def`` patterns, the declared symbol kind; for ``call`` patterns, the capture
+            naming the callee (``call.callee``, ``call.new`` or ``call.name``); else ``""``.
+    """
+
+    role: str
+    kind: str
+
+
+def pattern_roles(query: Query, source: str) -> list[PatternRole]:
+    """Classify every pattern of a compiled query by the capture names in its source text.
+
+    Args:
+        query: The compiled query.
+        source: The query source it was compiled from.
+
+    Returns:
+        One ``PatternRole`` per pattern index.
+    """
+    encoded = source.encode("utf-8")
+    roles: list[PatternRole] = []
+    for i in range(query.pattern_count):
+        text = encoded[
+            query.start_byte_for_pattern(i) : query.end_byte_for_pattern(i)
+        ].decode()
+        names = set(_CAPTURE.findall(text))
+        kind = next((n[4:] for n in names if n.startswith("def.")), "")
+        if kind:
+            roles.append(PatternRole("def", kind))
+        elif names & {"call.callee", "call.new", "call.name"}:
+            callee = next(
+                n for n in ("call.callee", "call.new", "call.name") if n in names
+            )
+            roles.append(PatternRole("call", callee))
+        elif "inherit" in names:
+            roles.append(PatternRole("inherit", ""))
+        elif "impl" in names:
+            roles.append(PatternRole("impl", ""))
+        elif "import" in names:
+            roles.append(PatternRole("import", ""))
+        else:
+            roles.append(PatternRole("", ""))
+    return roles

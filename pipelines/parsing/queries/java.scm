@@ -1,0 +1,49 @@
+; Java — definitions, calls, imports, inheritance.
+; Capture vocabulary: see pipelines/parsing/captures.py.
+
+; ---- definitions -------------------------------------------------------
+[
+  (class_declaration name: (identifier) @name)
+  (record_declaration name: (identifier) @name)
+] @def.class
+
+[
+  (interface_declaration name: (identifier) @name)
+  (annotation_type_declaration name: (identifier) @name)
+] @def.interface
+
+(enum_declaration
+  name: (identifier) @name) @def.enum
+
+; methods (interface methods without a body included) and constructors
+[
+  (method_declaration name: (identifier) @name)
+  (constructor_declaration name: (identifier) @name)
+  (compact_constructor_declaration name: (identifier) @name)
+] @def.method
+
+; ---- inheritance --------------------------------------------------------
+(class_declaration
+  superclass: (superclass (_) @extends)) @inherit
+
+[
+  (class_declaration interfaces: (super_interfaces (type_list (_) @implements)))
+  (enum_declaration interfaces: (super_interfaces (type_list (_) @implements)))
+  (record_declaration interfaces: (super_interfaces (type_list (_) @implements)))
+] @inherit
+
+(interface_declaration
+  (extends_interfaces (type_list (_) @extends))) @inherit
+
+; ---- calls --------------------------------------------------------------
+; callee = text from the start of the invocation to the end of the method name
+(method_invocation
+  name: (identifier) @call.name
+  arguments: (argument_list) @call.args) @call
+
+(object_creation_expression
+  type: (_) @call.new
+  arguments: (argument_list) @call.args)
+
+; ---- imports ------------------------------------------------------------
+(import_declaration) @import
