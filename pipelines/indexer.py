@@ -14,9 +14,13 @@ idempotent, ids are deterministic).
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +38,9 @@ from resources.vector_store import VectorPoint, VectorStore
 
 CODE_COLLECTION = "code"
 BATCH_FILES = 64
+PARALLEL_THRESHOLD = 200  # below this many changed files, worker start-up costs more than it saves
+MAX_WORKERS = 4
+MAX_IN_FLIGHT = 4 * BATCH_FILES
 DENSE_BATCH = 64
 
 Progress = Callable[[str, int, int], None]
@@ -131,14 +138,14 @@ class _Prepared:
     edges: list[GraphEdge]
 
 
-def prepare_file(source: SourceFile, data: bytes, content_hash: str, settings: Settings) -> _Prepared:
+def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: float) -> _Prepared:
     """Parse one file and build everything the stores need for it (no store is touched).
 
     Raises:
         ParseTimeout: when the parser exceeds the per-file time limit.
     """
     indexed_at = _now()
-    parsed = parse_source(source.path, data, source.language, timeout_s=settings.parse_timeout_s)  # type: ignore[arg-type]
+    parsed = parse_source(source.path, data, source.language, timeout_s=timeout_s)  # type: ignore[arg-type]
     records = build_symbol_records(parsed, content_hash, indexed_at)
     fid = file_id(source.path)
     local_to_id = {}
@@ -201,6 +208,58 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, settings: S
     return _Prepared(state, refs, symbols, points, nodes, edges)
 
 
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message)
+
+
+def _prepare_safely(source: SourceFile, timeout_s: float) -> Outcome:
+    """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
+    try:
+        data = source.absolute_path.read_bytes()
+    except OSError as exc:
+        return ("fail", f"cannot read: {exc.strerror or exc}")
+    if b"\0" in data[:8192]:
+        return ("skip", "binary file")
+    try:
+        # hash what is parsed: the file may have changed since the first pass
+        return ("ok", prepare_file(source, data, _sha256(data), timeout_s))
+    except ParseTimeout:
+        return ("skip", f"parser exceeded the {timeout_s:g}s time limit")
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
+        return ("fail", f"{type(exc).__name__}: {exc}")
+
+
+def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) -> Iterator[tuple[SourceFile, Outcome]]:
+    """Prepare changed files, in worker processes when there are many (results in order).
+
+    Parsing, extraction and sparse vectors are CPU-bound Python; the store writes stay in this
+    process, so the workers prepare the next files while the current batch is written.
+    """
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    if len(changed) < PARALLEL_THRESHOLD or workers < 2:
+        for source, _ in changed:
+            yield source, _prepare_safely(source, timeout_s)
+        return
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
+        for source, _ in changed:
+            in_flight.append((source, pool.submit(_prepare_safely, source, timeout_s)))
+            if len(in_flight) >= MAX_IN_FLIGHT:
+                head, future = in_flight.popleft()
+                yield head, future.result()
+        while in_flight:
+            head, future = in_flight.popleft()
+            yield head, future.result()
+
+
 def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
     """Give points their dense vector now when the embedding cache already has it."""
     cache_lookup = getattr(ctx.embedder, "cached_documents", None)
@@ -230,8 +289,11 @@ def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dic
         new_ids = {s.id for s in p.symbols}
         stale += [i for i in previous_ids.get(p.state.path, []) if i not in new_ids]
     ctx.vectors.delete(CODE_COLLECTION, stale)
-    for p in prepared:
-        ctx.graph.replace_file(p.state.path, p.nodes, p.edges)
+    ctx.graph.replace_files(
+        [p.state.path for p in prepared],
+        [n for p in prepared for n in p.nodes],
+        [e for p in prepared for e in p.edges],
+    )
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
     return len(points)
@@ -399,37 +461,35 @@ def index_project(
         known = ctx.manifest.files()
         seen_paths = {f.path for f in files}
         touched: set[str] = set()
-        batch: list[_Prepared] = []
         progress("parse", 0, len(files))
-        for done, source in enumerate(files, 1):
+        changed: list[tuple[SourceFile, str]] = []
+        for source in files:
             state = known.get(source.path)
             try:
-                data = source.absolute_path.read_bytes()
+                content_hash = _hash_file(source.absolute_path)
             except OSError as exc:
                 report.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
                 continue
-            if b"\0" in data[:8192]:
-                report.skipped.append((source.path, "binary file"))
-                continue
-            content_hash = _sha256(data)
             if state is not None and state.content_hash == content_hash:
                 report.files_unchanged += 1
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)
             else:
-                try:
-                    prepared = prepare_file(source, data, content_hash, ctx.settings)
-                except ParseTimeout:
-                    report.skipped.append(
-                        (source.path, f"parser exceeded the {ctx.settings.parse_timeout_s:g}s time limit")
-                    )
-                    continue
-                except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
-                    report.failed.append((source.path, f"{type(exc).__name__}: {exc}"))
-                    continue
-                if prepared.state.error_count:
+                changed.append((source, content_hash))
+        done = len(files) - len(changed)
+        progress("parse", done, len(files))
+        batch: list[_Prepared] = []
+        for source, outcome in _prepare_all(changed, ctx.settings.parse_timeout_s):
+            done += 1
+            kind, value = outcome
+            if kind == "skip":
+                report.skipped.append((source.path, value))
+            elif kind == "fail":
+                report.failed.append((source.path, value))
+            else:
+                if value.state.error_count:
                     report.files_with_syntax_errors.append(source.path)
-                batch.append(prepared)
+                batch.append(value)
                 touched.add(file_id(source.path))
             if len(batch) >= BATCH_FILES:
                 touched |= _flush(ctx, batch, report)
@@ -438,6 +498,7 @@ def index_project(
                 progress("parse", done, len(files))
         if batch:
             touched |= _flush(ctx, batch, report)
+        progress("parse", len(files), len(files))
 
         in_scope = (lambda p: True) if only_paths is None else (lambda p: any(
             p == q.rstrip("/") or p.startswith(q.rstrip("/") + "/") or q in ("", ".") for q in only_paths

@@ -16,7 +16,9 @@ from resources.schemas.code import ParsedFile, ParsedSymbol
 
 ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
 CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum"})
-MAX_PAYLOAD_CODE = 6_000
+MAX_PAYLOAD_CODE = 2_500  # enough for the 30-line snippet; the file holds the rest
+MAX_SPARSE_CODE = 6_000
+MAX_SPARSE_CLASS_BODY = 1_500  # a class's methods are indexed on their own
 MAX_PAYLOAD_DOC = 2_000
 MAX_EMBED_BODY_CHARS = 1_200
 _SPLIT_IDENTIFIER = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -93,13 +95,18 @@ def embedding_text(parsed: ParsedFile, symbol: ParsedSymbol, qualified_name: str
 
 
 def sparse_text(parsed: ParsedFile, symbol: ParsedSymbol) -> str:
-    """What the sparse (BM25) vector indexes: name thrice, container, docstring, code, path."""
+    """What the sparse (BM25) vector indexes: name thrice, container, docstring, code, path.
+
+    A class contributes only the start of its body: its methods are indexed on their own, and
+    repeating them in the class would let every big class match every query.
+    """
     parts = [symbol.name, symbol.name, symbol.name]
     if symbol.container:
         parts.append(symbol.container)
     if symbol.docstring:
         parts.append(symbol.docstring)
-    parts.append(symbol.code or symbol.signature)
+    limit = MAX_SPARSE_CLASS_BODY if symbol.kind in CLASS_KINDS else MAX_SPARSE_CODE
+    parts.append((symbol.code or symbol.signature)[:limit])
     parts.append(parsed.path)
     return "\n".join(parts)
 

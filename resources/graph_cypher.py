@@ -252,17 +252,17 @@ def replace_file_query(
     node_labels: Sequence[str],
     edge_groups: Sequence[tuple[str, str, str]],
 ) -> str:
-    """One statement that replaces a file's subgraph.
+    """One statement that replaces the subgraphs of one or more files.
 
-    It deletes the ``File`` node with ``path = $path`` and every node with
-    ``file_path = $path`` (DETACH, so their relationships go too), then merges the new nodes and
+    It deletes the ``File`` nodes whose ``path`` is in ``$paths`` and every node whose
+    ``file_path`` is in ``$paths`` (DETACH, so their relationships go too), then merges the new nodes and
     relationships. Being one statement, it is atomic on FalkorDB (one query runs under the graph's
     write lock and is applied, replicated and logged to the AOF as a unit) and on Neo4j (one
     transaction).
 
     Parameters:
 
-    * ``$path``: the repo-relative path.
+    * ``$paths``: the repo-relative paths (non-empty).
     * ``$nodes_<Label>``: list of ``{id, props}`` for each label in ``node_labels``.
     * ``$edges_<i>``: list of ``{source, target, props}`` for edge group ``i``.
 
@@ -278,7 +278,7 @@ def replace_file_query(
     Returns:
         The statement (returns one row ``deleted``).
     """
-    parts = _delete_clauses("$path")
+    parts = _delete_clauses("p")
     for label in node_labels:
         check_label(label)
         parts.append(f"FOREACH (row IN $nodes_{label} | MERGE (n:{label} {{id: row.id}}) SET n += row.props)")

@@ -501,6 +501,12 @@ class GraphStore(Protocol):
         """
         ...
 
+    def replace_files(
+        self, paths: Sequence[str], nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]
+    ) -> ReplaceResult:
+        """``replace_file`` for several files in one atomic statement (fewer round trips)."""
+        ...
+
     def delete_files(self, paths: Sequence[str]) -> int:
         """Delete the subgraphs of ``paths``; returns the number of nodes deleted."""
         ...
@@ -638,12 +644,19 @@ class BaseGraphStore(ABC):
         self, path: str, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]
     ) -> ReplaceResult:
         """See :meth:`GraphStore.replace_file`."""
+        return self.replace_files([path], nodes, edges)
+
+    def replace_files(
+        self, paths: Sequence[str], nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]
+    ) -> ReplaceResult:
+        """Replace the subgraphs of several files in one statement (see ``replace_file``)."""
+        path_set = set(paths)
         batch = _dedupe_nodes(nodes)
         labels: dict[str, NodeLabel] = {node_id: node.label for node_id, node in batch.items()}
         unique_edges = _dedupe_edges(edges)
         external = {e for edge in unique_edges for e in (edge.source_id, edge.target_id)} - labels.keys()
         for node_id, (label, file_key) in self._locate(external).items():
-            if file_key != path:  # nodes of this file not in the batch are about to be deleted
+            if file_key not in path_set:  # nodes of these files not in the batch are about to be deleted
                 labels[node_id] = label
 
         by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -660,7 +673,7 @@ class BaseGraphStore(ABC):
             groups[(edge.type, source, target)].append(_edge_row(edge, created_at))
 
         group_keys = list(groups)
-        params: dict[str, Any] = {"path": path}
+        params: dict[str, Any] = {"paths": sorted(path_set)}
         for label, rows in by_label.items():
             params[f"nodes_{label}"] = rows
         for i, key in enumerate(group_keys):

@@ -53,6 +53,7 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+@lru_cache(maxsize=500_000)
 def _dimension(token: str) -> int:
     return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
 

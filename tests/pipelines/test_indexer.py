@@ -171,19 +171,16 @@ def test_empty_repository(project: Path, service_factory) -> None:
 def test_store_failure_mid_run_is_reported_and_next_run_converges(project: Path, service_factory) -> None:
     write_files(project, PY_FILES)
     svc = service_factory(project, dense_embeddings=False)
-    original = svc.graph.replace_file
-    calls = {"n": 0}
+    original = svc.graph.replace_files
 
-    def failing(path, nodes, edges):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise ConnectionError("graph went away")
-        return original(path, nodes, edges)
+    def failing(paths, nodes, edges):
+        raise ConnectionError("graph went away")
 
-    svc.graph.replace_file = failing  # the store fails in the middle of a batch
+    svc.graph.replace_files = failing  # the graph fails after the vectors of the batch were written
     report = svc.index(IndexInput(embed=False))
     assert report["failed"] and "graph went away" in report["failed"][0]["error"]
-    svc.graph.replace_file = original
+    assert svc.manifest.counts()["files"] == 0, "nothing may be recorded as indexed"
+    svc.graph.replace_files = original
     healed = svc.index(IndexInput(embed=False))
     assert healed["failed"] == [] and healed["files_indexed"] == 3
     assert_consistent(svc)
@@ -250,3 +247,19 @@ def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(p
     # (the service fills the last one in the background after an embed=False run)
     with_dense = svc.vectors.hybrid_query(CODE_COLLECTION, dense=svc.embedder.embed_query("crawl a site"), sparse=None, limit=10)
     assert len(with_dense) >= 7
+
+
+def test_many_changed_files_are_prepared_in_worker_processes(project: Path, service_factory) -> None:
+    from pipelines import indexer
+
+    count = indexer.PARALLEL_THRESHOLD + 20
+    files = {f"pkg{i % 7}/m{i}.py": f"def work_{i}(x):\n    return helper_{(i + 1) % count}(x)\n\n\ndef helper_{i}(x):\n    return x\n" for i in range(count)}
+    files["pkg0/binary.py"] = b"\x00\x01" * 50
+    write_files(project, files)
+    svc = service_factory(project, dense_embeddings=False)
+    report = svc.index(IndexInput(embed=False))
+    assert report["failed"] == [] and report["files_indexed"] == count
+    assert [s["path"] for s in report["skipped"]] == ["pkg0/binary.py"]
+    assert len(assert_consistent(svc)) == 2 * count
+    calls = svc.graph_query(GraphQueryInput(cypher="MATCH (:Function)-[r:CALLS]->(:Function) RETURN count(r) AS n")).results
+    assert calls == [{"n": count}]
