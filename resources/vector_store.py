@@ -120,6 +120,30 @@ class VectorStore(Protocol):
         """All point ids of the collection."""
         ...
 
+    def flush(self) -> None:
+        """Persist pending writes."""
+        ...
+
+    def optimize(self, collection: str) -> None:
+        """Merge segments and drop tombstones (a no-op where the server does it itself)."""
+        ...
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection and its data."""
+        ...
+
+    def ranked_lists(
+        self,
+        collection: str,
+        *,
+        dense: Sequence[float] | None,
+        sparse: SparseVec | None,
+        candidates: int,
+        payload_filter: PayloadFilter | None = None,
+    ) -> tuple[list[VectorHit], list[VectorHit]]:
+        """The dense and sparse candidate lists, separately (for ranking above the store)."""
+        ...
+
     def close(self) -> None:
         """Flush and release the store."""
         ...

@@ -249,9 +249,10 @@ def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(p
     assert len(with_dense) >= 7
 
 
-def test_many_changed_files_are_prepared_in_worker_processes(project: Path, service_factory) -> None:
+def test_many_changed_files_are_prepared_in_worker_processes(project: Path, service_factory, monkeypatch) -> None:
     from pipelines import indexer
 
+    monkeypatch.setattr(indexer, "OPTIMIZE_MIN_REWRITES", 100)
     count = indexer.PARALLEL_THRESHOLD + 20
     files = {f"pkg{i % 7}/m{i}.py": f"def work_{i}(x):\n    return helper_{(i + 1) % count}(x)\n\n\ndef helper_{i}(x):\n    return x\n" for i in range(count)}
     files["pkg0/binary.py"] = b"\x00\x01" * 50
@@ -263,3 +264,6 @@ def test_many_changed_files_are_prepared_in_worker_processes(project: Path, serv
     assert len(assert_consistent(svc)) == 2 * count
     calls = svc.graph_query(GraphQueryInput(cypher="MATCH (:Function)-[r:CALLS]->(:Function) RETURN count(r) AS n")).results
     assert calls == [{"n": count}]
+    # enough was rewritten to compact the embedded collection, and search still works after it
+    assert svc.manifest.get_meta("rewrites_since_optimize") == "0"
+    assert svc.code_search(CodeSearchInput(query="work 7", limit=1)).results[0].name == "work_7"
