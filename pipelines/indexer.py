@@ -416,6 +416,7 @@ def index_project(
     embed: bool = True,
     only_paths: Sequence[str] | None = None,
     reembed: bool = False,
+    stop: threading.Event | None = None,
 ) -> IndexReport:
     """Index the project incrementally; see the module docstring for the steps.
 
@@ -426,6 +427,8 @@ def index_project(
         only_paths: Restrict the run to these repo-relative files or directories (the rest of
             the index is left as it is, deletions included only under these paths).
         reembed: Rebuild the whole index (vectors included) from scratch.
+        stop: When set, the run stops after the current batch (what was written stays
+            consistent; deletions and the rest wait for the next run).
 
     Returns:
         The run's report. Per-file failures are collected, never raised.
@@ -480,7 +483,11 @@ def index_project(
         done = len(files) - len(changed)
         progress("parse", done, len(files))
         batch: list[_Prepared] = []
+        interrupted = False
         for source, outcome in _prepare_all(changed, ctx.settings.parse_timeout_s):
+            if stop is not None and stop.is_set():
+                interrupted = True
+                break
             done += 1
             kind, value = outcome
             if kind == "skip":
@@ -504,7 +511,9 @@ def index_project(
         in_scope = (lambda p: True) if only_paths is None else (lambda p: any(
             p == q.rstrip("/") or p.startswith(q.rstrip("/") + "/") or q in ("", ".") for q in only_paths
         ))
-        deleted = [p for p in known if p not in seen_paths and in_scope(p)]
+        deleted = [] if interrupted else [p for p in known if p not in seen_paths and in_scope(p)]
+        if interrupted:
+            report.notes.append("stopped before the end: run `codemem index` again to finish")
         if deleted:
             old_ids = ctx.manifest.symbol_ids_of(deleted)
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
@@ -518,7 +527,7 @@ def index_project(
         _maybe_optimize(ctx, report.symbols_written + report.files_deleted)
 
     if embed and ctx.settings.dense_embeddings:
-        embed_pending(ctx, progress)
+        embed_pending(ctx, progress, stop=stop)
     report.dense_done, report.dense_total = ctx.manifest.dense_counts()
     counts = ctx.manifest.counts()
     report.symbols_total = counts["symbols"]

@@ -144,7 +144,7 @@ def mcp(project: str) -> None:
     handle = _handle(project)
     try:
         if handle.is_owner:
-            handle.backend.start_background_embedding()  # type: ignore[union-attr]
+            handle.backend.start_background_index()  # type: ignore[union-attr]
         run_stdio(handle)
     finally:
         handle.close()
@@ -168,7 +168,7 @@ def serve(project: str, host: str, port: int) -> None:
     handle = _handle(project)
     try:
         if handle.is_owner:
-            handle.backend.start_background_embedding()  # type: ignore[union-attr]
+            handle.backend.start_background_index()  # type: ignore[union-attr]
         server = build_mcp_server(handle)
         console.print(f"codemem MCP (streamable HTTP) on http://{host}:{port}/mcp — Ctrl-C to stop")
         anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))

@@ -87,7 +87,9 @@ class CodeMemService:
         )
         self._index_lock = threading.Lock()
         self._dense_thread: threading.Thread | None = None
+        self._index_thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.background_index_progress: tuple[str, int, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_background_embedding(self) -> None:
@@ -106,11 +108,32 @@ class CodeMemService:
         self._dense_thread = threading.Thread(target=run, name="codemem-dense", daemon=True)
         self._dense_thread.start()
 
+    def start_background_index(self) -> None:
+        """Bring the index up to date in the background (the MCP server does it at start-up).
+
+        Unchanged files cost a stat and a hash, so this is cheap on a current index; on a new
+        one, symbols become searchable by words batch by batch and dense vectors follow.
+        """
+        if self._index_thread is not None and self._index_thread.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                self.index(IndexInput(embed=False), stop=self._stop)
+            except Exception:  # noqa: BLE001 - background work logs and stops
+                log.exception("background index failed", operation="index")
+            finally:
+                self.background_index_progress = None
+
+        self._index_thread = threading.Thread(target=run, name="codemem-index", daemon=True)
+        self._index_thread.start()
+
     def close(self) -> None:
         """Stop background work and close every store."""
         self._stop.set()
-        if self._dense_thread is not None:
-            self._dense_thread.join(timeout=30)
+        for thread in (self._index_thread, self._dense_thread):
+            if thread is not None:
+                thread.join(timeout=60)
         for closer in (self.vectors.close, self.graph.close, self.manifest.close):
             try:
                 closer()
@@ -118,7 +141,9 @@ class CodeMemService:
                 log.exception("close failed", operation="close")
 
     # -- tools -------------------------------------------------------------------------------
-    def index(self, request: IndexInput, progress: Progress | None = None) -> dict[str, Any]:
+    def index(
+        self, request: IndexInput, progress: Progress | None = None, stop: threading.Event | None = None
+    ) -> dict[str, Any]:
         """Index the project (or the given paths) incrementally and return the report."""
         paths = None
         if request.paths:
@@ -133,11 +158,17 @@ class CodeMemService:
                     raise ToolError(f"path does not exist: {raw} — give a file or directory inside {root}")
                 rel = resolved.relative_to(root).as_posix()
                 paths.append("" if rel == "." else rel)
+        def track(phase: str, done: int, total: int) -> None:
+            self.background_index_progress = (phase, done, total)
+            if progress is not None:
+                progress(phase, done, total)
+
         with self._index_lock:
             report: IndexReport = index_project(
-                self.ctx, progress=progress or (lambda *_: None), embed=request.embed, only_paths=paths,
-                reembed=request.reembed,
+                self.ctx, progress=track, embed=request.embed, only_paths=paths,
+                reembed=request.reembed, stop=stop,
             )
+            self.background_index_progress = None
         self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
         if not request.embed:
             self.start_background_embedding()
@@ -179,7 +210,14 @@ class CodeMemService:
                 candidates=max(CANDIDATES, offset + request.limit + 1),
             )
         except VectorStoreError as exc:
+            running = self.background_index_progress
+            if running is not None:
+                raise ToolError(
+                    f"the index is being built ({running[0]} {running[1]}/{running[2]}) — retry in a moment"
+                ) from exc
             raise ToolError(str(exc)) from exc
+        if self.background_index_progress is not None:
+            mode += " — indexing in progress, results may be incomplete"
         page = hits[offset : offset + request.limit]
         more = len(hits) > offset + request.limit
         results: list[CodeHit] = []
@@ -275,7 +313,11 @@ class CodeMemService:
             graph_counts = self.graph.counts()
         except Exception as exc:  # noqa: BLE001 - status must answer even when the graph is down
             graph_counts = {"error": str(exc)}  # type: ignore[dict-item]
-        if not total:
+        running = self.background_index_progress
+        if running is not None:
+            phase, done_files, all_files = running
+            mode = f"indexing in progress ({phase} {done_files}/{all_files}); results may be incomplete"
+        elif not total:
             mode = "empty index — run `codemem index`"
         elif done == total:
             mode = "hybrid"
