@@ -154,7 +154,9 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             head = imp.get("alias") or _base_name(imp["module"])
             imported_names[head].update(targets)
 
-        def lookup(name: str, head: str | None, want_class: bool | None) -> SymbolRow | None:
+        def lookup(
+            name: str, head: str | None, want_class: bool | None, path: str = path, imported_names: dict[str, set[str]] = imported_names
+        ) -> SymbolRow | None:
             local = pick(by_path_name.get((path, name), []), want_class)
             if local is not None:
                 return local
