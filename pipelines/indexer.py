@@ -29,7 +29,7 @@ from typing import Any
 from pipelines.discovery import Discovery, SourceFile, discover, resolve_project_root
 from pipelines.manifest import FileState, Manifest, SymbolRow
 from pipelines.parsing import ParseTimeout, parse_source
-from pipelines.records import build_symbol_records, file_id, graph_label
+from pipelines.records import EMBEDDING_TEXT_VERSION, build_symbol_records, file_id, graph_label
 from pipelines.resolution import resolve
 from resources import sparse
 from resources.graph_store import GraphEdge, GraphNode, GraphStore
@@ -401,11 +401,11 @@ def reset_index(ctx: IndexContext) -> None:
 
 def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
     """Rebuild the index when the active embedding model is not the one that made its vectors."""
-    model = str(getattr(ctx.embedder, "model_id", "unknown"))
+    model = f"{getattr(ctx.embedder, 'model_id', 'unknown')} text-v{EMBEDDING_TEXT_VERSION}"
     previous = ctx.manifest.get_meta("embedding_model")
     if previous is not None and previous != model:
         reset_index(ctx)
-        report.notes.append(f"embedding model changed from {previous} to {model}: the index was rebuilt")
+        report.notes.append(f"embedding model or text recipe changed from {previous} to {model}: the index was rebuilt")
     ctx.manifest.set_meta("embedding_model", model)
 
 
@@ -465,6 +465,7 @@ def index_project(
         known = ctx.manifest.files()
         seen_paths = {f.path for f in files}
         touched: set[str] = set()
+        rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
         progress("parse", 0, len(files))
         changed: list[tuple[SourceFile, str]] = []
         for source in files:
@@ -500,12 +501,16 @@ def index_project(
                 batch.append(value)
                 touched.add(file_id(source.path))
             if len(batch) >= BATCH_FILES:
-                touched |= _flush(ctx, batch, report)
+                replaced = _flush(ctx, batch, report)
+                rewritten += len(replaced)
+                touched |= replaced
                 batch = []
             if done % 25 == 0 or done == len(files):
                 progress("parse", done, len(files))
         if batch:
-            touched |= _flush(ctx, batch, report)
+            replaced = _flush(ctx, batch, report)
+            rewritten += len(replaced)
+            touched |= replaced
         progress("parse", len(files), len(files))
 
         in_scope = (lambda p: True) if only_paths is None else (lambda p: any(
@@ -516,6 +521,7 @@ def index_project(
             report.notes.append("stopped before the end: run `codemem index` again to finish")
         if deleted:
             old_ids = ctx.manifest.symbol_ids_of(deleted)
+            rewritten += sum(len(group) for group in old_ids.values())
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
             delete_files(ctx, deleted)
         report.files_deleted = len(deleted)
@@ -524,7 +530,7 @@ def index_project(
             report.edges_added, report.edges_removed = resolve_edges(ctx, touched)
             progress("resolve", 1, 1)
         ctx.vectors.flush()
-        _maybe_optimize(ctx, report.symbols_written + report.files_deleted)
+        _maybe_optimize(ctx, rewritten)
 
     if embed and ctx.settings.dense_embeddings:
         embed_pending(ctx, progress, stop=stop)
@@ -537,7 +543,7 @@ def index_project(
 
 
 def _maybe_optimize(ctx: IndexContext, rewritten: int) -> None:
-    """Compact the embedded collection once rewrites reach a tenth of it.
+    """Compact the embedded collection once replaced or deleted points reach a tenth of it.
 
     qdrant-edge runs no background optimizer: replaced and deleted points stay as tombstones
     until ``optimize`` merges segments (measured: ~4 s for 50k points), so it runs only when

@@ -18,9 +18,14 @@ ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
 CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum"})
 MAX_PAYLOAD_CODE = 2_500  # enough for the 30-line snippet; the file holds the rest
 MAX_SPARSE_CODE = 6_000
-MAX_SPARSE_CLASS_BODY = 1_500  # a class's methods are indexed on their own
 MAX_PAYLOAD_DOC = 2_000
-MAX_EMBED_BODY_CHARS = 1_200
+# What the dense model sees of a body. Measured (docs/benchmarks.md): 300 characters beat 1,200 on
+# four corpora, because name, signature and path then weigh more in the averaged vector, and the
+# texts are ~20% shorter to embed. Bump EMBEDDING_TEXT_VERSION when the recipe changes: an index
+# made with another recipe is rebuilt rather than mixing vectors of two recipes.
+MAX_EMBED_BODY_CHARS = 300
+EMBEDDING_TEXT_VERSION = 2
+_LEADING_DOCSTRING = re.compile(r'^\s*[rRuUbB]{0,2}("""|\'\'\'|"|\')(?:.|\n)*?(?<!\\)\1', re.DOTALL)
 _SPLIT_IDENTIFIER = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
 
@@ -73,6 +78,25 @@ class SymbolRecord:
     sparse_text: str
 
 
+def _body_after_signature(symbol: ParsedSymbol) -> str:
+    """The code after the declaration, without a leading docstring (it is embedded already).
+
+    The signature is the declaration with whitespace collapsed, so its non-space characters
+    appear in order in the code: matching them finds where the body starts, even for a
+    declaration spread over several lines or a one-line function.
+    """
+    code = symbol.code
+    compact_positions = [i for i, ch in enumerate(code) if not ch.isspace()]
+    compact = "".join(code[i] for i in compact_positions)
+    target = "".join(symbol.signature.split())
+    found = compact.find(target) if target else -1
+    body = code if found < 0 else code[compact_positions[found + len(target) - 1] + 1 :]
+    body = body.lstrip().removeprefix("=>").removeprefix(":").removeprefix("{")
+    if symbol.docstring:
+        body = _LEADING_DOCSTRING.sub("", body, count=1)
+    return "\n".join(line for line in body.splitlines() if line.strip())
+
+
 def embedding_text(parsed: ParsedFile, symbol: ParsedSymbol, qualified_name: str) -> str:
     """What the dense model sees for a symbol.
 
@@ -86,27 +110,45 @@ def embedding_text(parsed: ParsedFile, symbol: ParsedSymbol, qualified_name: str
     if symbol.docstring:
         lines.append(symbol.docstring[:600])
     lines.append(symbol.signature)
-    body = symbol.code
-    if body.startswith(symbol.signature[:20]):
-        body = body[len(symbol.signature):]
-    lines.append(body[:MAX_EMBED_BODY_CHARS])
+    lines.append(_body_after_signature(symbol)[:MAX_EMBED_BODY_CHARS])
     lines.append(f"in {parsed.path}")
     return "\n".join(lines)
+
+
+def class_outline(parsed: ParsedFile, symbol: ParsedSymbol) -> str:
+    """A type's code with its methods' bodies cut out (their declaration lines kept)."""
+    lines = symbol.code.splitlines()
+    keep = [bool(line.strip()) for line in lines]
+    for member in parsed.symbols:
+        if member.container != symbol.qualified_name or member.kind != "method":
+            continue
+        first = member.start_line - symbol.start_line
+        last = member.end_line - symbol.start_line
+        if first < 0 or last >= len(lines):  # defined outside the body (Go receivers, Rust impls)
+            continue
+        declaration_end = first
+        while declaration_end < last and not lines[declaration_end].rstrip().endswith((":", "{", ";")):
+            declaration_end += 1
+        for index in range(max(declaration_end + 1, 0), min(last + 1, len(lines))):
+            keep[index] = False
+    return "\n".join(line for line, kept in zip(lines, keep, strict=True) if kept)
 
 
 def sparse_text(parsed: ParsedFile, symbol: ParsedSymbol) -> str:
     """What the sparse (BM25) vector indexes: name thrice, container, docstring, code, path.
 
-    A class contributes only the start of its body: its methods are indexed on their own, and
-    repeating them in the class would let every big class match every query.
+    A type contributes its outline (fields and method declarations): its methods are indexed
+    on their own, and repeating their bodies would let every big class match every query.
     """
     parts = [symbol.name, symbol.name, symbol.name]
     if symbol.container:
         parts.append(symbol.container)
     if symbol.docstring:
         parts.append(symbol.docstring)
-    limit = MAX_SPARSE_CLASS_BODY if symbol.kind in CLASS_KINDS else MAX_SPARSE_CODE
-    parts.append((symbol.code or symbol.signature)[:limit])
+    if symbol.kind in CLASS_KINDS:
+        parts.append(class_outline(parsed, symbol)[:MAX_SPARSE_CODE])
+    else:
+        parts.append((symbol.code or symbol.signature)[:MAX_SPARSE_CODE])
     parts.append(parsed.path)
     return "\n".join(parts)
 

@@ -19,6 +19,7 @@ from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION, IndexContext, IndexReport, Progress, embed_pending, index_project
 from pipelines.manifest import Manifest
 from resources import sparse
+from resources.ranking import minmax_fuse
 from resources.schemas.tools import (
     CodeHit,
     CodeSearchInput,
@@ -37,7 +38,6 @@ log = structlog.get_logger("codemem.service")
 MAX_RESPONSE_TOKENS = 50_000
 CHARS_PER_TOKEN = 3  # conservative for code (tokenizers average ~3.5-4 chars/token on source)
 SNIPPET_LINES = 30
-CANDIDATES = 100
 
 
 class ToolError(Exception):
@@ -179,7 +179,7 @@ class CodeMemService:
         return done, total, (done / total if total else 0.0)
 
     def code_search(self, request: CodeSearchInput) -> CodeSearchResult:
-        """Hybrid code search: dense + sparse candidates fused with RRF in Qdrant."""
+        """Hybrid code search: dense and sparse candidates from Qdrant, fused (see resources.ranking)."""
         key_source = json.dumps([request.query, request.language, request.path_prefix, request.kind])
         query_key = hashlib.sha1(key_source.encode()).hexdigest()[:12]
         offset = _decode_cursor(request.cursor, query_key)
@@ -200,15 +200,20 @@ class CodeMemService:
             mode = "hybrid" if done == total else f"hybrid (dense vectors {coverage:.0%} computed; rest by words)"
         elif total:
             mode = "sparse-only (dense vectors not computed yet; run `codemem index` or wait for the server)"
+        wanted = offset + request.limit + 1
+        candidates = max(self.settings.search_candidates, wanted)
         try:
-            hits = self.vectors.hybrid_query(
-                CODE_COLLECTION,
-                dense=dense,
-                sparse=sparse.query_vector(request.query),
-                limit=offset + request.limit + 1,
-                payload_filter=PayloadFilter(must),
-                candidates=max(CANDIDATES, offset + request.limit + 1),
-            )
+            if self.settings.fusion == "rrf":
+                hits = self.vectors.hybrid_query(
+                    CODE_COLLECTION, dense=dense, sparse=sparse.query_vector(request.query), limit=wanted,
+                    payload_filter=PayloadFilter(must), candidates=candidates,
+                )
+            else:
+                dense_hits, sparse_hits = self.vectors.ranked_lists(
+                    CODE_COLLECTION, dense=dense, sparse=sparse.query_vector(request.query),
+                    candidates=candidates, payload_filter=PayloadFilter(must),
+                )
+                hits = minmax_fuse(dense_hits, sparse_hits, self.settings.dense_weight)[:wanted]
         except VectorStoreError as exc:
             running = self.background_index_progress
             if running is not None:

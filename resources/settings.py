@@ -8,6 +8,7 @@ aliases. Defaults give the embedded mode: state under ``<project>/.codemem/``, n
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,6 +43,10 @@ class Settings(BaseSettings):
         embed_threads: Threads for the local model (1 is measured best under query load).
         duplicate_threshold: Default similarity for duplicate detection.
         parse_timeout_s: Per-file parser time limit.
+        fusion: How code search fuses dense and sparse candidates: ``minmax`` (normalized-score
+            convex combination, measured best) or ``rrf`` (reciprocal rank fusion in Qdrant).
+        dense_weight: Weight of the dense list in ``minmax`` fusion.
+        search_candidates: Candidates taken from each list before fusion.
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
@@ -79,6 +84,9 @@ class Settings(BaseSettings):
         default=0.85, validation_alias=_alias("CODEMEM_DUPLICATE_THRESHOLD", "DUPLICATE_THRESHOLD")
     )
     parse_timeout_s: float = 10.0
+    fusion: Literal["minmax", "rrf"] = "minmax"
+    dense_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    search_candidates: int = Field(default=100, ge=10, le=1000)
     dense_embeddings: bool = True
 
     def resolved_root(self) -> Path:

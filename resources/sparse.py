@@ -4,7 +4,7 @@ Identifiers are split the way people search for them (``getHTTPResponse`` → ``
 ``response``; ``parse_url`` → ``parse``, ``url``), lower-cased and Snowball-stemmed; a
 compound identifier also keeps its whole lower-cased form so an exact name still wins. Each
 token is hashed to a stable 31-bit dimension. Documents carry BM25 term-frequency weights
-(k1=1.2, b=0.75 over a fixed average length); Qdrant applies the IDF (``Modifier.Idf``) from
+(k1=1.5, b=0.75 over a fixed average length); Qdrant applies the IDF (``Modifier.Idf``) from
 the collection itself, so the vectors never need re-computing when the corpus grows.
 """
 
@@ -23,7 +23,7 @@ _STOPWORDS = frozenset(
     "a an and are as at be by for from has have if in into is it its of on or that the this to "
     "was were will with".split()
 )
-K1 = 1.2
+K1 = 1.5
 B = 0.75
 AVERAGE_LENGTH = 80.0
 
@@ -75,5 +75,5 @@ def document_vector(text: str) -> SparseVec:
 
 
 def query_vector(text: str) -> SparseVec:
-    """The query vector: weight 1 for each distinct token."""
-    return _merge(Counter(set(tokenize(text))), lambda tf: 1.0)
+    """The query vector: each token weighs its count in the query (as in classic BM25)."""
+    return _merge(Counter(tokenize(text)), float)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources.sparse import document_vector, query_vector, tokenize
+from resources.sparse import K1, document_vector, query_vector, tokenize
 
 
 def test_identifiers_split_into_searchable_words() -> None:
@@ -23,7 +23,9 @@ def test_query_and_document_vectors_share_dimensions() -> None:
     many = document_vector("cookie cookie cookie cookie jar")
     idx = once.indices.index(query_vector("cookie").indices[0])
     idx_many = many.indices.index(query_vector("cookie").indices[0])
-    assert once.values[idx] < many.values[idx_many] < 2.2
+    assert once.values[idx] < many.values[idx_many] < K1 + 1
+    # a repeated query word counts twice, as in classic BM25
+    assert sorted(query_vector("cookie jar cookie").values) == [1.0, 2.0]
 
 
 def test_empty_text() -> None:

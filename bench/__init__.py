@@ -1,0 +1,1 @@
+"""codemem benchmarks: retrieval quality and indexing throughput (see docs/benchmarks.md)."""
