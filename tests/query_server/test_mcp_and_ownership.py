@@ -36,6 +36,13 @@ FILES = {
 }
 
 
+def _stdio_server(project: Path, env: dict[str, str]) -> StdioServerParameters:
+    """`codemem mcp --project PROJECT` as Claude Code launches it."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "query_server.cli", "mcp", "--project", str(project)], env=env, cwd=str(REPO_ROOT)
+    )
+
+
 def _text(result) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
 
@@ -96,9 +103,7 @@ def test_stdio_server_and_a_second_process_share_the_stores(project: Path) -> No
     """`codemem mcp` owns the stores; `codemem index` and another handle go through it."""
     write_files(project, FILES)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "query_server.cli", "mcp", "--project", str(project)], env=env, cwd=str(REPO_ROOT)
-    )
+    params = _stdio_server(project, env)
 
     async def scenario() -> None:
         async with Client(params) as client:
@@ -152,9 +157,7 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
 def test_stdio_server_indexes_a_new_project_by_itself(project: Path) -> None:
     write_files(project, FILES)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "query_server.cli", "mcp", "--project", str(project)], env=env, cwd=str(REPO_ROOT)
-    )
+    params = _stdio_server(project, env)
 
     async def scenario() -> None:
         async with Client(params) as client:
