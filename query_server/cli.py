@@ -190,12 +190,12 @@ def search(query: str, project: str, language: str | None, path_prefix: str | No
     """Search the indexed code by meaning and words."""
     from pydantic import ValidationError
 
-    from resources.schemas.tools import CodeSearchInput
+    from resources.schemas.tools import CodeSearchInput, describe_validation_error
 
     try:
         request = CodeSearchInput(query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit)  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(describe_validation_error(exc)) from exc
     handle = _handle(project)
     try:
         result = handle.call("code_search", request)

@@ -21,6 +21,7 @@ from resources.schemas.tools import (
     GraphQueryResult,
     IndexInput,
     IndexStatusResult,
+    describe_validation_error,
 )
 
 from .ownership import ProjectHandle
@@ -31,11 +32,6 @@ INSTRUCTIONS = (
     "(code_search), walk calls/imports/inheritance with read-only Cypher (graph_query), and check "
     "how complete and current the index is (index_status)."
 )
-
-
-def _validation_message(exc: ValidationError) -> str:
-    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
-    return f"invalid input — {problems}"
 
 
 async def _call(handle: ProjectHandle, method: str, *args: Any) -> Any:
@@ -70,7 +66,7 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
                 query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor
             )
         except ValidationError as exc:
-            raise MCPToolError(_validation_message(exc)) from exc
+            raise MCPToolError(describe_validation_error(exc)) from exc
         return await _call(handle, "code_search", request)
 
     @server.tool(name="graph_query")
@@ -92,7 +88,7 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         try:
             request = GraphQueryInput(cypher=cypher, parameters=parameters, limit=limit)
         except ValidationError as exc:
-            raise MCPToolError(_validation_message(exc)) from exc
+            raise MCPToolError(describe_validation_error(exc)) from exc
         return await _call(handle, "graph_query", request)
 
     @server.tool(name="index_status")
@@ -111,7 +107,7 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         try:
             request = IndexInput(paths=paths, embed=False)
         except ValidationError as exc:
-            raise MCPToolError(_validation_message(exc)) from exc
+            raise MCPToolError(describe_validation_error(exc)) from exc
         return await _call(handle, "index", request)
 
     return server

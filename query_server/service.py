@@ -195,7 +195,9 @@ class CodeMemService:
         done, total, coverage = self._dense_coverage()
         dense = None
         mode = "sparse-only"
-        if done > 0:
+        if not total:
+            mode = "empty index — run `codemem index` on the project (nothing is indexed yet)"
+        elif done > 0:
             dense = self.embedder.embed_query(request.query)
             mode = "hybrid" if done == total else f"hybrid (dense vectors {coverage:.0%} computed; rest by words)"
         elif total:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 MAX_QUERY_CHARS = 100_000
 CodeKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "doc_chunk"]
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line naming each bad field and what it must be (for MCP errors and the CLI)."""
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+    return f"invalid input — {problems}"
 
 
 class CodeSearchInput(BaseModel):
