@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,17 @@ def _configure_logging() -> None:
     )
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """Turn SIGTERM into a normal exit so the stores close (the embedded graph server included)."""
+    raise SystemExit(128 + signum)
+
+
 @click.group()
 @click.version_option(package_name="codemem")
 def main() -> None:
     """codemem — long-term memory and codebase intelligence for Claude Code."""
     _configure_logging()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def print_summary(report: dict[str, Any]) -> None:

@@ -185,3 +185,43 @@ def test_closing_during_a_background_index_loses_nothing(project: Path, service_
     report = again.index(IndexInput(embed=False))
     assert report["failed"] == [] and report["files_indexed"] + report["files_unchanged"] == 300
     assert again.manifest.counts()["symbols"] == 300
+
+
+def _graph_servers_of(project: Path) -> list[int]:
+    """Pids of embedded graph servers whose working directory is this project's state."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if "redis-server" in (entry / "cmdline").read_text() and str(project) in os.readlink(entry / "cwd"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_closes_the_stores_and_the_graph_server(project: Path) -> None:
+    write_files(project, FILES)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "query_server.cli", "serve", "--project", str(project), "--port", "18765"],
+        env=env, cwd=str(REPO_ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (project / ".codemem" / OWNER_FILE).exists() or not _graph_servers_of(project):
+            assert server.poll() is None and time.monotonic() < deadline, server.stderr.read() if server.poll() is not None else "timeout"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        server.terminate()
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    deadline = time.monotonic() + 10
+    while _graph_servers_of(project) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _graph_servers_of(project) == [], "the embedded graph server outlived codemem serve"
+    assert not (project / ".codemem" / OWNER_FILE).exists()
