@@ -249,7 +249,8 @@ def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) ->
             yield source, _prepare_safely(source, timeout_s)
         return
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
         in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
         for source, _ in changed:
             in_flight.append((source, pool.submit(_prepare_safely, source, timeout_s)))
@@ -259,6 +260,8 @@ def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) ->
         while in_flight:
             head, future = in_flight.popleft()
             yield head, future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
@@ -444,13 +447,8 @@ def index_project(
     files = found.files
     skipped = found.skipped
     if only_paths is not None:
-        prefixes = [p.rstrip("/") for p in only_paths]
-
-        def wanted(path: str) -> bool:
-            return any(path == p or path.startswith(p + "/") or p in ("", ".") for p in prefixes)
-
-        files = [f for f in files if wanted(f.path)]
-        skipped = [s for s in skipped if wanted(s.path)]
+        files = [f for f in files if _in_scope(f.path, only_paths)]
+        skipped = [s for s in skipped if _in_scope(s.path, only_paths)]
     report.git_aware = found.git_aware
     report.skipped = [(s.path, s.reason) for s in skipped]
     report.files_seen = len(files) + len(skipped)
@@ -485,9 +483,11 @@ def index_project(
         progress("parse", done, len(files))
         batch: list[_Prepared] = []
         interrupted = False
-        for source, outcome in _prepare_all(changed, ctx.settings.parse_timeout_s):
+        prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s)
+        for source, outcome in prepared_files:
             if stop is not None and stop.is_set():
                 interrupted = True
+                prepared_files.close()  # cancels the work not yet started
                 break
             done += 1
             kind, value = outcome
@@ -513,10 +513,9 @@ def index_project(
             touched |= replaced
         progress("parse", len(files), len(files))
 
-        in_scope = (lambda p: True) if only_paths is None else (lambda p: any(
-            p == q.rstrip("/") or p.startswith(q.rstrip("/") + "/") or q in ("", ".") for q in only_paths
-        ))
-        deleted = [] if interrupted else [p for p in known if p not in seen_paths and in_scope(p)]
+        deleted = [] if interrupted else [
+            p for p in known if p not in seen_paths and (only_paths is None or _in_scope(p, only_paths))
+        ]
         if interrupted:
             report.notes.append("stopped before the end: run `codemem index` again to finish")
         if deleted:
@@ -540,6 +539,15 @@ def index_project(
     report.edges_total = counts["resolved_edges"]
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _in_scope(path: str, only_paths: Sequence[str]) -> bool:
+    """True when ``path`` is one of ``only_paths`` or lies under one of them ("" or "." is all)."""
+    for scope in only_paths:
+        scope = scope.rstrip("/")
+        if scope in ("", ".") or path == scope or path.startswith(scope + "/"):
+            return True
+    return False
 
 
 def _maybe_optimize(ctx: IndexContext, rewritten: int) -> None:

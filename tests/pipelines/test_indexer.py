@@ -273,3 +273,17 @@ def test_many_changed_files_are_prepared_in_worker_processes(project: Path, serv
     assert svc.manifest.get_meta("rewrites_since_optimize") == "0"
     assert len(assert_consistent(svc)) == 2 * count
     assert svc.code_search(CodeSearchInput(query="work 7", limit=1)).results[0].name == "work_7"
+
+
+def test_index_restricted_to_paths_leaves_the_rest_alone(project: Path, service_factory) -> None:
+    write_files(project, PY_FILES)
+    svc = service_factory(project, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+    (project / "pkg/app.py").unlink()
+    (project / "pkg/net.py").write_text(PY_FILES["pkg/net.py"] + "\n\ndef more():\n    return 1\n")
+    report = svc.index(IndexInput(embed=False, paths=["pkg/net.py"]))
+    assert (report["files_indexed"], report["files_deleted"]) == (1, 0), "app.py is outside the scope"
+    assert "pkg/app.py" in {s.path for s in svc.manifest.all_symbols()}
+    report = svc.index(IndexInput(embed=False, paths=["pkg"]))
+    assert report["files_deleted"] == 1
+    assert_consistent(svc)
