@@ -162,27 +162,43 @@ def mcp(project: str) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
 @click.option("--port", default=8765, show_default=True)
 def serve(project: str, host: str, port: int) -> None:
-    """Serve the MCP tools over streamable HTTP at http://HOST:PORT/mcp."""
-    import anyio
+    """Serve HTTP: MCP at /mcp, POST /tools/<name>, /health, /metrics, /docs."""
+    import uvicorn
 
-    from .mcp_server import build_mcp_server
+    from .http_api import LOOPBACK, build_http_app
 
-    if host not in {"127.0.0.1", "localhost", "::1"}:
+    settings = _settings_for(project)
+    token = settings.api_token.get_secret_value() if settings.api_token else None
+    if host not in LOOPBACK and not token:
         raise click.ClickException(
-            f"refusing to bind {host}: the HTTP API with bearer-token protection comes with the query "
-            "server; until then codemem serves MCP on loopback only"
+            f"refusing to bind {host} without a bearer token — set CODEMEM_API_TOKEN, or keep the "
+            "default 127.0.0.1"
         )
     handle = _handle(project)
     try:
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
-        server = build_mcp_server(handle)
-        console.print(f"codemem MCP (streamable HTTP) on http://{host}:{port}/mcp — Ctrl-C to stop")
-        anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))
+        app = build_http_app(handle, token=token)
+        console.print(f"codemem on http://{host}:{port} — MCP at /mcp, API docs at /docs; Ctrl-C to stop")
+        uvicorn.run(app, host=host, port=port, log_level="warning")
     except KeyboardInterrupt:
         pass
     finally:
         handle.close()
+
+
+@main.command()
+@click.option("--project", default=".", help="The indexed repository.")
+def health(project: str) -> None:
+    """Show each dependency's state (exit 1 when one does not work)."""
+    handle = _handle(project)
+    try:
+        result = handle.call("health")
+    finally:
+        handle.close()
+    click.echo(result.model_dump_json(indent=2))
+    if result.status == "error":
+        sys.exit(1)
 
 
 @main.command()

@@ -30,6 +30,7 @@ from resources.schemas.tools import (
     CodeSearchResult,
     GraphQueryInput,
     GraphQueryResult,
+    HealthResult,
     IndexInput,
     IndexStatusResult,
 )
@@ -77,6 +78,7 @@ _METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
     "code_search": (CodeSearchInput, CodeSearchResult),
     "graph_query": (GraphQueryInput, GraphQueryResult),
     "index_status": (None, IndexStatusResult),
+    "health": (None, HealthResult),
     "index": (IndexInput, None),
 }
 
@@ -194,6 +196,10 @@ class RemoteService:
     def index_status(self) -> IndexStatusResult:
         """See ``CodeMemService.index_status``."""
         return IndexStatusResult.model_validate(self._call("index_status", None))
+
+    def health(self) -> HealthResult:
+        """See ``CodeMemService.health``."""
+        return HealthResult.model_validate(self._call("health", None))
 
     def index(self, request: IndexInput, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
         """See ``CodeMemService.index`` (progress streams back from the owner)."""

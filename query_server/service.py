@@ -26,6 +26,7 @@ from resources.schemas.tools import (
     CodeSearchResult,
     GraphQueryInput,
     GraphQueryResult,
+    HealthResult,
     IndexInput,
     IndexStatusResult,
     Provenance,
@@ -310,6 +311,45 @@ class CodeMemService:
             result.results = result.results[: len(result.results) // 2]
             result.truncated = True
         return result
+
+    def health(self) -> HealthResult:
+        """The state of each dependency, with degraded states named."""
+        components: dict[str, dict[str, Any]] = {}
+        try:
+            points = self.vectors.count(CODE_COLLECTION)
+            components["vector_store"] = {"status": "ok", "points": points}
+        except VectorStoreError as exc:
+            empty = not self.manifest.counts()["files"]
+            components["vector_store"] = (
+                {"status": "ok", "points": 0, "note": "nothing indexed yet — run `codemem index`"}
+                if empty
+                else {"status": "error", "error": str(exc)}
+            )
+        except Exception as exc:  # noqa: BLE001 - health reports, never raises
+            components["vector_store"] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+        graph = self.graph.health()
+        components["graph_store"] = {"status": "ok" if graph.get("ok") else "error", **graph}
+        status = self.embedder_status
+        embedder = {
+            "status": "degraded" if status.degraded else "ok",
+            "backend": status.backend,
+            "model": status.model_id,
+            "message": status.message,
+        }
+        cache = getattr(self.embedder, "cache", None)
+        if cache is not None:
+            embedder["cache_hit_rate"] = round(cache.hit_rate, 4)
+        components["embedder"] = embedder
+        done, total, coverage = self._dense_coverage()
+        components["index"] = {
+            "status": "ok" if done == total else "degraded",
+            "symbols": total,
+            "dense_coverage": round(coverage, 4),
+            **({"note": "dense vectors pending: search uses words for the rest"} if done < total else {}),
+        }
+        states = {c["status"] for c in components.values()}
+        overall = "error" if "error" in states else "degraded" if "degraded" in states else "ok"
+        return HealthResult(status=overall, components=components)  # type: ignore[arg-type]
 
     def index_status(self) -> IndexStatusResult:
         """Counts, dense coverage and the last run's summary."""

@@ -43,6 +43,7 @@ class Settings(BaseSettings):
         embed_threads: Threads for the local model (1 is measured best under query load).
         duplicate_threshold: Default similarity for duplicate detection.
         parse_timeout_s: Per-file parser time limit.
+        api_token: Bearer token the HTTP API requires (mandatory when bound beyond loopback).
         fusion: How code search fuses dense and sparse candidates: ``minmax`` (normalized-score
             convex combination, measured best) or ``rrf`` (reciprocal rank fusion in Qdrant).
         dense_weight: Weight of the dense list in ``minmax`` fusion.
@@ -84,6 +85,9 @@ class Settings(BaseSettings):
         default=0.85, validation_alias=_alias("CODEMEM_DUPLICATE_THRESHOLD", "DUPLICATE_THRESHOLD")
     )
     parse_timeout_s: float = 10.0
+    api_token: SecretStr | None = Field(
+        default=None, validation_alias=_alias("CODEMEM_API_TOKEN", "MEMORY_SERVICE_API_KEY")
+    )
     fusion: Literal["minmax", "rrf"] = "minmax"
     dense_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     search_candidates: int = Field(default=100, ge=10, le=1000)

@@ -109,3 +109,10 @@ class IndexStatusResult(BaseModel):
     graph_store: str
     last_index: dict[str, Any] | None = None
     graph_counts: dict[str, int] = Field(default_factory=dict)
+
+
+class HealthResult(BaseModel):
+    """Each dependency's state: ok, degraded (works with less) or error (does not work)."""
+
+    status: Literal["ok", "degraded", "error"]
+    components: dict[str, dict[str, Any]]

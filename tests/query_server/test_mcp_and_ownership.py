@@ -214,7 +214,20 @@ def test_sigterm_closes_the_stores_and_the_graph_server(project: Path) -> None:
         while not (project / ".codemem" / OWNER_FILE).exists() or not _graph_servers_of(project):
             assert server.poll() is None and time.monotonic() < deadline, server.stderr.read() if server.poll() is not None else "timeout"
             time.sleep(0.2)
-        time.sleep(1.0)
+        async def over_http() -> None:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    async with Client("http://127.0.0.1:18765/mcp") as client:
+                        status = await client.call_tool("index_status", {})
+                        assert not status.is_error
+                        return
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    await anyio.sleep(0.3)
+
+        anyio.run(over_http)  # the MCP endpoint mounted in the HTTP app answers
         server.terminate()
         server.wait(timeout=60)
     finally:
