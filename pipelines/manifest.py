@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS symbols (
 );
 CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+CREATE INDEX IF NOT EXISTS symbols_qualified ON symbols(qualified_name);
 CREATE INDEX IF NOT EXISTS symbols_pending ON symbols(has_dense);
 CREATE TABLE IF NOT EXISTS resolved_edges (
     source TEXT NOT NULL,
@@ -170,6 +171,17 @@ class Manifest:
         for path in paths:
             conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def find_symbols(self, *, symbol_id: str | None = None, qualified_name: str | None = None) -> list[SymbolRow]:
+        """Symbols by id or by global qualified name (overloads share a name)."""
+        column, value = ("id", symbol_id) if symbol_id is not None else ("qualified_name", qualified_name)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense "
+                f"FROM symbols WHERE {column} = ? ORDER BY path, local_name LIMIT 20",
+                (value,),
+            ).fetchall()
+        return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
 
     def all_symbols(self) -> list[SymbolRow]:
         """Every symbol (for cross-file resolution)."""

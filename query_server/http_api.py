@@ -22,6 +22,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from resources.schemas.tools import (
     CodeSearchInput,
     CodeSearchResult,
+    FindDuplicatesInput,
+    FindDuplicatesResult,
+    GetRelatedInput,
+    GetRelatedResult,
+    GetSymbolInput,
+    GetSymbolResult,
     GraphQueryInput,
     GraphQueryResult,
     HealthResult,
@@ -118,6 +124,21 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
     async def graph_query(request: GraphQueryInput) -> Any:
         """Read-only Cypher over the code graph; writes are refused."""
         return await run_tool("graph_query", "graph_query", request)
+
+    @app.post("/tools/find_duplicates", response_model=FindDuplicatesResult, tags=["tools"])
+    async def find_duplicates(request: FindDuplicatesInput) -> Any:
+        """Existing functions similar to the given code, with a reuse recommendation."""
+        return await run_tool("find_duplicates", "find_duplicates", request)
+
+    @app.post("/tools/get_symbol", response_model=GetSymbolResult, tags=["tools"])
+    async def get_symbol(request: GetSymbolInput) -> Any:
+        """A symbol with its callers and callees (and its code with include_code)."""
+        return await run_tool("get_symbol", "get_symbol", request)
+
+    @app.post("/tools/get_related", response_model=GetRelatedResult, tags=["tools"])
+    async def get_related(request: GetRelatedInput) -> Any:
+        """The graph neighbourhood of a symbol or file, nearest first."""
+        return await run_tool("get_related", "get_related", request)
 
     @app.post("/tools/index_status", response_model=IndexStatusResult, tags=["tools"])
     async def index_status() -> Any:

@@ -6,7 +6,7 @@ the tool. Errors come back as MCP tool errors (``isError``) with an actionable m
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -17,10 +17,17 @@ from resources.schemas.tools import (
     CodeKind,
     CodeSearchInput,
     CodeSearchResult,
+    FindDuplicatesInput,
+    FindDuplicatesResult,
+    GetRelatedInput,
+    GetRelatedResult,
+    GetSymbolInput,
+    GetSymbolResult,
     GraphQueryInput,
     GraphQueryResult,
     IndexInput,
     IndexStatusResult,
+    RelationshipType,
     describe_validation_error,
 )
 
@@ -29,8 +36,9 @@ from .service import ToolError
 
 INSTRUCTIONS = (
     "codemem knows this repository's code: search it by meaning before writing new code "
-    "(code_search), walk calls/imports/inheritance with read-only Cypher (graph_query), and check "
-    "how complete and current the index is (index_status)."
+    "(code_search, find_duplicates), read a symbol with its callers and callees (get_symbol), walk "
+    "calls/imports/inheritance (get_related, or read-only Cypher with graph_query), and check how "
+    "complete and current the index is (index_status)."
 )
 
 
@@ -90,6 +98,56 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         except ValidationError as exc:
             raise MCPToolError(describe_validation_error(exc)) from exc
         return await _call(handle, "graph_query", request)
+
+    @server.tool(name="find_duplicates")
+    async def find_duplicates(
+        code: Annotated[str, Field(description="The function you are about to write (or a snippet of it).")],
+        language: Annotated[str | None, Field(description="Its language: python, typescript, tsx, javascript, java, go, rust, csharp.")] = None,
+        threshold: Annotated[float | None, Field(description="Similarity threshold 0.70-0.95 (default 0.85).")] = None,
+        limit: Annotated[int, Field(description="Maximum duplicates, 1-100.")] = 10,
+    ) -> FindDuplicatesResult:
+        """Check whether the repository already has a function like the one you are about to write.
+
+        Call it BEFORE implementing a helper or utility: it returns existing functions above the
+        similarity threshold with their location, signature, docstring and a reuse recommendation.
+        """
+        try:
+            request = FindDuplicatesInput(code=code, language=language, threshold=threshold, limit=limit)
+        except ValidationError as exc:
+            raise MCPToolError(describe_validation_error(exc)) from exc
+        return await _call(handle, "find_duplicates", request)
+
+    @server.tool(name="get_symbol")
+    async def get_symbol(
+        symbol: Annotated[str, Field(description="An id from code_search or a qualified name such as pkg.module.Class.method.")],
+        include_code: Annotated[bool, Field(description="Also return the full source.")] = False,
+    ) -> GetSymbolResult:
+        """One function or class: signature, docstring, location, callers and callees; its full
+        source with include_code=true. Use it after code_search to read a hit in depth."""
+        try:
+            request = GetSymbolInput(symbol=symbol, include_code=include_code)
+        except ValidationError as exc:
+            raise MCPToolError(describe_validation_error(exc)) from exc
+        return await _call(handle, "get_symbol", request)
+
+    @server.tool(name="get_related")
+    async def get_related(
+        entity_id: Annotated[str, Field(description="A symbol id, a qualified name, or a repo-relative file path.")],
+        relationship_types: Annotated[list[RelationshipType] | None, Field(description="Only these: CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS.")] = None,
+        direction: Annotated[Literal["outgoing", "incoming", "both"], Field(description="outgoing (what it uses), incoming (what uses it) or both.")] = "both",
+        depth: Annotated[int, Field(description="Hops, 1-5.")] = 1,
+        limit: Annotated[int, Field(description="Maximum results, 1-500.")] = 50,
+    ) -> GetRelatedResult:
+        """Walk the code graph from a function, class or file: its callers (incoming CALLS), its
+        callees (outgoing CALLS), imports, base classes and implementations, up to 5 hops, nearest
+        first. Use it to see what a change would affect or how something is used."""
+        try:
+            request = GetRelatedInput(
+                entity_id=entity_id, relationship_types=relationship_types, direction=direction, depth=depth, limit=limit
+            )
+        except ValidationError as exc:
+            raise MCPToolError(describe_validation_error(exc)) from exc
+        return await _call(handle, "get_related", request)
 
     @server.tool(name="index_status")
     async def index_status() -> IndexStatusResult:

@@ -28,6 +28,12 @@ from pydantic import BaseModel, ValidationError
 from resources.schemas.tools import (
     CodeSearchInput,
     CodeSearchResult,
+    FindDuplicatesInput,
+    FindDuplicatesResult,
+    GetRelatedInput,
+    GetRelatedResult,
+    GetSymbolInput,
+    GetSymbolResult,
     GraphQueryInput,
     GraphQueryResult,
     HealthResult,
@@ -79,6 +85,9 @@ _METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
     "graph_query": (GraphQueryInput, GraphQueryResult),
     "index_status": (None, IndexStatusResult),
     "health": (None, HealthResult),
+    "get_symbol": (GetSymbolInput, GetSymbolResult),
+    "get_related": (GetRelatedInput, GetRelatedResult),
+    "find_duplicates": (FindDuplicatesInput, FindDuplicatesResult),
     "index": (IndexInput, None),
 }
 
@@ -185,21 +194,18 @@ class RemoteService:
             raise ToolError(payload["error"])
         return payload.get("result")
 
-    def code_search(self, request: CodeSearchInput) -> CodeSearchResult:
-        """See ``CodeMemService.code_search``."""
-        return CodeSearchResult.model_validate(self._call("code_search", request.model_dump(mode="json")))
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        """The owner's service method of that name (see ``CodeMemService``), validated both ways."""
+        if method not in _METHODS or method == "index":
+            raise AttributeError(method)
+        _, result_model = _METHODS[method]
 
-    def graph_query(self, request: GraphQueryInput) -> GraphQueryResult:
-        """See ``CodeMemService.graph_query``."""
-        return GraphQueryResult.model_validate(self._call("graph_query", request.model_dump(mode="json")))
+        def call(request: BaseModel | None = None) -> Any:
+            params = request.model_dump(mode="json") if request is not None else None
+            result = self._call(method, params)
+            return result_model.model_validate(result) if result_model is not None else result
 
-    def index_status(self) -> IndexStatusResult:
-        """See ``CodeMemService.index_status``."""
-        return IndexStatusResult.model_validate(self._call("index_status", None))
-
-    def health(self) -> HealthResult:
-        """See ``CodeMemService.health``."""
-        return HealthResult.model_validate(self._call("health", None))
+        return call
 
     def index(self, request: IndexInput, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
         """See ``CodeMemService.index`` (progress streams back from the owner)."""

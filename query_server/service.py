@@ -18,24 +18,35 @@ import structlog
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION, IndexContext, IndexReport, Progress, embed_pending, index_project
 from pipelines.manifest import Manifest
+from pipelines.parsing import EXTENSIONS, parse_source
+from pipelines.records import embedding_text, file_id, graph_label
 from resources import sparse
 from resources.ranking import minmax_fuse
 from resources.schemas.tools import (
     CodeHit,
     CodeSearchInput,
     CodeSearchResult,
+    DuplicateHit,
+    FindDuplicatesInput,
+    FindDuplicatesResult,
+    GetRelatedInput,
+    GetRelatedResult,
+    GetSymbolInput,
+    GetSymbolResult,
     GraphQueryInput,
     GraphQueryResult,
     HealthResult,
     IndexInput,
     IndexStatusResult,
     Provenance,
+    RelatedEntity,
 )
 from resources.settings import Settings
 from resources.vector_store import PayloadFilter, VectorStoreError
 
 log = structlog.get_logger("codemem.service")
 
+SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
 MAX_RESPONSE_TOKENS = 50_000
 CHARS_PER_TOKEN = 3  # conservative for code (tokenizers average ~3.5-4 chars/token on source)
 SNIPPET_LINES = 30
@@ -311,6 +322,115 @@ class CodeMemService:
             result.results = result.results[: len(result.results) // 2]
             result.truncated = True
         return result
+
+    # -- symbols and their neighbourhood ---------------------------------------------------------
+    def _resolve_entity(self, entity: str) -> tuple[str, str, dict[str, Any]]:
+        """(id, graph label, description) of a symbol id, a qualified name or a file path."""
+        rows = self.manifest.find_symbols(symbol_id=entity) or self.manifest.find_symbols(qualified_name=entity)
+        if len(rows) > 1:
+            choices = ", ".join(f"{r.id} ({r.path} {r.local_name})" for r in rows[:5])
+            raise ToolError(f"{entity!r} names {len(rows)} symbols (overloads) — pass one id: {choices}")
+        if rows:
+            row = rows[0]
+            return row.id, graph_label(row.kind), {
+                "id": row.id, "kind": row.kind, "qualified_name": row.qualified_name, "file_path": row.path,
+            }
+        path = entity.strip().lstrip("./")
+        if self.manifest.file(path) is not None:
+            return file_id(path), "File", {"id": file_id(path), "kind": "file", "file_path": path}
+        raise ToolError(
+            f"Entity not found: {entity!r} — pass an id from code_search, a qualified name such as "
+            "'pkg.module.Class.method', or a repo-relative file path that is indexed"
+        )
+
+    def get_symbol(self, request: GetSymbolInput) -> GetSymbolResult:
+        """A symbol's summary, callers and callees; its full code with ``include_code``."""
+        from resources.graph_cypher import callers_and_callees_query
+
+        sid, label, _ = self._resolve_entity(request.symbol)
+        if label == "File":
+            raise ToolError(f"{request.symbol!r} is a file — get_symbol takes a function or class; use get_related for files")
+        points = self.vectors.retrieve(CODE_COLLECTION, [sid])
+        if not points:
+            raise ToolError(f"symbol {sid} is in the index but not in the vector store — run `codemem index` to repair it")
+        hit = self._to_hit(sid, 1.0, points[0].payload, {})
+        _, rows, _ = self.graph.read_query(callers_and_callees_query(label), {"id": sid, "limit": 200}, 200)
+        callers = [{k: v for k, v in r.items() if k != "role"} for r in rows if r["role"] == "caller"]
+        callees = [{k: v for k, v in r.items() if k != "role"} for r in rows if r["role"] == "callee"]
+        code = None
+        if request.include_code:
+            path = confine_path(self.settings.resolved_root(), hit.file_path)
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError as exc:
+                raise ToolError(f"cannot read {hit.file_path}: {exc.strerror} — re-run `codemem index`") from exc
+            code = "\n".join(lines[hit.start_line - 1 : hit.end_line])
+            if estimate_tokens(code) > MAX_RESPONSE_TOKENS - 5_000:
+                code = code[: (MAX_RESPONSE_TOKENS - 5_000) * CHARS_PER_TOKEN] + "\n… [cut at the response limit]"
+        return GetSymbolResult(symbol=hit, callers=callers, callees=callees, code=code)
+
+    def get_related(self, request: GetRelatedInput) -> GetRelatedResult:
+        """Entities within ``depth`` hops of a symbol or file, nearest first."""
+        from resources.graph_cypher import related_query
+
+        sid, label, entity = self._resolve_entity(request.entity_id)
+        query = related_query(label, request.relationship_types or [], request.direction, request.depth)
+        _, rows, truncated = self.graph.read_query(query, {"id": sid, "limit": request.limit + 1}, request.limit + 1)
+        truncated = truncated or len(rows) > request.limit
+        results = [
+            RelatedEntity(
+                id=row["id"], label=(row.get("labels") or ["?"])[0], name=row.get("name"),
+                qualified_name=row.get("qualified_name"), file_path=row.get("file_path"),
+                start_line=row.get("start_line"), kind=row.get("kind"), distance=int(row["distance"]),
+                via=list(row.get("via") or []),
+            )
+            for row in rows[: request.limit]
+        ]
+        return GetRelatedResult(entity=entity, results=results, truncated=truncated)
+
+    def find_duplicates(self, request: FindDuplicatesInput) -> FindDuplicatesResult:
+        """Existing functions similar to the given code, with the location and a reuse advice."""
+        threshold = request.threshold if request.threshold is not None else self.settings.duplicate_threshold
+        language = (request.language or "python").lower()
+        if language not in SUPPORTED_LANGUAGES:
+            raise ToolError(f"Unknown language {request.language!r} — use one of {', '.join(sorted(SUPPORTED_LANGUAGES))}")
+        done, total, coverage = self._dense_coverage()
+        if not total:
+            raise ToolError("nothing is indexed yet — run `codemem index` on the project first")
+        if done < total:
+            log.info("find_duplicates with partial dense coverage", coverage=coverage)
+        if not done:
+            raise ToolError("dense vectors are still being computed — retry in a moment (`index_status` shows progress)")
+        parsed = parse_source("snippet", request.code.encode("utf-8"), language)  # type: ignore[arg-type]
+        functions = [s for s in parsed.symbols if s.kind in ("function", "method")]
+        text = embedding_text(parsed, functions[0], functions[0].qualified_name) if functions else request.code
+        vector = self.embedder.embed_documents([text])[0]
+        must: dict[str, list[Any]] = {"kind": ["function", "method"]}
+        if request.language:
+            must["language"] = [language]
+        dense_hits, _ = self.vectors.ranked_lists(
+            CODE_COLLECTION, dense=vector, sparse=None, candidates=request.limit, payload_filter=PayloadFilter(must)
+        )
+        duplicates = []
+        for hit in dense_hits:
+            if hit.score < threshold:
+                break
+            payload = hit.payload
+            advice = (
+                "near-identical: reuse it instead of writing a new one"
+                if hit.score >= 0.95
+                else "similar: reuse or extend it rather than duplicating it"
+            )
+            duplicates.append(
+                DuplicateHit(
+                    id=hit.id, name=payload.get("name", ""), qualified_name=payload.get("qualified_name", ""),
+                    file_path=payload.get("file_path", ""), start_line=int(payload.get("start_line", 0)),
+                    end_line=int(payload.get("end_line", 0)), signature=payload.get("signature", ""),
+                    docstring=payload.get("docstring"), similarity=round(hit.score, 4),
+                    recommendation=f"{advice} ({payload.get('file_path')}:{payload.get('start_line')})",
+                )
+            )
+        return FindDuplicatesResult(threshold=threshold, duplicate_count=len(duplicates), duplicates=duplicates)
 
     def health(self) -> HealthResult:
         """The state of each dependency, with degraded states named."""

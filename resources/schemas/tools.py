@@ -116,3 +116,93 @@ class HealthResult(BaseModel):
 
     status: Literal["ok", "degraded", "error"]
     components: dict[str, dict[str, Any]]
+
+
+RelationshipType = Literal["CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS"]
+
+
+class FindDuplicatesInput(BaseModel):
+    """Code you are about to write, to check against what the repository already has."""
+
+    code: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The function (or snippet) to check.")
+    language: str | None = Field(default=None, description="Its language (python, typescript, ...); guessed as python when omitted.")
+    threshold: float | None = Field(default=None, description="Similarity threshold 0.70-0.95 (default from settings, 0.85).")
+    limit: int = Field(default=10, ge=1, le=100)
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold_range(cls, value: float | None) -> float | None:
+        if value is not None and not 0.70 <= value <= 0.95:
+            raise ValueError("Threshold must be between 0.70 and 0.95")
+        return value
+
+
+class DuplicateHit(BaseModel):
+    """An existing function similar to the given code."""
+
+    id: str
+    name: str
+    qualified_name: str
+    file_path: str
+    start_line: int
+    end_line: int
+    signature: str
+    docstring: str | None = None
+    similarity: float
+    recommendation: str
+
+
+class FindDuplicatesResult(BaseModel):
+    """Existing functions at or above the threshold, most similar first."""
+
+    threshold: float
+    duplicate_count: int
+    duplicates: list[DuplicateHit]
+
+
+class GetRelatedInput(BaseModel):
+    """A graph neighbourhood of a symbol or file."""
+
+    entity_id: str = Field(min_length=1, max_length=2_000, description="An id from code_search/get_symbol, a qualified name (pkg.module.Class.method) or a repo-relative file path.")
+    relationship_types: list[RelationshipType] | None = Field(default=None, description="Only these relationship types (all when omitted).")
+    direction: Literal["outgoing", "incoming", "both"] = "both"
+    depth: int = Field(default=1, ge=1, le=5, description="Traversal depth 1-5.")
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class RelatedEntity(BaseModel):
+    """A node reached from the start entity."""
+
+    id: str
+    label: str
+    name: str | None = None
+    qualified_name: str | None = None
+    file_path: str | None = None
+    start_line: int | None = None
+    kind: str | None = None
+    distance: int
+    via: list[str]
+
+
+class GetRelatedResult(BaseModel):
+    """The start entity and what is related to it, nearest first."""
+
+    entity: dict[str, Any]
+    results: list[RelatedEntity]
+    truncated: bool
+
+
+class GetSymbolInput(BaseModel):
+    """One symbol, hydrated progressively."""
+
+    symbol: str = Field(min_length=1, max_length=2_000, description="An id from code_search or a qualified name (pkg.module.Class.method).")
+    include_code: bool = Field(default=False, description="Also return the full source of the symbol (read from the file).")
+
+
+class GetSymbolResult(BaseModel):
+    """A symbol's summary, its callers and callees, and optionally its code."""
+
+    symbol: CodeHit
+    callers: list[dict[str, Any]]
+    callees: list[dict[str, Any]]
+    code: str | None = None
