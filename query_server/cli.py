@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -187,16 +188,37 @@ def serve(project: str, host: str, port: int) -> None:
         handle.close()
 
 
+def _call(project: str, method: str, request: BaseModel | None = None) -> Any:
+    """Run one service method for the project (through its owner) with CLI-friendly errors."""
+    handle = _handle(project)
+    try:
+        return handle.call(method, *([request] if request is not None else []))
+    except ToolError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        handle.close()
+
+
+def _request(model: type[BaseModel], **fields: Any) -> BaseModel:
+    """Build a tool input, turning validation errors into one clear line."""
+    from resources.schemas.tools import describe_validation_error
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise click.ClickException(describe_validation_error(exc)) from exc
+
+
+def _echo_json(result: BaseModel) -> None:
+    click.echo(result.model_dump_json(indent=2))
+
+
 @main.command()
 @click.option("--project", default=".", help="The indexed repository.")
 def health(project: str) -> None:
     """Show each dependency's state (exit 1 when one does not work)."""
-    handle = _handle(project)
-    try:
-        result = handle.call("health")
-    finally:
-        handle.close()
-    click.echo(result.model_dump_json(indent=2))
+    result = _call(project, "health")
+    _echo_json(result)
     if result.status == "error":
         sys.exit(1)
 
@@ -211,23 +233,12 @@ def health(project: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def search(query: str, project: str, language: str | None, path_prefix: str | None, kind: str | None, limit: int, as_json: bool) -> None:
     """Search the indexed code by meaning and words."""
-    from pydantic import ValidationError
+    from resources.schemas.tools import CodeSearchInput
 
-    from resources.schemas.tools import CodeSearchInput, describe_validation_error
-
-    try:
-        request = CodeSearchInput(query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise click.ClickException(describe_validation_error(exc)) from exc
-    handle = _handle(project)
-    try:
-        result = handle.call("code_search", request)
-    except ToolError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        handle.close()
+    request = _request(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit)
+    result = _call(project, "code_search", request)
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        _echo_json(result)
         return
     console.print(f"[dim]{result.search_mode}[/dim]")
     for hit in result.results:
@@ -240,12 +251,7 @@ def search(query: str, project: str, language: str | None, path_prefix: str | No
 @click.option("--project", default=".", help="The indexed repository.")
 def status(project: str) -> None:
     """Show how complete and current the index is."""
-    handle = _handle(project)
-    try:
-        result = handle.call("index_status")
-    finally:
-        handle.close()
-    click.echo(result.model_dump_json(indent=2))
+    _echo_json(_call(project, "index_status"))
 
 
 @main.command(name="graph")
@@ -256,14 +262,55 @@ def graph_command(cypher: str, project: str, limit: int) -> None:
     """Run a read-only Cypher query over the code graph."""
     from resources.schemas.tools import GraphQueryInput
 
-    handle = _handle(project)
-    try:
-        result = handle.call("graph_query", GraphQueryInput(cypher=cypher, limit=limit))
-    except ToolError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        handle.close()
-    click.echo(result.model_dump_json(indent=2))
+    _echo_json(_call(project, "graph_query", _request(GraphQueryInput, cypher=cypher, limit=limit)))
+
+
+@main.command()
+@click.argument("symbol")
+@click.option("--project", default=".", help="The indexed repository.")
+@click.option("--code", "include_code", is_flag=True, help="Also print the symbol's source.")
+def symbol(symbol: str, project: str, include_code: bool) -> None:
+    """Show a symbol (id or qualified name) with its callers and callees."""
+    from resources.schemas.tools import GetSymbolInput
+
+    _echo_json(_call(project, "get_symbol", _request(GetSymbolInput, symbol=symbol, include_code=include_code)))
+
+
+@main.command()
+@click.argument("entity")
+@click.option("--project", default=".", help="The indexed repository.")
+@click.option("--type", "types", multiple=True, help="Relationship type to follow (repeatable): CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS.")
+@click.option("--direction", type=click.Choice(["outgoing", "incoming", "both"]), default="both", show_default=True)
+@click.option("--depth", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def related(entity: str, project: str, types: tuple[str, ...], direction: str, depth: int, as_json: bool) -> None:
+    """Walk the code graph from a symbol or file (callers, callees, imports, bases)."""
+    from resources.schemas.tools import GetRelatedInput
+
+    request = _request(GetRelatedInput, entity_id=entity, relationship_types=list(types) or None, direction=direction, depth=depth)
+    result = _call(project, "get_related", request)
+    if as_json:
+        _echo_json(result)
+        return
+    table = Table(title=f"related to {result.entity.get('qualified_name') or result.entity.get('file_path')}")
+    for column in ("hops", "via", "kind", "name", "location"):
+        table.add_column(column)
+    for row in result.results:
+        table.add_row(str(row.distance), " > ".join(row.via), row.kind or row.label, row.qualified_name or row.name or "", f"{row.file_path}:{row.start_line or ''}")
+    console.print(table)
+
+
+@main.command()
+@click.argument("file", type=click.File("r"))
+@click.option("--project", default=".", help="The indexed repository.")
+@click.option("--language", default=None)
+@click.option("--threshold", type=float, default=None, help="0.70-0.95 (default 0.85).")
+def duplicates(file, project: str, language: str | None, threshold: float | None) -> None:  # noqa: ANN001
+    """Check code (a file, or - for stdin) against the functions the repository already has."""
+    from resources.schemas.tools import FindDuplicatesInput
+
+    request = _request(FindDuplicatesInput, code=file.read(), language=language, threshold=threshold)
+    _echo_json(_call(project, "find_duplicates", request))
 
 
 if __name__ == "__main__":

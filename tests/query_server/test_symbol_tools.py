@@ -132,3 +132,26 @@ def test_the_tools_over_mcp_and_http(handle: ProjectHandle) -> None:
         assert related.status_code == 200 and {r["name"] for r in related.json()["results"]} >= {"checkout", "total_with_tax"}
         assert client.post("/tools/get_symbol", json={"symbol": "nope"}).status_code == 400
         assert client.post("/tools/find_duplicates", json={"code": "x", "threshold": 0.99}).status_code == 422
+
+
+def test_cli_commands_over_the_same_service(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from query_server.cli import main
+
+    root = tmp_path / "cli_project"
+    root.mkdir()
+    write_files(root, FILES)
+    runner = CliRunner()
+    assert runner.invoke(main, ["index", str(root), "--json"]).exit_code == 0
+    related = runner.invoke(main, ["related", "shop.pricing.total_with_tax", "--project", str(root), "--direction", "incoming", "--depth", "2", "--json"])
+    assert related.exit_code == 0, related.output
+    assert '"shop.checkout.pay"' in related.output
+    symbol = runner.invoke(main, ["symbol", "shop.checkout.checkout", "--project", str(root), "--code"])
+    assert symbol.exit_code == 0 and "return total_with_tax(cart.items, 0.2)" in symbol.output
+    dup = runner.invoke(main, ["duplicates", "-", "--project", str(root), "--language", "python"], input=NEAR_COPY)
+    assert dup.exit_code == 0 and '"duplicate_count": 1' in dup.output
+    bad = runner.invoke(main, ["duplicates", "-", "--project", str(root), "--threshold", "0.5"], input=NEAR_COPY)
+    assert bad.exit_code == 1 and "Threshold must be between 0.70 and 0.95" in bad.output
+    health = runner.invoke(main, ["health", "--project", str(root)])
+    assert health.exit_code == 0 and '"status": "ok"' in health.output
