@@ -23,10 +23,12 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipelines.discovery import Discovery, SourceFile, discover, resolve_project_root
+import pathspec
+
+from pipelines.discovery import Discovery, SkippedFile, SourceFile, discover, resolve_project_root
 from pipelines.manifest import FileState, Manifest, SymbolRow
 from pipelines.parsing import ParseTimeout, parse_source
 from pipelines.records import EMBEDDING_TEXT_VERSION, build_symbol_records, file_id, graph_label
@@ -420,6 +422,9 @@ def index_project(
     only_paths: Sequence[str] | None = None,
     reembed: bool = False,
     stop: threading.Event | None = None,
+    force: bool = False,
+    extensions: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> IndexReport:
     """Index the project incrementally; see the module docstring for the steps.
 
@@ -432,6 +437,9 @@ def index_project(
         reembed: Rebuild the whole index (vectors included) from scratch.
         stop: When set, the run stops after the current batch (what was written stays
             consistent; deletions and the rest wait for the next run).
+        force: Re-process the files in scope even when their content is unchanged.
+        extensions: Only files with these extensions this run (others stay as indexed).
+        exclude: Gitignore-style patterns of files this run leaves alone (they stay as indexed).
 
     Returns:
         The run's report. Per-file failures are collected, never raised.
@@ -446,9 +454,17 @@ def index_project(
     progress("discover", 1, 1)
     files = found.files
     skipped = found.skipped
+    seen_paths = {f.path for f in files}  # before the run's filters: only vanished files are deleted
     if only_paths is not None:
         files = [f for f in files if _in_scope(f.path, only_paths)]
         skipped = [s for s in skipped if _in_scope(s.path, only_paths)]
+    if extensions:
+        wanted_suffixes = {e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions}
+        files = [f for f in files if PurePosixPath(f.path).suffix.lower() in wanted_suffixes]
+    if exclude:
+        excluded = pathspec.GitIgnoreSpec.from_lines(list(exclude))
+        skipped = skipped + [SkippedFile(f.path, "excluded by the request") for f in files if excluded.match_file(f.path)]
+        files = [f for f in files if not excluded.match_file(f.path)]
     report.git_aware = found.git_aware
     report.skipped = [(s.path, s.reason) for s in skipped]
     report.files_seen = len(files) + len(skipped)
@@ -461,7 +477,6 @@ def index_project(
         ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
         ctx.graph.ensure_schema()
         known = ctx.manifest.files()
-        seen_paths = {f.path for f in files}
         touched: set[str] = set()
         rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
         progress("parse", 0, len(files))
@@ -473,7 +488,7 @@ def index_project(
             except OSError as exc:
                 report.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
                 continue
-            if state is not None and state.content_hash == content_hash:
+            if state is not None and state.content_hash == content_hash and not force:
                 report.files_unchanged += 1
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)

@@ -183,6 +183,16 @@ class Manifest:
             ).fetchall()
         return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
 
+    def find_symbols_in(self, path: str) -> list[SymbolRow]:
+        """The symbols of one file."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense "
+                "FROM symbols WHERE path = ?",
+                (path,),
+            ).fetchall()
+        return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
+
     def all_symbols(self) -> list[SymbolRow]:
         """Every symbol (for cross-file resolution)."""
         with self._lock:

@@ -31,8 +31,13 @@ from resources.schemas.tools import (
     GraphQueryInput,
     GraphQueryResult,
     HealthResult,
-    IndexInput,
+    IndexDirectoryInput,
+    IndexFileInput,
+    IndexFileResult,
     IndexStatusResult,
+    JobState,
+    JobStatusInput,
+    ReindexInput,
 )
 
 from .mcp_server import build_mcp_server
@@ -141,14 +146,31 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
         return await run_tool("get_related", "get_related", request)
 
     @app.post("/tools/index_status", response_model=IndexStatusResult, tags=["tools"])
-    async def index_status() -> Any:
-        """How complete and current the index is."""
-        return await run_tool("index_status", "index_status")
+    async def index_status(request: JobStatusInput | None = None) -> Any:
+        """Overall index statistics; with ``job_id`` also that background job's state."""
+        status = await run_tool("index_status", "index_status")
+        if request is None or request.job_id is None or isinstance(status, JSONResponse):
+            return status
+        job = await run_tool("index_status", "job_status", request)
+        if isinstance(job, JSONResponse):
+            return job
+        status.job = job
+        return status
 
-    @app.post("/tools/index_directory", tags=["tools"])
-    async def index_directory(request: IndexInput) -> Any:
-        """Re-index the project or some of its paths incrementally (returns the run's summary)."""
-        return await run_tool("index_directory", "index", request)
+    @app.post("/tools/index_file", response_model=IndexFileResult, tags=["tools"])
+    async def index_file(request: IndexFileInput) -> Any:
+        """Index one file now and report what it extracted."""
+        return await run_tool("index_file", "index_file", request)
+
+    @app.post("/tools/index_directory", response_model=JobState, tags=["tools"])
+    async def index_directory(request: IndexDirectoryInput) -> Any:
+        """Start indexing a directory in the background; poll index_status with the job id."""
+        return await run_tool("index_directory", "index_directory", request)
+
+    @app.post("/tools/reindex", response_model=JobState, tags=["tools"])
+    async def reindex(request: ReindexInput) -> Any:
+        """Start a re-index (changed or full) in the background."""
+        return await run_tool("reindex", "reindex", request)
 
     @app.get("/health", response_model=HealthResult)
     async def health() -> Any:

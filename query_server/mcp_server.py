@@ -25,8 +25,13 @@ from resources.schemas.tools import (
     GetSymbolResult,
     GraphQueryInput,
     GraphQueryResult,
-    IndexInput,
+    IndexDirectoryInput,
+    IndexFileInput,
+    IndexFileResult,
     IndexStatusResult,
+    JobState,
+    JobStatusInput,
+    ReindexInput,
     RelationshipType,
     describe_validation_error,
 )
@@ -150,23 +155,58 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         return await _call(handle, "get_related", request)
 
     @server.tool(name="index_status")
-    async def index_status() -> IndexStatusResult:
-        """How much of the repository is indexed: files, symbols, edges, dense-vector coverage,
-        the search mode in effect, the stores and embedder in use, and the last run's summary.
-        Call it when results look incomplete or stale."""
-        return await _call(handle, "index_status")
+    async def index_status(
+        job_id: Annotated[str | None, Field(description="A job id from index_directory/reindex; omit for overall statistics.")] = None,
+    ) -> IndexStatusResult:
+        """How much of the repository is indexed (files, symbols, edges, dense-vector coverage, the
+        search mode in effect, stores and embedder, last run); with job_id also that background
+        job's phase, percent and final report. Call it when results look incomplete or stale."""
+        status = await _call(handle, "index_status")
+        if job_id is not None:
+            status.job = await _call(handle, "job_status", JobStatusInput(job_id=job_id))
+        return status
+
+    @server.tool(name="index_file")
+    async def index_file(
+        file_path: Annotated[str, Field(description="Path to the file (must be within the project).")],
+        force: Annotated[bool, Field(description="Re-index even if unchanged.")] = False,
+    ) -> IndexFileResult:
+        """Index one file now, e.g. right after editing it, so searches see the new code."""
+        try:
+            request = IndexFileInput(file_path=file_path, force=force)
+        except ValidationError as exc:
+            raise MCPToolError(describe_validation_error(exc)) from exc
+        return await _call(handle, "index_file", request)
 
     @server.tool(name="index_directory")
     async def index_directory(
-        paths: Annotated[list[str] | None, Field(description="Repo-relative files/directories; omit for the whole project.")] = None,
-    ) -> dict[str, Any]:
-        """Re-index the project (or some paths) incrementally: only files whose content changed
-        are re-parsed. Returns the run's summary. Dense vectors are filled in the background."""
+        directory_path: Annotated[str, Field(description="Directory inside the project ('.' for all).")] = ".",
+        extensions: Annotated[list[str] | None, Field(description="Only these extensions this run, e.g. ['.py'].")] = None,
+        exclude: Annotated[list[str] | None, Field(description="Gitignore-style patterns to leave alone this run.")] = None,
+        force: Annotated[bool, Field(description="Re-index every file, changed or not.")] = False,
+    ) -> JobState:
+        """Index a directory recursively in the background (only changed files are re-parsed).
+        Returns a job at once; poll index_status(job_id) for phase, percent and the report."""
         try:
-            request = IndexInput(paths=paths, embed=False)
+            request = IndexDirectoryInput(directory_path=directory_path, extensions=extensions, exclude=exclude, force=force)
         except ValidationError as exc:
             raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "index", request)
+        return await _call(handle, "index_directory", request)
+
+    @server.tool(name="reindex")
+    async def reindex(
+        directory_path: Annotated[str, Field(description="Directory to re-index ('.' for all).")] = ".",
+        scope: Annotated[Literal["full", "changed"], Field(description="'changed' (incremental, default) or 'full' (clear first).")] = "changed",
+        extensions: Annotated[list[str] | None, Field(description="Only these extensions.")] = None,
+        exclude: Annotated[list[str] | None, Field(description="Patterns to leave alone.")] = None,
+    ) -> JobState:
+        """Re-index in the background; scope='full' re-processes everything (and, for the whole
+        project, rebuilds vectors too). Returns a job; poll index_status(job_id)."""
+        try:
+            request = ReindexInput(directory_path=directory_path, scope=scope, extensions=extensions, exclude=exclude)
+        except ValidationError as exc:
+            raise MCPToolError(describe_validation_error(exc)) from exc
+        return await _call(handle, "reindex", request)
 
     return server
 

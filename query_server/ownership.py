@@ -37,8 +37,14 @@ from resources.schemas.tools import (
     GraphQueryInput,
     GraphQueryResult,
     HealthResult,
+    IndexDirectoryInput,
+    IndexFileInput,
+    IndexFileResult,
     IndexInput,
     IndexStatusResult,
+    JobState,
+    JobStatusInput,
+    ReindexInput,
 )
 from resources.settings import Settings
 
@@ -88,6 +94,10 @@ _METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
     "get_symbol": (GetSymbolInput, GetSymbolResult),
     "get_related": (GetRelatedInput, GetRelatedResult),
     "find_duplicates": (FindDuplicatesInput, FindDuplicatesResult),
+    "index_file": (IndexFileInput, IndexFileResult),
+    "index_directory": (IndexDirectoryInput, JobState),
+    "reindex": (ReindexInput, JobState),
+    "job_status": (JobStatusInput, JobState),
     "index": (IndexInput, None),
 }
 

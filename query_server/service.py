@@ -11,6 +11,8 @@ import base64
 import hashlib
 import json
 import threading
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -36,9 +38,15 @@ from resources.schemas.tools import (
     GraphQueryInput,
     GraphQueryResult,
     HealthResult,
+    IndexDirectoryInput,
+    IndexFileInput,
+    IndexFileResult,
     IndexInput,
     IndexStatusResult,
+    JobState,
+    JobStatusInput,
     Provenance,
+    ReindexInput,
     RelatedEntity,
 )
 from resources.settings import Settings
@@ -50,6 +58,10 @@ SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
 MAX_RESPONSE_TOKENS = 50_000
 CHARS_PER_TOKEN = 3  # conservative for code (tokenizers average ~3.5-4 chars/token on source)
 SNIPPET_LINES = 30
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class ToolError(Exception):
@@ -102,6 +114,7 @@ class CodeMemService:
         self._index_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.background_index_progress: tuple[str, int, int] | None = None
+        self.jobs: dict[str, JobState] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_background_embedding(self) -> None:
@@ -185,6 +198,107 @@ class CodeMemService:
         if not request.embed:
             self.start_background_embedding()
         return report.as_dict()
+
+    # -- background index jobs -------------------------------------------------------------------
+    def _scope_path(self, raw: str, *, want_dir: bool | None = None) -> str:
+        """A repo-relative path for ``raw`` (confined to the project), '' for the root."""
+        root = self.settings.resolved_root()
+        try:
+            resolved = confine_path(root, raw)
+        except DiscoveryError as exc:
+            raise ToolError("Path must be within project directory — " + str(exc)) from exc
+        if not resolved.exists():
+            raise ToolError(f"path does not exist: {raw} — give a path inside {root}")
+        if want_dir is True and not resolved.is_dir():
+            raise ToolError(f"not a directory: {raw} — use index_file for a single file")
+        if want_dir is False and not resolved.is_file():
+            raise ToolError(f"not a file: {raw} — use index_directory for a directory")
+        rel = resolved.relative_to(root).as_posix()
+        return "" if rel == "." else rel
+
+    def start_index_job(self, kind: str, **options: Any) -> JobState:
+        """Run an index in a background thread; the returned job is polled with ``job_status``."""
+        job = JobState(job_id=uuid.uuid4().hex[:12], kind=kind, status="queued", started_at=_now_iso())
+        self.jobs[job.job_id] = job
+
+        def progress(phase: str, done: int, total: int) -> None:
+            job.status, job.phase, job.done, job.total = "running", phase, done, total
+            job.percent = round(100.0 * done / total, 1) if total else 0.0
+
+        def run() -> None:
+            try:
+                with self._index_lock:
+                    job.status = "running"
+                    report = index_project(self.ctx, progress=progress, embed=False, stop=self._stop, **options)
+                job.report = report.as_dict()
+                job.status = "failed" if report.failed else "done"
+                if report.failed:
+                    job.error = f"{len(report.failed)} file(s) failed: " + ", ".join(p for p, _ in report.failed[:10])
+                self.manifest.set_meta("last_index", json.dumps(job.report))
+                self.start_background_embedding()
+            except Exception as exc:  # noqa: BLE001 - the job reports it
+                log.exception("index job failed", operation=kind, job_id=job.job_id)
+                job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+            finally:
+                job.finished_at = _now_iso()
+                if job.status == "done":
+                    job.percent = 100.0
+
+        threading.Thread(target=run, name=f"codemem-job-{job.job_id}", daemon=True).start()
+        return job.model_copy()
+
+    def index_directory(self, request: IndexDirectoryInput) -> JobState:
+        """Start indexing a directory (incremental unless ``force``) as a background job."""
+        scope = self._scope_path(request.directory_path, want_dir=True)
+        return self.start_index_job(
+            "index_directory", only_paths=[scope], force=request.force,
+            extensions=request.extensions, exclude=request.exclude,
+        )
+
+    def reindex(self, request: ReindexInput) -> JobState:
+        """Start a re-index: ``changed`` is incremental, ``full`` re-processes everything in scope."""
+        scope = self._scope_path(request.directory_path, want_dir=True)
+        full = request.scope == "full"
+        return self.start_index_job(
+            "reindex", only_paths=[scope], force=full, reembed=full and scope == "" and not request.extensions and not request.exclude,
+            extensions=request.extensions, exclude=request.exclude,
+        )
+
+    def index_file(self, request: IndexFileInput) -> IndexFileResult:
+        """Index one file now (short work: runs in the call) and report what it extracted."""
+        rel = self._scope_path(request.file_path, want_dir=False)
+        with self._index_lock:
+            report = index_project(self.ctx, embed=False, only_paths=[rel], force=request.force)
+        self.start_background_embedding()
+        for path, reason in report.skipped:
+            if path == rel:
+                return IndexFileResult(status="skipped", file_path=rel, reason=reason)
+        for path, error in report.failed:
+            if path == rel:
+                raise ToolError(f"indexing {rel} failed: {error}")
+        if report.files_indexed == 0 and report.files_unchanged == 0:
+            return IndexFileResult(
+                status="skipped", file_path=rel,
+                reason="not an indexed kind of file (extension filter, ignore rules or default skips)",
+            )
+        kinds = [s.kind for s in self.manifest.find_symbols_in(rel)]
+        imports = len((self.manifest.all_refs().get(rel) or ("", {}))[1].get("imports", []))
+        return IndexFileResult(
+            status="indexed" if report.files_indexed else "unchanged", file_path=rel,
+            functions_extracted=sum(k in ("function", "method") for k in kinds),
+            classes_extracted=sum(k not in ("function", "method") for k in kinds),
+            imports_extracted=imports,
+        )
+
+    def job_status(self, request: JobStatusInput) -> JobState:
+        """A background job's state (phase, percent, and the report when it is over)."""
+        job = self.jobs.get(request.job_id or "")
+        if job is None:
+            raise ToolError(
+                f"Job not found: {request.job_id!r} — job ids come from index_directory or reindex "
+                "(jobs live until the server restarts); omit job_id for the overall statistics"
+            )
+        return job.model_copy()
 
     def _dense_coverage(self) -> tuple[int, int, float]:
         done, total = self.manifest.dense_counts()
@@ -500,7 +614,7 @@ class CodeMemService:
             dense_vectors=done,
             dense_coverage=round(coverage, 4),
             search_mode=mode,
-            embedder=str(self.embedder_status),
+            embedder=self.embedder_status.message,
             vector_store="qdrant server" if self.settings.server_mode_vectors else "qdrant-edge (embedded)",
             graph_store="neo4j server" if self.settings.server_mode_graph else "falkordb (embedded)",
             last_index=json.loads(last) if last else None,

@@ -109,6 +109,7 @@ class IndexStatusResult(BaseModel):
     graph_store: str
     last_index: dict[str, Any] | None = None
     graph_counts: dict[str, int] = Field(default_factory=dict)
+    job: JobState | None = Field(default=None, description="The requested background job, when job_id was given.")
 
 
 class HealthResult(BaseModel):
@@ -206,3 +207,64 @@ class GetSymbolResult(BaseModel):
     callers: list[dict[str, Any]]
     callees: list[dict[str, Any]]
     code: str | None = None
+
+
+class IndexFileInput(BaseModel):
+    """Index one file now."""
+
+    file_path: str = Field(min_length=1, max_length=4_096, description="Path of the file, inside the project.")
+    force: bool = Field(default=False, description="Re-index even if unchanged.")
+
+
+class IndexFileResult(BaseModel):
+    """What indexing one file extracted."""
+
+    status: Literal["indexed", "unchanged", "skipped"]
+    file_path: str
+    functions_extracted: int = 0
+    classes_extracted: int = 0
+    imports_extracted: int = 0
+    reason: str | None = None
+
+
+class IndexDirectoryInput(BaseModel):
+    """Index a directory recursively, as a background job."""
+
+    directory_path: str = Field(default=".", max_length=4_096, description="Directory inside the project ('.' for all of it).")
+    extensions: list[str] | None = Field(default=None, description="Only these extensions this run, e.g. ['.py', '.ts'].")
+    exclude: list[str] | None = Field(default=None, description="Gitignore-style patterns to leave alone this run.")
+    force: bool = Field(default=False, description="Re-index every file, changed or not.")
+
+
+class ReindexInput(BaseModel):
+    """Re-index a directory, incrementally or from scratch, as a background job."""
+
+    directory_path: str = Field(default=".", max_length=4_096, description="Directory inside the project ('.' for all of it).")
+    scope: Literal["full", "changed"] = Field(default="changed", description="'changed' (incremental) or 'full' (clear first).")
+    extensions: list[str] | None = None
+    exclude: list[str] | None = None
+
+
+class JobStatusInput(BaseModel):
+    """Which job to report on."""
+
+    job_id: str | None = Field(default=None, description="A job id from index_directory/reindex; overall statistics when omitted.")
+
+
+class JobState(BaseModel):
+    """A background indexing job."""
+
+    job_id: str
+    kind: str
+    status: Literal["queued", "running", "done", "failed"]
+    phase: str | None = None
+    done: int = 0
+    total: int = 0
+    percent: float = 0.0
+    started_at: str
+    finished_at: str | None = None
+    report: dict[str, Any] | None = None
+    error: str | None = None
+
+
+IndexStatusResult.model_rebuild()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,16 @@ def test_tools_health_and_metrics(client: TestClient) -> None:
     rows = client.post("/tools/graph_query", json={"cypher": "MATCH (a:Function)-[:CALLS]->(b:Function) RETURN a.name AS a, b.name AS b"})
     assert rows.json()["results"] == [{"a": "invoice_total", "b": "compute_tax"}]
     assert client.post("/tools/index_status").json()["symbols"] == 2
-    assert client.post("/tools/index_directory", json={}).json()["files_unchanged"] == 1
+    job = client.post("/tools/index_directory", json={"directory_path": "."}).json()
+    assert job["kind"] == "index_directory" and job["job_id"]
+    deadline = time.monotonic() + 60
+    while (state := client.post("/tools/index_status", json={"job_id": job["job_id"]}).json()["job"])["status"] not in ("done", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert state["status"] == "done" and state["percent"] == 100.0 and state["report"]["files_unchanged"] == 1
+    indexed = client.post("/tools/index_file", json={"file_path": "billing/invoice.py", "force": True}).json()
+    assert indexed == {"status": "indexed", "file_path": "billing/invoice.py", "functions_extracted": 2,
+                       "classes_extracted": 0, "imports_extracted": 0, "reason": None}
     health = client.get("/health")
     assert health.status_code == 200
     body = health.json()
@@ -61,8 +71,12 @@ def test_bad_inputs_get_actionable_4xx_never_500(client: TestClient) -> None:
     assert client.post("/tools/code_search", json={"query": "x", "limit": 1000}).status_code == 422
     assert client.post("/tools/code_search", json={}).status_code == 422
     assert client.post("/tools/code_search", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
-    outside = client.post("/tools/index_directory", json={"paths": ["../../etc"]})
-    assert outside.status_code == 400 and "outside the project root" in outside.json()["error"]
+    outside = client.post("/tools/index_directory", json={"directory_path": "../../etc"})
+    assert outside.status_code == 400 and "Path must be within project directory" in outside.json()["error"]
+    assert client.post("/tools/index_file", json={"file_path": "/etc/passwd"}).status_code == 400
+    unknown = client.post("/tools/index_status", json={"job_id": "nope"})
+    assert unknown.status_code == 400 and "Job not found" in unknown.json()["error"]
+    assert client.post("/tools/reindex", json={"scope": "partial"}).status_code == 422
     cursor = client.post("/tools/code_search", json={"query": "tax", "cursor": "garbage"})
     assert cursor.status_code == 400 and "cursor" in cursor.json()["error"]
     syntax = client.post("/tools/graph_query", json={"cypher": "MATCH (n RETURN n"})

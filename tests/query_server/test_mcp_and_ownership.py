@@ -73,8 +73,14 @@ def test_mcp_tools_in_memory(project: Path) -> None:
                 assert bad.is_error and "blank" in _text(bad)
                 bad_limit = await client.call_tool("code_search", {"query": "x", "limit": 1000})
                 assert bad_limit.is_error and "limit" in _text(bad_limit)
-                escape = await client.call_tool("index_directory", {"paths": ["../../etc"]})
-                assert escape.is_error and "outside the project root" in _text(escape)
+                escape = await client.call_tool("index_directory", {"directory_path": "../../etc"})
+                assert escape.is_error and "Path must be within project directory" in _text(escape)
+                job = (await client.call_tool("reindex", {"scope": "full", "directory_path": "shop"})).structured_content
+                while (state := (await client.call_tool("index_status", {"job_id": job["job_id"]})).structured_content["job"])["status"] not in ("done", "failed"):
+                    await anyio.sleep(0.1)
+                assert state["status"] == "done" and state["report"]["files_indexed"] == 2, state
+                single = await client.call_tool("index_file", {"file_path": "shop/util.ts"})
+                assert single.structured_content["status"] == "unchanged"
                 status = await client.call_tool("index_status", {})
                 assert status.structured_content["symbols"] == 5
 
