@@ -484,23 +484,48 @@ class CodeMemService:
         return GetSymbolResult(symbol=hit, callers=callers, callees=callees, code=code)
 
     def get_related(self, request: GetRelatedInput) -> GetRelatedResult:
-        """Entities within ``depth`` hops of a symbol or file, nearest first."""
-        from resources.graph_cypher import related_query
+        """Entities within ``depth`` hops of a symbol or file, nearest first (breadth-first)."""
+        from resources.graph_cypher import one_hop_query
 
         sid, label, entity = self._resolve_entity(request.entity_id)
-        query = related_query(label, request.relationship_types or [], request.direction, request.depth)
-        _, rows, truncated = self.graph.read_query(query, {"id": sid, "limit": request.limit + 1}, request.limit + 1)
-        truncated = truncated or len(rows) > request.limit
-        results = [
-            RelatedEntity(
-                id=row["id"], label=(row.get("labels") or ["?"])[0], name=row.get("name"),
-                qualified_name=row.get("qualified_name"), file_path=row.get("file_path"),
-                start_line=row.get("start_line"), kind=row.get("kind"), distance=int(row["distance"]),
-                via=list(row.get("via") or []),
-            )
-            for row in rows[: request.limit]
-        ]
-        return GetRelatedResult(entity=entity, results=results, truncated=truncated)
+        types = request.relationship_types or []
+        visited = {sid}
+        frontier: dict[str, tuple[str, list[str]]] = {sid: (label, [])}  # id -> (label, relationship path)
+        results: list[RelatedEntity] = []
+        truncated = False
+        for distance in range(1, request.depth + 1):
+            by_label: dict[str, list[str]] = {}
+            for node_id, (node_label, _) in frontier.items():
+                by_label.setdefault(node_label, []).append(node_id)
+            reached: dict[str, tuple[str, list[str]]] = {}
+            for node_label, ids in sorted(by_label.items()):
+                room = request.limit + 1 - len(results)
+                if room <= 0:
+                    break
+                _, rows, _ = self.graph.read_query(
+                    one_hop_query(node_label, types, request.direction), {"ids": ids, "limit": room * 4}, room * 4
+                )
+                for row in rows:
+                    if row["id"] in visited:
+                        continue
+                    visited.add(row["id"])
+                    node_type = (row.get("labels") or ["?"])[0]
+                    via = [*frontier[row["source"]][1], row["rel"]]
+                    reached[row["id"]] = (node_type, via)
+                    results.append(
+                        RelatedEntity(
+                            id=row["id"], label=node_type, name=row.get("name"),
+                            qualified_name=row.get("qualified_name"), file_path=row.get("file_path"),
+                            start_line=row.get("start_line"), kind=row.get("kind"), distance=distance, via=via,
+                        )
+                    )
+            if len(results) > request.limit:
+                truncated = True
+                break
+            frontier = reached
+            if not frontier:
+                break
+        return GetRelatedResult(entity=entity, results=results[: request.limit], truncated=truncated)
 
     def find_duplicates(self, request: FindDuplicatesInput) -> FindDuplicatesResult:
         """Existing functions similar to the given code, with the location and a reuse advice."""

@@ -343,38 +343,27 @@ NEO4J_AWAIT_INDEXES: Final[str] = "CALL db.awaitIndexes(300)"
 """Neo4j: wait (up to 300 s) until every index is online after :func:`neo4j_schema_statements`."""
 
 
-def related_query(start_label: str, edge_types: Sequence[str], direction: str, depth: int) -> str:
-    """Read query: nodes within ``depth`` hops of ``$id`` over ``edge_types``, nearest first.
+def one_hop_query(start_label: str, edge_types: Sequence[str], direction: str) -> str:
+    """Read query: the neighbours of the ``$ids`` nodes (all labelled ``start_label``) one hop away.
 
-    Parameters: ``$id`` (start node id), ``$limit``. Returns ``id, labels, name,
-    qualified_name, file_path, start_line, kind, distance, via`` (the relationship types on the
-    shortest path found, as a list).
-
-    Args:
-        start_label: The start node's label (whitelisted; lets the backend use its id index).
-        edge_types: Relationship types to follow (whitelisted; all when empty).
-        direction: ``outgoing``, ``incoming`` or ``both``.
-        depth: Maximum number of hops, 1–5.
+    Used hop by hop for breadth-first walks: the cost stays proportional to the nodes and edges
+    reached, where a variable-length pattern enumerates every path (hubs made 3-hop walks ~80 ms
+    at 100k nodes). Parameters ``$ids``, ``$limit``. Returns ``source, id, labels, name,
+    qualified_name, file_path, start_line, kind, rel``.
     """
     check_label(start_label)
     for edge_type in edge_types:
         check_edge_type(edge_type)
-    if not 1 <= depth <= 5:
-        raise ValueError("depth must be between 1 and 5")
     types = ":" + "|".join(edge_types) if edge_types else ""
-    pattern = f"-[{types}*1..{depth}]-"
-    if direction == "outgoing":
-        pattern += ">"
-    elif direction == "incoming":
-        pattern = "<" + pattern
-    elif direction != "both":
+    arrow = {"outgoing": f"-[r{types}]->", "incoming": f"<-[r{types}]-", "both": f"-[r{types}]-"}.get(direction)
+    if arrow is None:
         raise ValueError("direction must be outgoing, incoming or both")
     return (
-        f"MATCH p = (s:{start_label} {{id: $id}}){pattern}(n) WHERE n.id <> $id "
-        "WITH n, min(length(p)) AS distance, collect([r IN relationships(p) | type(r)])[0] AS via "
-        "RETURN n.id AS id, labels(n) AS labels, n.name AS name, n.qualified_name AS qualified_name, "
-        "coalesce(n.file_path, n.path) AS file_path, n.start_line AS start_line, n.kind AS kind, "
-        "distance, via ORDER BY distance, file_path, start_line LIMIT $limit"
+        f"UNWIND $ids AS source MATCH (a:{start_label} {{id: source}}){arrow}(n) "
+        "RETURN DISTINCT source, n.id AS id, labels(n) AS labels, n.name AS name, "
+        "n.qualified_name AS qualified_name, coalesce(n.file_path, n.path) AS file_path, "
+        "n.start_line AS start_line, n.kind AS kind, type(r) AS rel "
+        "ORDER BY file_path, start_line, id LIMIT $limit"
     )
 
 

@@ -155,3 +155,11 @@ def test_cli_commands_over_the_same_service(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "Threshold must be between 0.70 and 0.95" in bad.output
     health = runner.invoke(main, ["health", "--project", str(root)])
     assert health.exit_code == 0 and '"status": "ok"' in health.output
+
+
+def test_get_related_truncates_at_the_limit(handle: ProjectHandle) -> None:
+    everything = handle.call("get_related", GetRelatedInput(entity_id="shop/pricing.py", direction="both", depth=5, limit=50))
+    assert not everything.truncated and len(everything.results) >= 4
+    first_two = handle.call("get_related", GetRelatedInput(entity_id="shop/pricing.py", direction="both", depth=5, limit=2))
+    assert first_two.truncated and len(first_two.results) == 2
+    assert [r.id for r in first_two.results] == [r.id for r in everything.results[:2]]
