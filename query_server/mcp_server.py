@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from resources.schemas.tools import (
     CodeKind,
@@ -47,6 +47,14 @@ INSTRUCTIONS = (
 )
 
 
+def _validated(model: type[BaseModel], **fields: Any) -> Any:
+    """The tool's input model, or an MCP tool error naming each bad field."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise MCPToolError(describe_validation_error(exc)) from exc
+
+
 async def _call(handle: ProjectHandle, method: str, *args: Any) -> Any:
     try:
         return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
@@ -61,7 +69,10 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
     @server.tool(name="code_search")
     async def code_search(
         query: Annotated[str, Field(description="What the code does, in words, or a code snippet.")],
-        language: Annotated[str | None, Field(description="Only this language (python, typescript, tsx, javascript, java, go, rust, csharp).")] = None,
+        language: Annotated[
+            str | None,
+            Field(description="Only this language (python, typescript, tsx, javascript, java, go, rust, csharp)."),
+        ] = None,
         path_prefix: Annotated[str | None, Field(description="Only files under this repo-relative directory.")] = None,
         kind: Annotated[CodeKind | None, Field(description="Only this kind of symbol.")] = None,
         limit: Annotated[int, Field(description="Results per page, 1-100.")] = 10,
@@ -74,13 +85,19 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         lines, signature, docstring, a snippet, and provenance (stale=true means the file changed
         since indexing). Combines semantic (dense) and keyword (sparse) search.
         """
-        try:
-            request = CodeSearchInput(
-                query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor
-            )
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "code_search", request)
+        return await _call(
+            handle,
+            "code_search",
+            _validated(
+                CodeSearchInput,
+                query=query,
+                language=language,
+                path_prefix=path_prefix,
+                kind=kind,
+                limit=limit,
+                cursor=cursor,
+            ),
+        )
 
     @server.tool(name="graph_query")
     async def graph_query(
@@ -98,16 +115,16 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         MATCH (c:Function)-[:CALLS]->(f:Function {name: $name}) RETURN c.qualified_name, c.file_path.
         Writes (CREATE, MERGE, SET, DELETE, ...) are refused.
         """
-        try:
-            request = GraphQueryInput(cypher=cypher, parameters=parameters, limit=limit)
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "graph_query", request)
+        return await _call(
+            handle, "graph_query", _validated(GraphQueryInput, cypher=cypher, parameters=parameters, limit=limit)
+        )
 
     @server.tool(name="find_duplicates")
     async def find_duplicates(
         code: Annotated[str, Field(description="The function you are about to write (or a snippet of it).")],
-        language: Annotated[str | None, Field(description="Its language: python, typescript, tsx, javascript, java, go, rust, csharp.")] = None,
+        language: Annotated[
+            str | None, Field(description="Its language: python, typescript, tsx, javascript, java, go, rust, csharp.")
+        ] = None,
         threshold: Annotated[float | None, Field(description="Similarity threshold 0.70-0.95 (default 0.85).")] = None,
         limit: Annotated[int, Field(description="Maximum duplicates, 1-100.")] = 10,
     ) -> FindDuplicatesResult:
@@ -116,47 +133,58 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         Call it BEFORE implementing a helper or utility: it returns existing functions above the
         similarity threshold with their location, signature, docstring and a reuse recommendation.
         """
-        try:
-            request = FindDuplicatesInput(code=code, language=language, threshold=threshold, limit=limit)
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "find_duplicates", request)
+        return await _call(
+            handle,
+            "find_duplicates",
+            _validated(FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit),
+        )
 
     @server.tool(name="get_symbol")
     async def get_symbol(
-        symbol: Annotated[str, Field(description="An id from code_search or a qualified name such as pkg.module.Class.method.")],
+        symbol: Annotated[
+            str, Field(description="An id from code_search or a qualified name such as pkg.module.Class.method.")
+        ],
         include_code: Annotated[bool, Field(description="Also return the full source.")] = False,
     ) -> GetSymbolResult:
         """One function or class: signature, docstring, location, callers and callees; its full
         source with include_code=true. Use it after code_search to read a hit in depth."""
-        try:
-            request = GetSymbolInput(symbol=symbol, include_code=include_code)
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "get_symbol", request)
+        return await _call(handle, "get_symbol", _validated(GetSymbolInput, symbol=symbol, include_code=include_code))
 
     @server.tool(name="get_related")
     async def get_related(
         entity_id: Annotated[str, Field(description="A symbol id, a qualified name, or a repo-relative file path.")],
-        relationship_types: Annotated[list[RelationshipType] | None, Field(description="Only these: CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS.")] = None,
-        direction: Annotated[Literal["outgoing", "incoming", "both"], Field(description="outgoing (what it uses), incoming (what uses it) or both.")] = "both",
+        relationship_types: Annotated[
+            list[RelationshipType] | None,
+            Field(description="Only these: CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS."),
+        ] = None,
+        direction: Annotated[
+            Literal["outgoing", "incoming", "both"],
+            Field(description="outgoing (what it uses), incoming (what uses it) or both."),
+        ] = "both",
         depth: Annotated[int, Field(description="Hops, 1-5.")] = 1,
         limit: Annotated[int, Field(description="Maximum results, 1-500.")] = 50,
     ) -> GetRelatedResult:
         """Walk the code graph from a function, class or file: its callers (incoming CALLS), its
         callees (outgoing CALLS), imports, base classes and implementations, up to 5 hops, nearest
         first. Use it to see what a change would affect or how something is used."""
-        try:
-            request = GetRelatedInput(
-                entity_id=entity_id, relationship_types=relationship_types, direction=direction, depth=depth, limit=limit
-            )
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "get_related", request)
+        return await _call(
+            handle,
+            "get_related",
+            _validated(
+                GetRelatedInput,
+                entity_id=entity_id,
+                relationship_types=relationship_types,
+                direction=direction,
+                depth=depth,
+                limit=limit,
+            ),
+        )
 
     @server.tool(name="index_status")
     async def index_status(
-        job_id: Annotated[str | None, Field(description="A job id from index_directory/reindex; omit for overall statistics.")] = None,
+        job_id: Annotated[
+            str | None, Field(description="A job id from index_directory/reindex; omit for overall statistics.")
+        ] = None,
     ) -> IndexStatusResult:
         """How much of the repository is indexed (files, symbols, edges, dense-vector coverage, the
         search mode in effect, stores and embedder, last run); with job_id also that background
@@ -172,41 +200,47 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         force: Annotated[bool, Field(description="Re-index even if unchanged.")] = False,
     ) -> IndexFileResult:
         """Index one file now, e.g. right after editing it, so searches see the new code."""
-        try:
-            request = IndexFileInput(file_path=file_path, force=force)
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "index_file", request)
+        return await _call(handle, "index_file", _validated(IndexFileInput, file_path=file_path, force=force))
 
     @server.tool(name="index_directory")
     async def index_directory(
         directory_path: Annotated[str, Field(description="Directory inside the project ('.' for all).")] = ".",
-        extensions: Annotated[list[str] | None, Field(description="Only these extensions this run, e.g. ['.py'].")] = None,
-        exclude: Annotated[list[str] | None, Field(description="Gitignore-style patterns to leave alone this run.")] = None,
+        extensions: Annotated[
+            list[str] | None, Field(description="Only these extensions this run, e.g. ['.py'].")
+        ] = None,
+        exclude: Annotated[
+            list[str] | None, Field(description="Gitignore-style patterns to leave alone this run.")
+        ] = None,
         force: Annotated[bool, Field(description="Re-index every file, changed or not.")] = False,
     ) -> JobState:
         """Index a directory recursively in the background (only changed files are re-parsed).
         Returns a job at once; poll index_status(job_id) for phase, percent and the report."""
-        try:
-            request = IndexDirectoryInput(directory_path=directory_path, extensions=extensions, exclude=exclude, force=force)
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "index_directory", request)
+        return await _call(
+            handle,
+            "index_directory",
+            _validated(
+                IndexDirectoryInput, directory_path=directory_path, extensions=extensions, exclude=exclude, force=force
+            ),
+        )
 
     @server.tool(name="reindex")
     async def reindex(
         directory_path: Annotated[str, Field(description="Directory to re-index ('.' for all).")] = ".",
-        scope: Annotated[Literal["full", "changed"], Field(description="'changed' (incremental, default) or 'full' (clear first).")] = "changed",
+        scope: Annotated[
+            Literal["full", "changed"], Field(description="'changed' (incremental, default) or 'full' (clear first).")
+        ] = "changed",
         extensions: Annotated[list[str] | None, Field(description="Only these extensions.")] = None,
         exclude: Annotated[list[str] | None, Field(description="Patterns to leave alone.")] = None,
     ) -> JobState:
         """Re-index in the background; scope='full' re-processes everything (and, for the whole
         project, rebuilds vectors too). Returns a job; poll index_status(job_id)."""
-        try:
-            request = ReindexInput(directory_path=directory_path, scope=scope, extensions=extensions, exclude=exclude)
-        except ValidationError as exc:
-            raise MCPToolError(describe_validation_error(exc)) from exc
-        return await _call(handle, "reindex", request)
+        return await _call(
+            handle,
+            "reindex",
+            _validated(
+                ReindexInput, directory_path=directory_path, scope=scope, extensions=extensions, exclude=exclude
+            ),
+        )
 
     return server
 
