@@ -147,8 +147,6 @@ class CodeMemService:
                 self.index(IndexInput(embed=False), stop=self._stop)
             except Exception:  # noqa: BLE001 - background work logs and stops
                 log.exception("background index failed", operation="index")
-            finally:
-                self.background_index_progress = None
 
         self._index_thread = threading.Thread(target=run, name="codemem-index", daemon=True)
         self._index_thread.start()
@@ -170,34 +168,30 @@ class CodeMemService:
         self, request: IndexInput, progress: Progress | None = None, stop: threading.Event | None = None
     ) -> dict[str, Any]:
         """Index the project (or the given paths) incrementally and return the report."""
-        paths = None
-        if request.paths:
-            root = self.settings.resolved_root()
-            paths = []
-            for raw in request.paths:
-                try:
-                    resolved = confine_path(root, raw)
-                except DiscoveryError as exc:
-                    raise ToolError(str(exc)) from exc
-                if not resolved.exists():
-                    raise ToolError(f"path does not exist: {raw} — give a file or directory inside {root}")
-                rel = resolved.relative_to(root).as_posix()
-                paths.append("" if rel == "." else rel)
+        paths = [self._scope_path(raw) for raw in request.paths] if request.paths else None
+        report = self._run_index(
+            progress=progress, stop=stop, embed=request.embed, only_paths=paths, reembed=request.reembed
+        )
+        return report.as_dict()
+
+    def _run_index(self, *, progress: Progress | None = None, embed: bool = False, **options: Any) -> IndexReport:
+        """One index run: serialized with the others, tracked for ``index_status``, recorded as the
+        last run; dense vectors left pending are filled in the background afterwards."""
+
         def track(phase: str, done: int, total: int) -> None:
             self.background_index_progress = (phase, done, total)
             if progress is not None:
                 progress(phase, done, total)
 
         with self._index_lock:
-            report: IndexReport = index_project(
-                self.ctx, progress=track, embed=request.embed, only_paths=paths,
-                reembed=request.reembed, stop=stop,
-            )
-            self.background_index_progress = None
+            try:
+                report: IndexReport = index_project(self.ctx, progress=track, embed=embed, **options)
+            finally:
+                self.background_index_progress = None
         self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
-        if not request.embed:
+        if not embed:
             self.start_background_embedding()
-        return report.as_dict()
+        return report
 
     # -- background index jobs -------------------------------------------------------------------
     def _scope_path(self, raw: str, *, want_dir: bool | None = None) -> str:
@@ -227,15 +221,11 @@ class CodeMemService:
 
         def run() -> None:
             try:
-                with self._index_lock:
-                    job.status = "running"
-                    report = index_project(self.ctx, progress=progress, embed=False, stop=self._stop, **options)
+                report = self._run_index(progress=progress, stop=self._stop, **options)
                 job.report = report.as_dict()
                 job.status = "failed" if report.failed else "done"
                 if report.failed:
                     job.error = f"{len(report.failed)} file(s) failed: " + ", ".join(p for p, _ in report.failed[:10])
-                self.manifest.set_meta("last_index", json.dumps(job.report))
-                self.start_background_embedding()
             except Exception as exc:  # noqa: BLE001 - the job reports it
                 log.exception("index job failed", operation=kind, job_id=job.job_id)
                 job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -267,9 +257,7 @@ class CodeMemService:
     def index_file(self, request: IndexFileInput) -> IndexFileResult:
         """Index one file now (short work: runs in the call) and report what it extracted."""
         rel = self._scope_path(request.file_path, want_dir=False)
-        with self._index_lock:
-            report = index_project(self.ctx, embed=False, only_paths=[rel], force=request.force)
-        self.start_background_embedding()
+        report = self._run_index(only_paths=[rel], force=request.force)
         for path, reason in report.skipped:
             if path == rel:
                 return IndexFileResult(status="skipped", file_path=rel, reason=reason)
