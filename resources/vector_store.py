@@ -298,6 +298,22 @@ class EdgeVectorStore:
         with self._lock:
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
+    @staticmethod
+    def _nearest(dense: Sequence[float] | None, sparse: SparseVec | None) -> list[tuple[str, Any]]:
+        """The nearest-neighbour queries to run: ("dense"|"sparse", query) for each vector given."""
+        import qdrant_edge as qe
+
+        queries: list[tuple[str, Any]] = []
+        if dense is not None:
+            queries.append((DENSE, qe.Query.Nearest([float(x) for x in dense], using=DENSE)))
+        if sparse is not None and sparse.indices:
+            queries.append((SPARSE, qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)))
+        return queries
+
+    @staticmethod
+    def _hits(points: Sequence[Any]) -> list[VectorHit]:
+        return [VectorHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in points]
+
     def hybrid_query(
         self,
         collection: str,
@@ -314,33 +330,19 @@ class EdgeVectorStore:
 
         shard = self._shard(collection)
         flt = self._filter(payload_filter)
-        prefetches = []
-        used_weights = []
-        if dense is not None:
-            prefetches.append(
-                qe.Prefetch(limit=candidates, query=qe.Query.Nearest([float(x) for x in dense], using=DENSE), filter=flt)
-            )
-            used_weights.append(weights[0])
-        if sparse is not None and sparse.indices:
-            prefetches.append(
-                qe.Prefetch(
-                    limit=candidates,
-                    query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE),
-                    filter=flt,
-                )
-            )
-            used_weights.append(weights[1])
-        if not prefetches:
+        queries = self._nearest(dense, sparse)
+        if not queries:
             return []
+        weight_of = {DENSE: weights[0], SPARSE: weights[1]}
         request = qe.QueryRequest(
             limit=limit,
-            prefetches=prefetches,
-            query=qe.Fusion.Rrf(k=60, weights=used_weights),
+            prefetches=[qe.Prefetch(limit=candidates, query=query, filter=flt) for _, query in queries],
+            query=qe.Fusion.Rrf(k=60, weights=[weight_of[name] for name, _ in queries]),
             with_payload=True,
         )
         with self._lock:
             scored = shard.query(request)
-        return [VectorHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in scored]
+        return self._hits(scored)
 
     def ranked_lists(
         self,
@@ -356,36 +358,14 @@ class EdgeVectorStore:
 
         shard = self._shard(collection)
         flt = self._filter(payload_filter)
-        requests = []
-        if dense is not None:
-            requests.append(
-                qe.QueryRequest(
-                    limit=candidates,
-                    query=qe.Query.Nearest([float(x) for x in dense], using=DENSE),
-                    filter=flt,
-                    with_payload=True,
-                )
-            )
-        if sparse is not None and sparse.indices:
-            requests.append(
-                qe.QueryRequest(
-                    limit=candidates,
-                    query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE),
-                    filter=flt,
-                    with_payload=True,
-                )
-            )
-        if not requests:
+        queries = self._nearest(dense, sparse)
+        if not queries:
             return [], []
+        requests = [qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=True) for _, query in queries]
         with self._lock:
             results = shard.query_batch(qe.QueryBatchRequest(requests))
-        lists = [
-            [VectorHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in result]
-            for result in results
-        ]
-        dense_hits = lists.pop(0) if dense is not None else []
-        sparse_hits = lists.pop(0) if lists else []
-        return dense_hits, sparse_hits
+        found = {name: self._hits(result) for (name, _), result in zip(queries, results, strict=True)}
+        return found.get(DENSE, []), found.get(SPARSE, [])
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[VectorHit]:
         """See ``VectorStore.retrieve``."""
