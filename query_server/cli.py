@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from pipelines.discovery import DiscoveryError, resolve_project_root
 from resources.settings import Settings
 
 from .service import ToolError
 
-console = Console(stderr=True)
+console = Console(stderr=True)  # progress, summaries of index runs, errors
+out = Console()  # query results (follows sys.stdout, so pipes and test runners get them)
 PHASES = {
     "discover": "Discovering files",
     "parse": "Parsing & writing",
@@ -29,11 +33,17 @@ PHASES = {
 }
 
 
+class InputError(click.ClickException):
+    """Bad input (invalid arguments, refused query, unknown symbol): exit status 2, no traceback."""
+
+    exit_code = 2
+
+
 def _settings_for(project: str) -> Settings:
     try:
         root = resolve_project_root(Path(project))
     except DiscoveryError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     return Settings(project_root=root)
 
 
@@ -45,6 +55,18 @@ def _handle(project: str):  # noqa: ANN202 - lazy import keeps `codemem --help` 
         return ProjectHandle(settings)
     except ToolError as exc:
         raise click.ClickException(str(exc)) from exc
+    except Exception as exc:
+        raise _failure("opening the project's stores", exc) from exc
+
+
+def _failure(what: str, exc: Exception) -> click.ClickException:
+    """An unexpected failure as one line (exit 1); the traceback goes to the log at debug level."""
+    import traceback
+
+    import structlog
+
+    structlog.get_logger("codemem.cli").debug("command failed", operation=what, traceback=traceback.format_exc())
+    return click.ClickException(f"{what} failed: {type(exc).__name__}: {exc} (CODEMEM_LOG_LEVEL=DEBUG logs the traceback)")
 
 
 def _configure_logging() -> None:
@@ -128,7 +150,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool) -> None:
 
             report = handle.call("index", IndexInput(embed=not no_embed, reembed=reembed), on_progress)
     except ToolError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
     except KeyboardInterrupt:
         console.print("[yellow]interrupted — the index stays consistent; run `codemem index` again to finish[/yellow]")
         sys.exit(130)
@@ -189,128 +211,286 @@ def serve(project: str, host: str, port: int) -> None:
 
 
 def _call(project: str, method: str, request: BaseModel | None = None) -> Any:
-    """Run one service method for the project (through its owner) with CLI-friendly errors."""
+    """Run one service method for the project (through its owner) with CLI-friendly errors.
+
+    A refusal of the tool (``ToolError``) or invalid input exits 2 with its message; any other
+    failure exits 1 with a one-line message (see ``_failure``).
+    """
+    from resources.schemas.tools import describe_validation_error
+
     handle = _handle(project)
     try:
         return handle.call(method, *([request] if request is not None else []))
     except ToolError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise InputError(str(exc)) from exc
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc)) from exc
+    except Exception as exc:
+        raise _failure(method, exc) from exc
     finally:
         handle.close()
 
 
 def _request(model: type[BaseModel], **fields: Any) -> BaseModel:
-    """Build a tool input, turning validation errors into one clear line."""
+    """Build a tool input, turning validation errors into one clear line (exit 2)."""
     from resources.schemas.tools import describe_validation_error
 
     try:
         return model(**fields)
     except ValidationError as exc:
-        raise click.ClickException(describe_validation_error(exc)) from exc
+        raise InputError(describe_validation_error(exc)) from exc
 
 
-def _echo_json(result: BaseModel) -> None:
-    click.echo(result.model_dump_json(indent=2))
+Renderer = Callable[[Any], Iterable[RenderableType]]
+
+
+def _query_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every query command has: ``--project`` and ``--json``."""
+    command = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (for scripts).")(command)
+    return click.option("--project", default=".", show_default=True, help="The indexed repository.")(command)
+
+
+def _show(project: str, method: str, request: BaseModel | None, as_json: bool, render: Renderer) -> Any:
+    """Run ``method`` and print its result: rich tables on stdout, or its exact JSON with ``--json``."""
+    result = _call(project, method, request)
+    if as_json:
+        click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        for renderable in render(result):
+            out.print(renderable)
+    return result
+
+
+def _text(value: Any) -> Text:
+    """A table cell: strings verbatim (never rich markup), other values as JSON, None empty."""
+    if value is None:
+        return Text("")
+    if isinstance(value, Text):
+        return value
+    if isinstance(value, str):
+        return Text(value)
+    return Text(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _table(*columns: str, **options: Any) -> Table:
+    """A result table whose cells fold long names and paths instead of cutting them."""
+    table = Table(title_justify="left", **options)
+    for column in columns:
+        table.add_column(Text(column), overflow="fold")
+    return table
+
+
+def _location(path: str | None, line: int | None) -> Text:
+    return Text(f"{path or ''}:{line}" if line else (path or ""))
+
+
+def _key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    table = _table("", "", title=Text(title), show_header=False)
+    table.columns[0].style = "bold"
+    for key, value in rows:
+        table.add_row(key, _text(value))
+    return table
 
 
 @main.command()
-@click.option("--project", default=".", help="The indexed repository.")
-def health(project: str) -> None:
+@_query_options
+def health(project: str, as_json: bool) -> None:
     """Show each dependency's state (exit 1 when one does not work)."""
-    result = _call(project, "health")
-    _echo_json(result)
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        colour = {"ok": "green", "degraded": "yellow", "error": "red"}
+        table = _table("component", "status", "details", title=f"codemem health: [{colour[result.status]}]{result.status}[/]")
+        for name, state in result.components.items():
+            details = ", ".join(f"{k}={v}" for k, v in state.items() if k not in ("status", "ok"))
+            table.add_row(name, Text(state.get("status", "?"), style=colour.get(state.get("status"), "")), Text(details))
+        yield table
+
+    result = _show(project, "health", None, as_json, render)
     if result.status == "error":
         sys.exit(1)
 
 
 @main.command()
 @click.argument("query")
-@click.option("--project", default=".", help="The indexed repository.")
-@click.option("--language", default=None)
-@click.option("--path-prefix", default=None)
-@click.option("--kind", default=None)
+@_query_options
+@click.option("--language", default=None, help="Only this language (python, typescript, ...).")
+@click.option("--path-prefix", default=None, help="Only files under this repo-relative directory.")
+@click.option("--kind", default=None, help="Only this kind: function, method, class, ...")
 @click.option("--limit", default=10, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def search(query: str, project: str, language: str | None, path_prefix: str | None, kind: str | None, limit: int, as_json: bool) -> None:
+@click.option("--cursor", default=None, help="The next_cursor of a previous page (see --json).")
+def search(query: str, project: str, as_json: bool, language: str | None, path_prefix: str | None, kind: str | None, limit: int, cursor: str | None) -> None:
     """Search the indexed code by meaning and words."""
     from resources.schemas.tools import CodeSearchInput
 
-    request = _request(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit)
-    result = _call(project, "code_search", request)
-    if as_json:
-        _echo_json(result)
-        return
-    console.print(f"[dim]{result.search_mode}[/dim]")
-    for hit in result.results:
-        stale = " [yellow](stale)[/yellow]" if hit.provenance.stale else ""
-        console.print(f"[bold]{hit.score:.4f}[/bold] {hit.kind} [cyan]{hit.qualified_name}[/cyan] {hit.file_path}:{hit.start_line}{stale}")
-        console.print(f"    {hit.signature}")
+    def render(result: Any) -> Iterable[RenderableType]:
+        table = _table("score", "kind", "name", "location", "signature", title=Text(f"search: {query}"), caption=Text(result.search_mode + (" — more with --cursor (see --json)" if result.next_cursor else "")))
+        for hit in result.results:
+            where = _location(hit.file_path, hit.start_line)
+            if hit.provenance.stale:
+                where.append(" (stale)", style="yellow")
+            table.add_row(f"{hit.score:.4f}", hit.kind, Text(hit.qualified_name), where, Text(hit.signature))
+        yield table if result.results else Text(f"no results ({result.search_mode})")
+
+    request = _request(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor)
+    _show(project, "code_search", request, as_json, render)
 
 
 @main.command()
-@click.option("--project", default=".", help="The indexed repository.")
-def status(project: str) -> None:
+@_query_options
+def status(project: str, as_json: bool) -> None:
     """Show how complete and current the index is."""
-    _echo_json(_call(project, "index_status"))
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        last = result.last_index
+        rows = [
+            ("project", result.project_root),
+            ("files", result.files),
+            ("symbols", result.symbols),
+            ("cross-file edges", result.resolved_edges),
+            ("dense vectors", f"{result.dense_vectors} ({result.dense_coverage:.0%})"),
+            ("search mode", result.search_mode),
+            ("embedder", result.embedder),
+            ("vector store", result.vector_store),
+            ("graph store", result.graph_store),
+            ("graph", ", ".join(f"{k} {v}" for k, v in result.graph_counts.items())),
+            ("last index run", (
+                f"{last.get('files_indexed', 0)} indexed, {last.get('files_unchanged', 0)} unchanged, "
+                f"{len(last.get('failed', []))} failed in {last.get('seconds', 0):.2f} s" if last else "never"
+            )),
+        ]
+        yield _key_values("codemem status", rows)
+
+    _show(project, "index_status", None, as_json, render)
 
 
-@main.command(name="graph")
+def _parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` pairs; a value is JSON when it parses as JSON, else the string itself."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--param {pair!r}: expected key=value, e.g. --param name=merge_settings or --param limit=5")
+        try:
+            params[key.strip()] = json.loads(raw)
+        except ValueError:
+            params[key.strip()] = raw
+    return params
+
+
+@main.command(name="query")
 @click.argument("cypher")
-@click.option("--project", default=".", help="The indexed repository.")
-@click.option("--limit", default=100, show_default=True)
-def graph_command(cypher: str, project: str, limit: int) -> None:
-    """Run a read-only Cypher query over the code graph."""
+@_query_options
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="A query parameter $KEY (repeatable); VALUE is JSON when it parses, else a string.")
+@click.option("--limit", default=100, show_default=True, help="Maximum rows returned (1-1000).")
+def query_command(cypher: str, project: str, as_json: bool, params: tuple[str, ...], limit: int) -> None:
+    """Run a read-only Cypher query over the code graph (labels File, Module, Class, Function)."""
     from resources.schemas.tools import GraphQueryInput
 
-    _echo_json(_call(project, "graph_query", _request(GraphQueryInput, cypher=cypher, limit=limit)))
+    def render(result: Any) -> Iterable[RenderableType]:
+        if not result.results:
+            yield Text("no rows")
+            return
+        caption = f"{len(result.results)} row(s)" + (f" — truncated (raise --limit, now {limit})" if result.truncated else "")
+        table = _table(*result.columns, caption=caption)
+        for row in result.results:
+            table.add_row(*(_text(row.get(column)) for column in result.columns))
+        yield table
+
+    request = _request(GraphQueryInput, cypher=cypher, parameters=_parse_params(params) or None, limit=limit)
+    _show(project, "graph_query", request, as_json, render)
+
+
+graph_command = copy.copy(query_command)
+graph_command.hidden = True
+main.add_command(graph_command, name="graph")  # the earlier name of `query`, kept for scripts
 
 
 @main.command()
 @click.argument("symbol")
-@click.option("--project", default=".", help="The indexed repository.")
+@_query_options
 @click.option("--code", "include_code", is_flag=True, help="Also print the symbol's source.")
-def symbol(symbol: str, project: str, include_code: bool) -> None:
+def symbol(symbol: str, project: str, as_json: bool, include_code: bool) -> None:
     """Show a symbol (id or qualified name) with its callers and callees."""
     from resources.schemas.tools import GetSymbolInput
 
-    _echo_json(_call(project, "get_symbol", _request(GetSymbolInput, symbol=symbol, include_code=include_code)))
+    def render(result: Any) -> Iterable[RenderableType]:
+        hit = result.symbol
+        where = _location(hit.file_path, hit.start_line)
+        if hit.provenance.stale:
+            where.append(" (stale: changed since indexed)", style="yellow")
+        yield _key_values(f"{hit.kind} {hit.qualified_name}", [
+            ("signature", hit.signature), ("location", where), ("language", hit.language),
+            ("docstring", hit.docstring), ("id", hit.id),
+        ])
+        for role, rows in (("callers", result.callers), ("callees", result.callees)):
+            if not rows:
+                yield Text(f"no {role} in the index")
+                continue
+            table = _table("name", "location", "call line", title=f"{role} ({len(rows)})")
+            for row in rows:
+                table.add_row(_text(row.get("qualified_name")), _location(row.get("file_path"), row.get("start_line")), _text(row.get("line_number")))
+            yield table
+        if result.code is not None:
+            yield Text(result.code, no_wrap=True, overflow="ignore")
+
+    _show(project, "get_symbol", _request(GetSymbolInput, symbol=symbol, include_code=include_code), as_json, render)
 
 
 @main.command()
 @click.argument("entity")
-@click.option("--project", default=".", help="The indexed repository.")
+@_query_options
 @click.option("--type", "types", multiple=True, help="Relationship type to follow (repeatable): CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS.")
 @click.option("--direction", type=click.Choice(["outgoing", "incoming", "both"]), default="both", show_default=True)
-@click.option("--depth", default=1, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def related(entity: str, project: str, types: tuple[str, ...], direction: str, depth: int, as_json: bool) -> None:
+@click.option("--depth", default=1, show_default=True, help="Hops to walk (1-5).")
+@click.option("--limit", default=50, show_default=True)
+def related(entity: str, project: str, as_json: bool, types: tuple[str, ...], direction: str, depth: int, limit: int) -> None:
     """Walk the code graph from a symbol or file (callers, callees, imports, bases)."""
     from resources.schemas.tools import GetRelatedInput
 
-    request = _request(GetRelatedInput, entity_id=entity, relationship_types=list(types) or None, direction=direction, depth=depth)
-    result = _call(project, "get_related", request)
-    if as_json:
-        _echo_json(result)
-        return
-    table = Table(title=f"related to {result.entity.get('qualified_name') or result.entity.get('file_path')}")
-    for column in ("hops", "via", "kind", "name", "location"):
-        table.add_column(column)
-    for row in result.results:
-        table.add_row(str(row.distance), " > ".join(row.via), row.kind or row.label, row.qualified_name or row.name or "", f"{row.file_path}:{row.start_line or ''}")
-    console.print(table)
+    def render(result: Any) -> Iterable[RenderableType]:
+        start = result.entity.get("qualified_name") or result.entity.get("file_path")
+        if not result.results:
+            yield Text(f"nothing related to {start} ({direction}, depth {depth})")
+            return
+        table = _table("hops", "via", "kind", "name", "location", title=Text(f"related to {start}"), caption="truncated — raise --limit" if result.truncated else None)
+        for row in result.results:
+            table.add_row(str(row.distance), " > ".join(row.via), row.kind or row.label, Text(row.qualified_name or row.name or ""), _location(row.file_path, row.start_line))
+        yield table
+
+    request = _request(GetRelatedInput, entity_id=entity, relationship_types=[t.upper() for t in types] or None, direction=direction, depth=depth, limit=limit)
+    _show(project, "get_related", request, as_json, render)
 
 
 @main.command()
-@click.argument("file", type=click.File("r"))
-@click.option("--project", default=".", help="The indexed repository.")
-@click.option("--language", default=None)
-@click.option("--threshold", type=float, default=None, help="0.70-0.95 (default 0.85).")
-def duplicates(file, project: str, language: str | None, threshold: float | None) -> None:  # noqa: ANN001
-    """Check code (a file, or - for stdin) against the functions the repository already has."""
+@click.argument("file", type=click.File("r", encoding="utf-8"), required=False)
+@_query_options
+@click.option("--code", default=None, help="The code to check, instead of FILE.")
+@click.option("--language", default=None, help="Its language (default: from FILE's extension, else python).")
+@click.option("--threshold", type=float, default=None, help="Similarity 0.70-0.95 (default 0.85).")
+@click.option("--limit", default=10, show_default=True)
+def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | None, language: str | None, threshold: float | None, limit: int) -> None:
+    """Check code (FILE, - for stdin, or --code) against the functions the repository already has."""
+    from pipelines.parsing import EXTENSIONS
     from resources.schemas.tools import FindDuplicatesInput
 
-    request = _request(FindDuplicatesInput, code=file.read(), language=language, threshold=threshold)
-    _echo_json(_call(project, "find_duplicates", request))
+    if (file is None) == (code is None):
+        raise InputError("give the code to check as FILE, - (stdin) or --code TEXT (exactly one of them)")
+    if file is not None:
+        code = file.read()
+        if language is None:
+            language = EXTENSIONS.get(Path(file.name).suffix.lower())
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        if not result.duplicates:
+            yield Text(f"no existing function above the threshold ({result.threshold:.2f})")
+            return
+        table = _table("similarity", "location", "signature", "recommendation", title=f"{result.duplicate_count} existing function(s) at or above {result.threshold:.2f}")
+        for hit in result.duplicates:
+            table.add_row(f"{hit.similarity:.4f}", _location(hit.file_path, hit.start_line), Text(hit.signature), Text(hit.recommendation))
+        yield table
+
+    request = _request(FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit)
+    _show(project, "find_duplicates", request, as_json, render)
 
 
 if __name__ == "__main__":

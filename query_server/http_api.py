@@ -9,16 +9,37 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 
+from resources.schemas.memory import (
+    ExportMemoryInput,
+    ExportMemoryResult,
+    ImportMemoryInput,
+    ImportMemoryResult,
+    MemoryAddInput,
+    MemoryAddResult,
+    MemoryBulkAddInput,
+    MemoryBulkAddResult,
+    MemoryDeleteInput,
+    MemoryDeleteResult,
+    MemoryGetInput,
+    MemoryRecord,
+    MemorySearchInput,
+    MemorySearchResult,
+    MemoryStatisticsResult,
+    MemoryUpdateInput,
+    MemoryUpdateResult,
+)
 from resources.schemas.tools import (
     CodeSearchInput,
     CodeSearchResult,
@@ -43,26 +64,31 @@ from resources.schemas.tools import (
 from .mcp_server import build_mcp_server
 from .ownership import ProjectHandle
 from .service import ToolError
+from .telemetry import Metrics, ToolTelemetry
 
 log = structlog.get_logger("codemem.http")
+
+TOOL_ROUTES: dict[str, tuple[type[BaseModel] | None, type[BaseModel], str]] = {
+    "code_search": (CodeSearchInput, CodeSearchResult, "Find functions, methods and classes by meaning and by name."),
+    "graph_query": (GraphQueryInput, GraphQueryResult, "Read-only Cypher over the code graph; writes are refused."),
+    "find_duplicates": (FindDuplicatesInput, FindDuplicatesResult, "Existing functions similar to the given code."),
+    "get_symbol": (GetSymbolInput, GetSymbolResult, "A symbol with its callers and callees (and its code)."),
+    "get_related": (GetRelatedInput, GetRelatedResult, "The graph neighbourhood of a symbol or file, nearest first."),
+    "index_file": (IndexFileInput, IndexFileResult, "Index one file now and report what it extracted."),
+    "index_directory": (IndexDirectoryInput, JobState, "Start indexing a directory in the background (a job)."),
+    "reindex": (ReindexInput, JobState, "Start a re-index (changed or full) in the background (a job)."),
+    "memory_add": (MemoryAddInput, MemoryAddResult, "Store a memory; returns its id and possible conflicts."),
+    "memory_update": (MemoryUpdateInput, MemoryUpdateResult, "Change a memory (optimistic concurrency)."),
+    "memory_delete": (MemoryDeleteInput, MemoryDeleteResult, "Soft-delete (30 days) or hard-delete a memory."),
+    "memory_get": (MemoryGetInput, MemoryRecord, "One memory in full, optionally with relationships."),
+    "memory_bulk_add": (MemoryBulkAddInput, MemoryBulkAddResult, "Store many memories, all or nothing."),
+    "memory_search": (MemorySearchInput, MemorySearchResult, "Memories by meaning, type, time and metadata."),
+    "memory_statistics": (None, MemoryStatisticsResult, "Counts per type, sync state, stores, cache."),
+    "export_memory": (ExportMemoryInput, ExportMemoryResult, "Memories as JSONL, to a project file or inline."),
+    "import_memory": (ImportMemoryInput, ImportMemoryResult, "Memories from JSONL (skip/overwrite/error)."),
+}
+"""Every tool route but index_status (which merges a job's state): name -> (input, result, summary)."""
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-class Metrics:
-    """Prometheus metrics of one HTTP server (its own registry, so tests can build several)."""
-
-    def __init__(self) -> None:
-        """Create the metric families."""
-        self.registry = CollectorRegistry()
-        self.latency = Histogram(
-            "codemem_tool_seconds", "Tool call latency", ["tool"], registry=self.registry,
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120),
-        )
-        self.calls = Counter("codemem_tool_calls_total", "Tool calls by outcome", ["tool", "status"], registry=self.registry)
-        self.symbols = Gauge("codemem_indexed_symbols", "Symbols in the code index", registry=self.registry)
-        self.files = Gauge("codemem_indexed_files", "Files in the code index", registry=self.registry)
-        self.dense = Gauge("codemem_dense_coverage", "Share of symbols with a dense vector", registry=self.registry)
-        self.cache_hit_rate = Gauge("codemem_embedding_cache_hit_rate", "Embedding cache hit rate", registry=self.registry)
 
 
 def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAPI:
@@ -73,7 +99,8 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
         token: Bearer token required on every route but ``/health`` (None: no check).
     """
     metrics = Metrics()
-    mcp = build_mcp_server(handle)
+    telemetry = ToolTelemetry(metrics)
+    mcp = build_mcp_server(handle, telemetry)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
 
     @contextlib.asynccontextmanager
@@ -83,10 +110,19 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
 
     app = FastAPI(
         title="codemem",
-        description="Code search and code graph for Claude Code. The same tools as the MCP server.",
+        description="Code search, code graph and project memory for Claude Code. The same tools as the MCP server.",
         version="0.1.0",
         lifespan=lifespan,
     )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}" for e in exc.errors()
+        )
+        return JSONResponse(
+            {"error": f"invalid input — {problems}", "detail": jsonable_encoder(exc.errors())}, status_code=422
+        )
 
     @app.middleware("http")
     async def authorize(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -100,50 +136,33 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
         return await call_next(request)
 
     async def run_tool(tool: str, method: str, *args: Any) -> Any:
-        started = time.perf_counter()
-        status = "ok"
         try:
-            return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
+            with telemetry.call(tool, args[0] if args else None, face="http"):
+                return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
         except ToolError as exc:
-            status = "error"
             return JSONResponse({"error": str(exc)}, status_code=400)
         except Exception as exc:  # noqa: BLE001 - the boundary: log it, answer with what to do
-            status = "error"
             log.exception("tool failed", tool=tool)
             return JSONResponse(
                 {"error": f"{type(exc).__name__}: {exc} — see the server log; GET /health shows each store"},
                 status_code=500,
             )
-        finally:
-            elapsed = time.perf_counter() - started
-            metrics.latency.labels(tool).observe(elapsed)
-            metrics.calls.labels(tool, status).inc()
-            log.info("tool call", tool=tool, status=status, duration_ms=round(elapsed * 1000, 2))
 
-    @app.post("/tools/code_search", response_model=CodeSearchResult, tags=["tools"])
-    async def code_search(request: CodeSearchInput) -> Any:
-        """Find functions, methods and classes by meaning and by name (see the MCP tool)."""
-        return await run_tool("code_search", "code_search", request)
+    def add_tool_route(name: str, input_model: type[BaseModel] | None, result_model: type[BaseModel], doc: str) -> None:
+        if input_model is None:
+            async def route() -> Any:
+                return await run_tool(name, name)
+        else:
+            async def route(request: Any) -> Any:
+                return await run_tool(name, name, request)
 
-    @app.post("/tools/graph_query", response_model=GraphQueryResult, tags=["tools"])
-    async def graph_query(request: GraphQueryInput) -> Any:
-        """Read-only Cypher over the code graph; writes are refused."""
-        return await run_tool("graph_query", "graph_query", request)
+            route.__annotations__["request"] = input_model
+        route.__doc__ = doc
+        route.__name__ = name
+        app.post(f"/tools/{name}", response_model=result_model, tags=["tools"])(route)
 
-    @app.post("/tools/find_duplicates", response_model=FindDuplicatesResult, tags=["tools"])
-    async def find_duplicates(request: FindDuplicatesInput) -> Any:
-        """Existing functions similar to the given code, with a reuse recommendation."""
-        return await run_tool("find_duplicates", "find_duplicates", request)
-
-    @app.post("/tools/get_symbol", response_model=GetSymbolResult, tags=["tools"])
-    async def get_symbol(request: GetSymbolInput) -> Any:
-        """A symbol with its callers and callees (and its code with include_code)."""
-        return await run_tool("get_symbol", "get_symbol", request)
-
-    @app.post("/tools/get_related", response_model=GetRelatedResult, tags=["tools"])
-    async def get_related(request: GetRelatedInput) -> Any:
-        """The graph neighbourhood of a symbol or file, nearest first."""
-        return await run_tool("get_related", "get_related", request)
+    for name, (input_model, result_model, doc) in TOOL_ROUTES.items():
+        add_tool_route(name, input_model, result_model, doc)
 
     @app.post("/tools/index_status", response_model=IndexStatusResult, tags=["tools"])
     async def index_status(request: JobStatusInput | None = None) -> Any:
@@ -156,21 +175,6 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
             return job
         status.job = job
         return status
-
-    @app.post("/tools/index_file", response_model=IndexFileResult, tags=["tools"])
-    async def index_file(request: IndexFileInput) -> Any:
-        """Index one file now and report what it extracted."""
-        return await run_tool("index_file", "index_file", request)
-
-    @app.post("/tools/index_directory", response_model=JobState, tags=["tools"])
-    async def index_directory(request: IndexDirectoryInput) -> Any:
-        """Start indexing a directory in the background; poll index_status with the job id."""
-        return await run_tool("index_directory", "index_directory", request)
-
-    @app.post("/tools/reindex", response_model=JobState, tags=["tools"])
-    async def reindex(request: ReindexInput) -> Any:
-        """Start a re-index (changed or full) in the background."""
-        return await run_tool("reindex", "reindex", request)
 
     @app.get("/health", response_model=HealthResult)
     async def health() -> Any:
@@ -193,6 +197,11 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
             rate = health_result.components.get("embedder", {}).get("cache_hit_rate")
             if rate is not None:
                 metrics.cache_hit_rate.set(rate)
+            stats: MemoryStatisticsResult = await anyio.to_thread.run_sync(lambda: handle.call("memory_statistics"))
+            for memory_type, counts in stats.memory_counts.items():
+                metrics.memories.labels(memory_type, "active").set(counts.get("active", 0))
+                metrics.memories.labels(memory_type, "deleted").set(counts.get("deleted", 0))
+            metrics.outbox.set(stats.outbox.get("pending", 0))
         except Exception:  # noqa: BLE001 - the counters still answer
             log.exception("metrics refresh failed")
         return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

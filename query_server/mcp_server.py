@@ -6,9 +6,11 @@ the tool. Errors come back as MCP tool errors (``isError``) with an actionable m
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import anyio
+import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from pydantic import BaseModel, Field, ValidationError
@@ -36,35 +38,59 @@ from resources.schemas.tools import (
     describe_validation_error,
 )
 
+from .mcp_memory_tools import register_memory_tools
 from .ownership import ProjectHandle
 from .service import ToolError
+from .telemetry import ToolTelemetry
+
+log = structlog.get_logger("codemem.mcp")
 
 INSTRUCTIONS = (
     "codemem knows this repository's code: search it by meaning before writing new code "
     "(code_search, find_duplicates), read a symbol with its callers and callees (get_symbol), walk "
     "calls/imports/inheritance (get_related, or read-only Cypher with graph_query), and check how "
-    "complete and current the index is (index_status)."
+    "complete and current the index is (index_status). It also keeps the project's memory across "
+    "sessions: recall requirements, designs/ADRs, patterns, test history and preferences before "
+    "implementing or fixing (memory_search), and record decisions and learnings when they happen "
+    "(memory_add; memory_update when something changes)."
 )
 
 
-def _validated(model: type[BaseModel], **fields: Any) -> Any:
-    """The tool's input model, or an MCP tool error naming each bad field."""
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise MCPToolError(describe_validation_error(exc)) from exc
+ToolCall = Callable[..., Awaitable[Any]]
+"""``await call(method, input_model, **fields)``: validate, run on the project, record, map errors."""
 
 
-async def _call(handle: ProjectHandle, method: str, *args: Any) -> Any:
-    try:
-        return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
-    except ToolError as exc:
-        raise MCPToolError(str(exc)) from exc
+def make_tool_call(handle: ProjectHandle, telemetry: ToolTelemetry) -> ToolCall:
+    """The one path every MCP tool takes: input validation, the service call in a worker thread,
+    a telemetry record, and errors turned into MCP tool errors (``isError``) that say what to do."""
+
+    async def call(method: str, model: type[BaseModel] | None = None, /, **fields: Any) -> Any:
+        with telemetry.call(method, fields or None, face="mcp"):
+            request = None
+            if model is not None:
+                try:
+                    request = model(**fields)
+                except ValidationError as exc:
+                    raise MCPToolError(describe_validation_error(exc)) from exc
+            args = (request,) if request is not None else ()
+            try:
+                return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
+            except ToolError as exc:
+                raise MCPToolError(str(exc)) from exc
+            except Exception as exc:
+                log.exception("tool failed", tool=method)
+                raise MCPToolError(
+                    f"{method} failed: {type(exc).__name__}: {exc} — see the server log; "
+                    "`codemem health` shows each store"
+                ) from exc
+
+    return call
 
 
-def build_mcp_server(handle: ProjectHandle) -> MCPServer:
-    """An MCP server exposing the code tools of the project behind ``handle``."""
+def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = None) -> MCPServer:
+    """An MCP server exposing the code and memory tools of the project behind ``handle``."""
     server = MCPServer(name="codemem", instructions=INSTRUCTIONS)
+    call = make_tool_call(handle, telemetry or ToolTelemetry())
 
     @server.tool(name="code_search")
     async def code_search(
@@ -85,18 +111,9 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         lines, signature, docstring, a snippet, and provenance (stale=true means the file changed
         since indexing). Combines semantic (dense) and keyword (sparse) search.
         """
-        return await _call(
-            handle,
-            "code_search",
-            _validated(
-                CodeSearchInput,
-                query=query,
-                language=language,
-                path_prefix=path_prefix,
-                kind=kind,
-                limit=limit,
-                cursor=cursor,
-            ),
+        return await call(
+            "code_search", CodeSearchInput,
+            query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor,
         )
 
     @server.tool(name="graph_query")
@@ -115,9 +132,7 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         MATCH (c:Function)-[:CALLS]->(f:Function {name: $name}) RETURN c.qualified_name, c.file_path.
         Writes (CREATE, MERGE, SET, DELETE, ...) are refused.
         """
-        return await _call(
-            handle, "graph_query", _validated(GraphQueryInput, cypher=cypher, parameters=parameters, limit=limit)
-        )
+        return await call("graph_query", GraphQueryInput, cypher=cypher, parameters=parameters, limit=limit)
 
     @server.tool(name="find_duplicates")
     async def find_duplicates(
@@ -133,10 +148,8 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         Call it BEFORE implementing a helper or utility: it returns existing functions above the
         similarity threshold with their location, signature, docstring and a reuse recommendation.
         """
-        return await _call(
-            handle,
-            "find_duplicates",
-            _validated(FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit),
+        return await call(
+            "find_duplicates", FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit
         )
 
     @server.tool(name="get_symbol")
@@ -148,7 +161,7 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
     ) -> GetSymbolResult:
         """One function or class: signature, docstring, location, callers and callees; its full
         source with include_code=true. Use it after code_search to read a hit in depth."""
-        return await _call(handle, "get_symbol", _validated(GetSymbolInput, symbol=symbol, include_code=include_code))
+        return await call("get_symbol", GetSymbolInput, symbol=symbol, include_code=include_code)
 
     @server.tool(name="get_related")
     async def get_related(
@@ -167,17 +180,9 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         """Walk the code graph from a function, class or file: its callers (incoming CALLS), its
         callees (outgoing CALLS), imports, base classes and implementations, up to 5 hops, nearest
         first. Use it to see what a change would affect or how something is used."""
-        return await _call(
-            handle,
-            "get_related",
-            _validated(
-                GetRelatedInput,
-                entity_id=entity_id,
-                relationship_types=relationship_types,
-                direction=direction,
-                depth=depth,
-                limit=limit,
-            ),
+        return await call(
+            "get_related", GetRelatedInput,
+            entity_id=entity_id, relationship_types=relationship_types, direction=direction, depth=depth, limit=limit,
         )
 
     @server.tool(name="index_status")
@@ -189,9 +194,9 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         """How much of the repository is indexed (files, symbols, edges, dense-vector coverage, the
         search mode in effect, stores and embedder, last run); with job_id also that background
         job's phase, percent and final report. Call it when results look incomplete or stale."""
-        status = await _call(handle, "index_status")
+        status = await call("index_status")
         if job_id is not None:
-            status.job = await _call(handle, "job_status", JobStatusInput(job_id=job_id))
+            status.job = await call("job_status", JobStatusInput, job_id=job_id)
         return status
 
     @server.tool(name="index_file")
@@ -200,7 +205,7 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
         force: Annotated[bool, Field(description="Re-index even if unchanged.")] = False,
     ) -> IndexFileResult:
         """Index one file now, e.g. right after editing it, so searches see the new code."""
-        return await _call(handle, "index_file", _validated(IndexFileInput, file_path=file_path, force=force))
+        return await call("index_file", IndexFileInput, file_path=file_path, force=force)
 
     @server.tool(name="index_directory")
     async def index_directory(
@@ -215,12 +220,9 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
     ) -> JobState:
         """Index a directory recursively in the background (only changed files are re-parsed).
         Returns a job at once; poll index_status(job_id) for phase, percent and the report."""
-        return await _call(
-            handle,
-            "index_directory",
-            _validated(
-                IndexDirectoryInput, directory_path=directory_path, extensions=extensions, exclude=exclude, force=force
-            ),
+        return await call(
+            "index_directory", IndexDirectoryInput,
+            directory_path=directory_path, extensions=extensions, exclude=exclude, force=force,
         )
 
     @server.tool(name="reindex")
@@ -234,14 +236,11 @@ def build_mcp_server(handle: ProjectHandle) -> MCPServer:
     ) -> JobState:
         """Re-index in the background; scope='full' re-processes everything (and, for the whole
         project, rebuilds vectors too). Returns a job; poll index_status(job_id)."""
-        return await _call(
-            handle,
-            "reindex",
-            _validated(
-                ReindexInput, directory_path=directory_path, scope=scope, extensions=extensions, exclude=exclude
-            ),
+        return await call(
+            "reindex", ReindexInput, directory_path=directory_path, scope=scope, extensions=extensions, exclude=exclude
         )
 
+    register_memory_tools(server, call)
     return server
 
 

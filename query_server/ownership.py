@@ -25,6 +25,25 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from resources.schemas.memory import (
+    ExportMemoryInput,
+    ExportMemoryResult,
+    ImportMemoryInput,
+    ImportMemoryResult,
+    MemoryAddInput,
+    MemoryAddResult,
+    MemoryBulkAddInput,
+    MemoryBulkAddResult,
+    MemoryDeleteInput,
+    MemoryDeleteResult,
+    MemoryGetInput,
+    MemoryRecord,
+    MemorySearchInput,
+    MemorySearchResult,
+    MemoryStatisticsResult,
+    MemoryUpdateInput,
+    MemoryUpdateResult,
+)
 from resources.schemas.tools import (
     CodeSearchInput,
     CodeSearchResult,
@@ -99,6 +118,17 @@ _METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
     "reindex": (ReindexInput, JobState),
     "job_status": (JobStatusInput, JobState),
     "index": (IndexInput, None),
+    "memory_add": (MemoryAddInput, MemoryAddResult),
+    "memory_update": (MemoryUpdateInput, MemoryUpdateResult),
+    "memory_delete": (MemoryDeleteInput, MemoryDeleteResult),
+    "memory_get": (MemoryGetInput, MemoryRecord),
+    "memory_bulk_add": (MemoryBulkAddInput, MemoryBulkAddResult),
+    "memory_search": (MemorySearchInput, MemorySearchResult),
+    "memory_statistics": (None, MemoryStatisticsResult),
+    "export_memory": (ExportMemoryInput, ExportMemoryResult),
+    "import_memory": (ImportMemoryInput, ImportMemoryResult),
+    "sync_memory": (None, None),
+    "rebuild_projections": (None, None),
 }
 
 

@@ -7,7 +7,6 @@ which offers the same methods over loopback.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import threading
@@ -52,42 +51,23 @@ from resources.schemas.tools import (
 from resources.settings import Settings
 from resources.vector_store import PayloadFilter, VectorStoreError
 
+from .paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, estimate_tokens
+from .paging import decode_cursor as _decode_cursor
+from .paging import encode_cursor as _encode_cursor
+
 log = structlog.get_logger("codemem.service")
 
 SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
-MAX_RESPONSE_TOKENS = 50_000
-CHARS_PER_TOKEN = 3  # conservative for code (tokenizers average ~3.5-4 chars/token on source)
+MEMORY_METHODS = (
+    "memory_add", "memory_update", "memory_delete", "memory_get", "memory_bulk_add", "memory_search",
+    "memory_statistics", "export_memory", "import_memory", "rebuild_projections",
+)
+"""Memory tools served by ``query_server.memory_service.MemoryService`` (the service exposes them)."""
 SNIPPET_LINES = 30
 
 
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class ToolError(Exception):
-    """A tool call that cannot be served; the message says what went wrong and what to do."""
-
-
-def estimate_tokens(text: str) -> int:
-    """A conservative token estimate (over-counts, so the 50k cap holds for real tokenizers)."""
-    return len(text) // CHARS_PER_TOKEN + 1
-
-
-def _encode_cursor(offset: int, query_key: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"o": offset, "q": query_key}).encode()).decode()
-
-
-def _decode_cursor(cursor: str | None, query_key: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        offset = int(data["o"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ToolError("invalid cursor — pass the next_cursor value of the previous page unchanged") from exc
-    if data.get("q") != query_key:
-        raise ToolError("this cursor belongs to another query — repeat the same query and filters with it")
-    return offset
 
 
 class CodeMemService:
@@ -109,6 +89,15 @@ class CodeMemService:
         self.ctx = IndexContext(
             settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder
         )
+        from .memory_service import MemoryService
+
+        self.memory = MemoryService(
+            settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder, resolve_code=self._code_target
+        )
+        self.memory.start_sync()
+        for name in MEMORY_METHODS:
+            setattr(self, name, getattr(self.memory, name))
+        self.sync_memory = self.memory.sync
         self._index_lock = threading.Lock()
         self._dense_thread: threading.Thread | None = None
         self._index_thread: threading.Thread | None = None
@@ -157,7 +146,7 @@ class CodeMemService:
         for thread in (self._index_thread, self._dense_thread):
             if thread is not None:
                 thread.join(timeout=60)
-        for closer in (self.vectors.close, self.graph.close, self.manifest.close):
+        for closer in (self.memory.close, self.vectors.close, self.graph.close, self.manifest.close):
             try:
                 closer()
             except Exception:  # noqa: BLE001 - closing must go on
@@ -444,6 +433,16 @@ class CodeMemService:
             f"Entity not found: {entity!r} — pass an id from code_search, a qualified name such as "
             "'pkg.module.Class.method', or a repo-relative file path that is indexed"
         )
+
+    def _code_target(self, entity: str) -> tuple[str, str, str | None] | None:
+        """A code entity a memory may point at: (node id, label, display name), None if unknown."""
+        try:
+            node_id, label, info = self._resolve_entity(entity)
+        except ToolError as exc:
+            if str(exc).startswith("Entity not found"):
+                return None
+            raise
+        return node_id, label, info.get("qualified_name") or info.get("file_path")
 
     def get_symbol(self, request: GetSymbolInput) -> GetSymbolResult:
         """A symbol's summary, callers and callees; its full code with ``include_code``."""

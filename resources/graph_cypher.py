@@ -23,14 +23,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Literal
 
-NodeLabel = Literal["File", "Module", "Class", "Function"]
-"""Node labels of the code graph."""
+NodeLabel = Literal[
+    "File", "Module", "Class", "Function",
+    "Requirement", "Design", "Pattern", "Component", "FunctionNote", "Test", "Session", "Preference",
+]
+"""Node labels: the code graph's four, then one per memory type (memory nodes are projections of
+the memory ledger and carry ``memory_id``)."""
 
-EdgeType = Literal["CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS"]
-"""Relationship types of the code graph."""
+EdgeType = Literal[
+    "CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS",
+    "IMPLEMENTS_REQ", "ADDRESSES", "DEPENDS_ON", "USES_PATTERN", "TESTS", "SATISFIES",
+    "FOLLOWS_PATTERN", "FOLLOWS_DESIGN", "TESTED_BY", "RELATES_TO",
+]
+"""Relationship types: the code graph's five, then those memories use (seed 001 section 8.3 and
+seed 004's relationship table, plus a generic RELATES_TO)."""
 
 NODE_LABELS: Final[tuple[NodeLabel, ...]] = ("File", "Module", "Class", "Function")
+"""Labels of the code graph (nodes tied to a source file)."""
 EDGE_TYPES: Final[tuple[EdgeType, ...]] = ("CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS")
+"""Relationship types of the code graph."""
+
+MEMORY_LABELS: Final[tuple[NodeLabel, ...]] = (
+    "Requirement", "Design", "Pattern", "Component", "FunctionNote", "Test", "Session", "Preference",
+)
+"""Labels of memory nodes."""
+MEMORY_EDGE_TYPES: Final[tuple[EdgeType, ...]] = (
+    "IMPLEMENTS_REQ", "ADDRESSES", "DEPENDS_ON", "USES_PATTERN", "TESTS", "SATISFIES",
+    "FOLLOWS_PATTERN", "FOLLOWS_DESIGN", "TESTED_BY", "RELATES_TO",
+)
+"""Relationship types written from memories."""
+
+ALL_LABELS: Final[tuple[NodeLabel, ...]] = NODE_LABELS + MEMORY_LABELS
+ALL_EDGE_TYPES: Final[tuple[EdgeType, ...]] = EDGE_TYPES + MEMORY_EDGE_TYPES
 
 FILE_PATH_PROPERTY: Final[dict[NodeLabel, str]] = {
     "File": "path",
@@ -45,6 +69,8 @@ INDEXED_PROPERTIES: Final[dict[NodeLabel, tuple[str, ...]]] = {
     "Module": ("id", "name", "file_path"),
     "Class": ("id", "memory_id", "name", "qualified_name", "file_path"),
     "Function": ("id", "memory_id", "name", "qualified_name", "file_path"),
+    **{label: ("id",) for label in MEMORY_LABELS},
+    "Requirement": ("id", "requirement_id"),
 }
 """Lookup (exact-match/range) indexes: the seed's index strategy plus ``id`` on every label."""
 
@@ -53,6 +79,7 @@ UNIQUE_PROPERTIES: Final[dict[NodeLabel, tuple[str, ...]]] = {
     "Module": ("id",),
     "Class": ("id",),
     "Function": ("id",),
+    **{label: ("id",) for label in MEMORY_LABELS},
 }
 """Properties with a uniqueness constraint, per label."""
 
@@ -69,8 +96,8 @@ def check_label(label: str) -> NodeLabel:
     Raises:
         ValueError: If the label is not one of :data:`NODE_LABELS`.
     """
-    if label not in NODE_LABELS:
-        raise ValueError(f"unknown node label {label!r}; expected one of {NODE_LABELS}")
+    if label not in ALL_LABELS:
+        raise ValueError(f"unknown node label {label!r}; expected one of {ALL_LABELS}")
     return label  # type: ignore[return-value]
 
 
@@ -86,8 +113,8 @@ def check_edge_type(edge_type: str) -> EdgeType:
     Raises:
         ValueError: If the type is not one of :data:`EDGE_TYPES`.
     """
-    if edge_type not in EDGE_TYPES:
-        raise ValueError(f"unknown relationship type {edge_type!r}; expected one of {EDGE_TYPES}")
+    if edge_type not in ALL_EDGE_TYPES:
+        raise ValueError(f"unknown relationship type {edge_type!r}; expected one of {ALL_EDGE_TYPES}")
     return edge_type  # type: ignore[return-value]
 
 
@@ -111,13 +138,13 @@ def neo4j_schema_statements() -> list[str]:
         Statements to run one by one in auto-commit transactions.
     """
     statements: list[str] = []
-    for label in NODE_LABELS:
+    for label in ALL_LABELS:
         for prop in UNIQUE_PROPERTIES[label]:
             statements.append(
                 f"CREATE CONSTRAINT {label.lower()}_{prop}_unique IF NOT EXISTS "
                 f"FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE"
             )
-    for label in NODE_LABELS:
+    for label in ALL_LABELS:
         for prop in INDEXED_PROPERTIES[label]:
             if prop in UNIQUE_PROPERTIES[label]:
                 continue
@@ -314,8 +341,28 @@ def locate_ids_query(label: str) -> str:
         The statement.
     """
     check_label(label)
-    prop = FILE_PATH_PROPERTY[label]  # type: ignore[index]
-    return f"UNWIND $ids AS id MATCH (n:{label} {{id: id}}) RETURN n.id AS id, n.{prop} AS file_key"
+    prop = FILE_PATH_PROPERTY.get(label)  # type: ignore[call-overload]
+    file_key = f"n.{prop}" if prop else "null"
+    return f"UNWIND $ids AS id MATCH (n:{label} {{id: id}}) RETURN n.id AS id, {file_key} AS file_key"
+
+
+def delete_nodes_query(label: str) -> str:
+    """Delete nodes of one label by id, with their relationships (memory nodes; code nodes go
+    by file through :data:`DELETE_FILES`).
+
+    Parameters: ``$ids``: list of ids. Returns one row ``deleted``.
+
+    Args:
+        label: Node label (whitelisted).
+
+    Returns:
+        The statement.
+    """
+    check_label(label)
+    return (
+        f"UNWIND $ids AS id MATCH (n:{label} {{id: id}}) "
+        "WITH n, n.id AS gone DETACH DELETE n RETURN count(gone) AS deleted"
+    )
 
 
 def count_nodes_query(label: str) -> str:

@@ -27,10 +27,12 @@ from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from resources import graph_cypher as cy
-from resources.graph_cypher import EDGE_TYPES, NODE_LABELS, EdgeType, NodeLabel
+from resources.graph_cypher import EDGE_TYPES, MEMORY_EDGE_TYPES, MEMORY_LABELS, NODE_LABELS, EdgeType, NodeLabel
 
 __all__ = [
     "EDGE_TYPES",
+    "MEMORY_EDGE_TYPES",
+    "MEMORY_LABELS",
     "NODE_LABELS",
     "READ_ONLY_MESSAGE",
     "BaseGraphStore",
@@ -183,7 +185,8 @@ class GraphNode(BaseModel):
     @property
     def file_key(self) -> str | None:
         """The source path this node belongs to (``path`` for File, ``file_path`` otherwise)."""
-        value = self.properties.get(cy.FILE_PATH_PROPERTY[self.label])
+        prop = cy.FILE_PATH_PROPERTY.get(self.label)
+        value = self.properties.get(prop) if prop else None
         return value if isinstance(value, str) else None
 
 
@@ -515,6 +518,10 @@ class GraphStore(Protocol):
         """Upsert nodes by id (e.g. external Module nodes); returns the number written."""
         ...
 
+    def delete_nodes(self, label: NodeLabel, ids: Sequence[str]) -> int:
+        """Delete nodes of ``label`` by id with their relationships; returns how many went."""
+        ...
+
     def add_edges(self, edges: Sequence[GraphEdge]) -> int:
         """Upsert relationships between existing nodes; returns how many were written (edges
         with a missing endpoint are skipped)."""
@@ -570,7 +577,7 @@ class GraphStore(Protocol):
 T = TypeVar("T")
 
 
-_LOOKUP_ORDER: tuple[NodeLabel, ...] = ("Function", "Class", "Module", "File")
+_LOOKUP_ORDER: tuple[NodeLabel, ...] = ("Function", "Class", "Module", "File", *MEMORY_LABELS)
 """Labels tried when locating ids, most numerous first."""
 
 
@@ -692,6 +699,15 @@ class BaseGraphStore(ABC):
         deleted = 0
         for chunk in chunked(sorted(set(paths)), 500):
             rows = self._write(cy.DELETE_FILES, {"paths": list(chunk)})
+            deleted += int(rows[0]["deleted"]) if rows else 0
+        return deleted
+
+    def delete_nodes(self, label: NodeLabel, ids: Sequence[str]) -> int:
+        """See :meth:`GraphStore.delete_nodes`."""
+        deleted = 0
+        query = cy.delete_nodes_query(label)
+        for chunk in chunked(sorted(set(ids)), self.node_batch_size):
+            rows = self._write(query, {"ids": list(chunk)})
             deleted += int(rows[0]["deleted"]) if rows else 0
         return deleted
 

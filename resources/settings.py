@@ -48,6 +48,10 @@ class Settings(BaseSettings):
             convex combination, measured best) or ``rrf`` (reciprocal rank fusion in Qdrant).
         dense_weight: Weight of the dense list in ``minmax`` fusion.
         search_candidates: Candidates taken from each list before fusion.
+        memory_conflict_threshold: Cosine similarity at which memory_add reports an existing
+            memory of the same type as a possible duplicate.
+        memory_dedup_threshold: Cosine similarity at which normalization merges two memories.
+        memory_recency_half_life_days: Age at which recency halves a memory's ranking boost.
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
@@ -92,6 +96,9 @@ class Settings(BaseSettings):
     dense_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     search_candidates: int = Field(default=100, ge=10, le=1000)
     dense_embeddings: bool = True
+    memory_conflict_threshold: float = Field(default=0.85, ge=0.5, le=1.0)
+    memory_dedup_threshold: float = Field(default=0.95, ge=0.8, le=1.0)
+    memory_recency_half_life_days: float = Field(default=90.0, gt=0)
 
     def resolved_root(self) -> Path:
         """The project root, absolute with symlinks resolved."""

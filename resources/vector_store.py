@@ -61,13 +61,19 @@ class VectorHit:
 
 @dataclass(slots=True)
 class PayloadFilter:
-    """Exact-match conditions: every key must equal one of its values."""
+    """Conditions every hit must meet.
+
+    Attributes:
+        must_match: Each key must equal one of its values (dotted keys reach nested payload).
+        ranges: Each numeric key must lie in ``[low, high]`` (either bound may be None).
+    """
 
     must_match: dict[str, list[Any]] = field(default_factory=dict)
+    ranges: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         """True when the filter has no condition."""
-        return not self.must_match
+        return not self.must_match and not self.ranges
 
 
 class VectorStore(Protocol):
@@ -213,6 +219,8 @@ class EdgeVectorStore:
                 must.append(qe.FieldCondition(key=key, match=qe.MatchValue(values[0])))
             else:
                 must.append(qe.FieldCondition(key=key, match=qe.MatchAny(list(values))))
+        for key, (low, high) in payload_filter.ranges.items():
+            must.append(qe.FieldCondition(key=key, range=qe.RangeFloat(gte=low, lte=high)))
         return qe.Filter(must=must)
 
     # -- contract ------------------------------------------------------------------------
@@ -445,6 +453,8 @@ class ServerVectorStore:
         for key, values in payload_filter.must_match.items():
             match = models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=list(values))
             must.append(models.FieldCondition(key=key, match=match))
+        for key, (low, high) in payload_filter.ranges.items():
+            must.append(models.FieldCondition(key=key, range=models.Range(gte=low, lte=high)))
         return models.Filter(must=must)
 
     def ensure_collection(self, name: str, dense_dim: int) -> None:

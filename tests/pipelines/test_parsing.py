@@ -47,7 +47,7 @@ def test_fixture_tables_match_exactly(lang_dir: str) -> None:
     assert sorted(rel_paths) == sorted(expected), (
         "every fixture file needs an expected table"
     )
-    for path, rel in zip(files, rel_paths):
+    for path, rel in zip(files, rel_paths, strict=True):
         language = language_for_path(rel)
         assert language is not None
         parsed = parse_source(rel, path.read_bytes(), language)
@@ -58,7 +58,7 @@ def test_fixture_tables_match_exactly(lang_dir: str) -> None:
         assert [s["qualified_name"] for s in got["symbols"]] == [
             s["qualified_name"] for s in want["symbols"]
         ], rel
-        for got_sym, want_sym in zip(got["symbols"], want["symbols"]):
+        for got_sym, want_sym in zip(got["symbols"], want["symbols"], strict=True):
             assert got_sym == want_sym, f"{rel}: {want_sym['qualified_name']}"
         assert got["calls"] == want["calls"], f"{rel}: calls"
         assert got == want

@@ -149,11 +149,11 @@ def test_cli_commands_over_the_same_service(tmp_path: Path) -> None:
     assert '"shop.checkout.pay"' in related.output
     symbol = runner.invoke(main, ["symbol", "shop.checkout.checkout", "--project", str(root), "--code"])
     assert symbol.exit_code == 0 and "return total_with_tax(cart.items, 0.2)" in symbol.output
-    dup = runner.invoke(main, ["duplicates", "-", "--project", str(root), "--language", "python"], input=NEAR_COPY)
+    dup = runner.invoke(main, ["duplicates", "-", "--project", str(root), "--language", "python", "--json"], input=NEAR_COPY)
     assert dup.exit_code == 0 and '"duplicate_count": 1' in dup.output
     bad = runner.invoke(main, ["duplicates", "-", "--project", str(root), "--threshold", "0.5"], input=NEAR_COPY)
-    assert bad.exit_code == 1 and "Threshold must be between 0.70 and 0.95" in bad.output
-    health = runner.invoke(main, ["health", "--project", str(root)])
+    assert bad.exit_code == 2 and "Threshold must be between 0.70 and 0.95" in bad.output
+    health = runner.invoke(main, ["health", "--project", str(root), "--json"])
     assert health.exit_code == 0 and '"status": "ok"' in health.output
 
 

@@ -1,0 +1,182 @@
+"""MCP face of the memory tools: what Claude Code calls to write down and recall what it learns.
+
+Each tool is one line over the shared tool-call path of ``query_server.mcp_server`` (validation,
+telemetry, actionable errors); the service is ``query_server.memory_service.MemoryService``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from resources.schemas.memory import (
+    ExportMemoryInput,
+    ExportMemoryResult,
+    ImportMemoryInput,
+    ImportMemoryResult,
+    MemoryAddInput,
+    MemoryAddResult,
+    MemoryBulkAddInput,
+    MemoryBulkAddResult,
+    MemoryDeleteInput,
+    MemoryDeleteResult,
+    MemoryGetInput,
+    MemoryRecord,
+    MemorySearchInput,
+    MemorySearchResult,
+    MemoryStatisticsResult,
+    MemoryType,
+    MemoryUpdateInput,
+    MemoryUpdateResult,
+    RelationshipSpec,
+    TimeRange,
+)
+
+TYPES_HELP = (
+    "requirements (REQ-XXX-NNN statements), design (ADRs and decisions), code_pattern (templates and "
+    "conventions), component, function, test_history, session (what a session did), user_preference."
+)
+
+
+def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]) -> None:
+    """Add the memory tools to ``server``; ``call`` is the shared tool-call path."""
+
+    @server.tool(name="memory_add")
+    async def memory_add(
+        memory_type: Annotated[MemoryType, Field(description=TYPES_HELP)],
+        content: Annotated[str, Field(description="The memory itself, in plain words (max 100,000 characters).")],
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description=MemoryAddInput.model_fields["metadata"].description or "Type-specific fields."),
+        ] = None,
+        relationships: Annotated[
+            list[RelationshipSpec] | None,
+            Field(description="Links: [{type: ADDRESSES|IMPLEMENTS_REQ|DEPENDS_ON|USES_PATTERN|TESTS|RELATES_TO..., "
+                  "target_id: memory id, REQ id, code qualified name or file path}]."),
+        ] = None,
+        importance_score: Annotated[float | None, Field(description="0-1, default 0.5.")] = None,
+        request_id: Annotated[str | None, Field(description="Idempotency key for safe retries.")] = None,
+    ) -> MemoryAddResult:
+        """Write down something worth remembering across sessions: a requirement, a design decision
+        or ADR, a code pattern, a test outcome, a user preference, a session summary.
+
+        Call it right after deciding or learning something. The result lists `conflicts`: stored
+        memories that say the same thing (update them instead) or contradict it (same preference
+        key or requirement id with other content)."""
+        return await call(
+            "memory_add", MemoryAddInput, memory_type=memory_type, content=content, metadata=metadata or {},
+            relationships=relationships or [], importance_score=importance_score, request_id=request_id,
+        )
+
+    @server.tool(name="memory_search")
+    async def memory_search(
+        query: Annotated[str, Field(description="What you want to recall, in plain words.")],
+        memory_types: Annotated[list[MemoryType] | None, Field(description="Only these types.")] = None,
+        time_range: Annotated[TimeRange | None, Field(description='{"start": ISO, "end": ISO} on creation time.')] = None,
+        metadata_filters: Annotated[
+            dict[str, Any] | None, Field(description='Exact match on metadata, e.g. {"status": "Accepted"}.')
+        ] = None,
+        min_importance: Annotated[float | None, Field(description="Only memories at least this important (0-1).")] = None,
+        limit: Annotated[int, Field(description="Results per page, 1-100.")] = 10,
+        cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
+        include_deleted: Annotated[bool, Field(description="Also soft-deleted memories.")] = False,
+    ) -> MemorySearchResult:
+        """Recall project memories by meaning: requirements, ADRs and designs, patterns, past test
+        failures and fixes, preferences, earlier sessions. Use it BEFORE implementing or fixing
+        something, to follow what was decided. Ranked by similarity x importance x recency."""
+        return await call(
+            "memory_search", MemorySearchInput, query=query, memory_types=memory_types, time_range=time_range,
+            metadata_filters=metadata_filters, min_importance=min_importance, limit=limit, cursor=cursor,
+            include_deleted=include_deleted,
+        )
+
+    @server.tool(name="memory_get")
+    async def memory_get(
+        memory_id: Annotated[str, Field(description="Id from memory_add or memory_search.")],
+        memory_type: Annotated[MemoryType, Field(description="Its type.")],
+        include_relationships: Annotated[bool, Field(description="Also its links to memories and code.")] = False,
+    ) -> MemoryRecord:
+        """One memory in full (search hits cut long content), with its version for memory_update
+        and, on request, what it is linked to."""
+        return await call(
+            "memory_get", MemoryGetInput, memory_id=memory_id, memory_type=memory_type,
+            include_relationships=include_relationships,
+        )
+
+    @server.tool(name="memory_update")
+    async def memory_update(
+        memory_id: Annotated[str, Field(description="Id of the memory.")],
+        memory_type: Annotated[MemoryType, Field(description="Its type.")],
+        content: Annotated[str | None, Field(description="New content (re-embedded).")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Metadata fields to change (merged).")] = None,
+        importance_score: Annotated[float | None, Field(description="New importance 0-1.")] = None,
+        expected_version: Annotated[
+            int | None, Field(description="The version you read; refused with the current one if it moved on.")
+        ] = None,
+    ) -> MemoryUpdateResult:
+        """Correct or extend a memory (a decision changed, a requirement was implemented). Pass
+        expected_version from memory_get so a concurrent edit is not overwritten silently."""
+        return await call(
+            "memory_update", MemoryUpdateInput, memory_id=memory_id, memory_type=memory_type, content=content,
+            metadata=metadata, importance_score=importance_score, expected_version=expected_version,
+        )
+
+    @server.tool(name="memory_delete")
+    async def memory_delete(
+        memory_id: Annotated[str, Field(description="Id of the memory.")],
+        memory_type: Annotated[MemoryType, Field(description="Its type.")],
+        hard_delete: Annotated[bool, Field(description="Delete for good now (default: soft, kept 30 days).")] = False,
+    ) -> MemoryDeleteResult:
+        """Delete a memory that is wrong or obsolete: soft by default (hidden from search, restorable
+        for 30 days); its graph links go with it."""
+        return await call(
+            "memory_delete", MemoryDeleteInput, memory_id=memory_id, memory_type=memory_type, hard_delete=hard_delete
+        )
+
+    @server.tool(name="memory_bulk_add")
+    async def memory_bulk_add(
+        memories: Annotated[
+            list[MemoryAddInput], Field(description="1-1000 memories, each as memory_add's arguments.")
+        ],
+        request_id: Annotated[str | None, Field(description="Idempotency key for safe retries.")] = None,
+    ) -> MemoryBulkAddResult:
+        """Store several memories at once, all or nothing: if one is invalid, none is stored and
+        `errors` says which and why."""
+        return await call("memory_bulk_add", MemoryBulkAddInput, memories=memories, request_id=request_id)
+
+    @server.tool(name="memory_statistics")
+    async def memory_statistics() -> MemoryStatisticsResult:
+        """How many memories of each type exist (active and deleted), whether the search index and
+        graph are in sync with the ledger, store connectivity and cache hit rate."""
+        return await call("memory_statistics")
+
+    @server.tool(name="export_memory")
+    async def export_memory(
+        memory_types: Annotated[list[MemoryType] | None, Field(description="Only these types.")] = None,
+        filters: Annotated[dict[str, Any] | None, Field(description="Exact match on metadata keys.")] = None,
+        include_deleted: Annotated[bool, Field(description="Also soft-deleted memories.")] = False,
+        output_path: Annotated[
+            str | None, Field(description="File inside the project; the JSONL comes back inline when omitted.")
+        ] = None,
+    ) -> ExportMemoryResult:
+        """Export memories as JSONL (one per line, with relationships) for backup or sharing."""
+        return await call(
+            "export_memory", ExportMemoryInput, memory_types=memory_types, filters=filters,
+            include_deleted=include_deleted, output_path=output_path,
+        )
+
+    @server.tool(name="import_memory")
+    async def import_memory(
+        input_path: Annotated[str | None, Field(description="JSONL file inside the project.")] = None,
+        data: Annotated[str | None, Field(description="JSONL text instead of a file.")] = None,
+        conflict_resolution: Annotated[
+            Literal["skip", "overwrite", "error"], Field(description="When an id exists: skip, overwrite or error.")
+        ] = "skip",
+    ) -> ImportMemoryResult:
+        """Import memories from JSONL (as export_memory writes); exactly one of input_path or data."""
+        return await call(
+            "import_memory", ImportMemoryInput, input_path=input_path, data=data, conflict_resolution=conflict_resolution
+        )

@@ -1,0 +1,673 @@
+"""The memory tools as plain methods: add, update, delete, get, bulk add, search, statistics,
+export and import, over the ledger (system of record) and its projections.
+
+Every write commits to the ledger first, then projects; a projection that fails stays in the
+outbox and is retried in the background (``MemoryService.sync``), so a write never fails
+because Qdrant or the graph is down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from pipelines.discovery import DiscoveryError, confine_path
+from resources import sparse
+from resources.graph_cypher import ALL_EDGE_TYPES
+from resources.ledger import (
+    RETENTION_DAYS,
+    Ledger,
+    LedgerError,
+    MemoryNotFound,
+    MemoryRow,
+    NewMemory,
+    Relationship,
+    VersionConflict,
+    content_hash,
+)
+from resources.memory_projection import COLLECTIONS, MemoryProjector, epoch, memory_title, prepared_text
+from resources.ranking import minmax_fuse
+from resources.schemas.memory import (
+    MEMORY_TYPES,
+    REQUIREMENT_ID_PATTERN,
+    ExportMemoryInput,
+    ExportMemoryResult,
+    ImportMemoryInput,
+    ImportMemoryResult,
+    MemoryAddInput,
+    MemoryAddResult,
+    MemoryBulkAddInput,
+    MemoryBulkAddResult,
+    MemoryConflict,
+    MemoryDeleteInput,
+    MemoryDeleteResult,
+    MemoryGetInput,
+    MemoryHit,
+    MemoryProvenance,
+    MemoryRecord,
+    MemoryRelationship,
+    MemorySearchInput,
+    MemorySearchResult,
+    MemoryStatisticsResult,
+    MemoryType,
+    MemoryUpdateInput,
+    MemoryUpdateResult,
+    MemoryValidationError,
+    RelationshipSpec,
+    parse_memory_type,
+    validate_metadata,
+)
+from resources.settings import Settings
+from resources.vector_store import PayloadFilter, VectorHit, VectorStore
+
+from .paging import MAX_RESPONSE_TOKENS, ToolError, cut_text, decode_cursor, encode_cursor, estimate_tokens
+
+log = structlog.get_logger("codemem.memory")
+
+CodeResolver = Callable[[str], tuple[str, str, str | None] | None]
+"""Finds a code entity by id, qualified name or path: (node id, graph label, display name)."""
+
+HIT_CONTENT_CHARS = 4_000
+"""Content characters per search hit; memory_get returns the whole memory."""
+SYNC_INTERVAL_S = 2.0
+FALLBACK_SCAN_LIMIT = 50_000
+_REQUIREMENT_ID = re.compile(REQUIREMENT_ID_PATTERN)
+_IDENTITY_KEY = {"requirements": "requirement_id", "user_preference": "key"}
+"""Metadata that names one thing: the same key with other content is a contradiction."""
+
+
+def _not_found(memory_id: str) -> ToolError:
+    return ToolError(
+        f"Memory not found: {memory_id} — pass an id returned by memory_add or memory_search "
+        "(memory_search finds memories by meaning)"
+    )
+
+
+class MemoryService:
+    """Typed project memories for one project, never lost: ledger first, projections second."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        vectors: VectorStore,
+        graph: Any,
+        embedder: Any,
+        resolve_code: CodeResolver | None = None,
+    ) -> None:
+        """Open the project's memory ledger and project it into ``vectors`` and ``graph``."""
+        self.settings = settings
+        self.ledger = Ledger(settings.resolved_state_dir() / "memory.db")
+        self.embedder = embedder
+        self.vectors = vectors
+        self.projector = MemoryProjector(self.ledger, vectors, graph, embedder)
+        self.resolve_code = resolve_code
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._sync_thread: threading.Thread | None = None
+        model = self.ledger.meta("embedding_model")
+        if model is not None and model != embedder.model_id:
+            log.info("embedding model changed; rebuilding memory projections", old=model, new=embedder.model_id)
+            for name in COLLECTIONS.values():
+                vectors.drop_collection(name)
+            self.ledger.enqueue_all()
+        self.ledger.set_meta("embedding_model", embedder.model_id)
+
+    # -- background sync ---------------------------------------------------------------------
+    def start_sync(self) -> None:
+        """Project what the outbox holds (left by a crash or a store outage), then keep doing so."""
+        if self._sync_thread is not None and self._sync_thread.is_alive():
+            return
+
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.projector.drain()
+                except Exception:  # noqa: BLE001 - the loop must survive a store outage
+                    log.exception("memory sync failed", operation="sync")
+                self._wake.wait(SYNC_INTERVAL_S)
+                self._wake.clear()
+
+        self._sync_thread = threading.Thread(target=run, name="codemem-memory-sync", daemon=True)
+        self._sync_thread.start()
+
+    def sync(self) -> dict[str, Any]:
+        """Project everything queued now (retrying failed projections at once)."""
+        self.ledger.retry_now()
+        report = self.projector.drain()
+        return {"projected": report.projected, "deleted": report.deleted, "failed": report.failed, "last_error": report.last_error}
+
+    def rebuild_projections(self) -> dict[str, Any]:
+        """Recreate the memory collections and graph nodes from the ledger alone."""
+        report = self.projector.rebuild()
+        return {"projected": report.projected, "deleted": report.deleted, "failed": report.failed, "last_error": report.last_error}
+
+    def close(self) -> None:
+        """Stop the sync thread and close the ledger."""
+        self._stop.set()
+        self._wake.set()
+        if self._sync_thread is not None:
+            self._sync_thread.join(timeout=30)
+        self.ledger.close()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _row_of(self, memory_id: str, memory_type: MemoryType | str) -> MemoryRow:
+        row = self.ledger.get(memory_id)
+        if row is None:
+            raise _not_found(memory_id)
+        if row.memory_type != str(memory_type):
+            raise ToolError(
+                f"Memory not found: {memory_id} is a {row.memory_type} memory, not {memory_type} — "
+                f"call again with memory_type='{row.memory_type}'"
+            )
+        return row
+
+    def _validated_metadata(self, memory_type: MemoryType, metadata: dict[str, Any] | None, content: str) -> dict[str, Any]:
+        try:
+            return validate_metadata(memory_type, metadata, content=content)
+        except MemoryValidationError as exc:
+            raise ToolError(str(exc)) from exc
+
+    def _resolve_target(self, spec: RelationshipSpec) -> Relationship:
+        if spec.type not in ALL_EDGE_TYPES:
+            raise ToolError(
+                f"relationship type {spec.type} is not known — use one of {', '.join(ALL_EDGE_TYPES)}"
+            )
+        target = spec.target_id.strip()
+        row = self.ledger.get(target)
+        if row is not None:
+            return Relationship("", spec.type, row.id, f"memory:{row.memory_type}", spec.properties)
+        if _REQUIREMENT_ID.match(target.upper()):
+            found = self.ledger.find_by_metadata("requirements", "requirement_id", target.upper())
+            if found:
+                return Relationship("", spec.type, found[0].id, "memory:requirements", {**spec.properties, "requirement_id": target.upper()})
+        if self.resolve_code is not None:
+            try:
+                code = self.resolve_code(target)
+            except ToolError:
+                raise
+            if code is not None:
+                return Relationship("", spec.type, code[0], f"code:{code[1]}", spec.properties)
+        raise ToolError(
+            f"relationship target {target!r} not found — pass a memory id, a requirement id that is stored "
+            "(REQ-XXX-NNN), a code symbol id or qualified name from code_search, or an indexed file path"
+        )
+
+    def _embed_one(self, memory_type: str, content: str, metadata: dict[str, Any]) -> np.ndarray | None:
+        try:
+            return self.embedder.embed_documents([prepared_text(memory_type, content, metadata)[:8000]])[0]
+        except Exception as exc:  # noqa: BLE001 - the ledger write must not depend on the embedder
+            log.warning("memory embedding failed; projection queued", error=str(exc))
+            return None
+
+    def _conflicts(
+        self, memory_type: str, content: str, metadata: dict[str, Any], vector: np.ndarray | None, exclude: str | None
+    ) -> list[MemoryConflict]:
+        conflicts: dict[str, MemoryConflict] = {}
+        for row in self.ledger.find_by_hash(memory_type, content_hash(content)):
+            if row.id != exclude:
+                conflicts[row.id] = MemoryConflict(
+                    memory_id=row.id, memory_type=row.memory_type, kind="similar", similarity=1.0,
+                    detail="identical content is already stored — update that memory instead of adding a copy",
+                    content_preview=row.content[:200],
+                )
+        key = _IDENTITY_KEY.get(memory_type)
+        if key is not None and metadata.get(key) is not None:
+            for row in self.ledger.find_by_metadata(memory_type, key, metadata[key]):
+                if row.id == exclude or row.id in conflicts:
+                    continue
+                if key == "key":  # a preference: the same key in the same scope with another value
+                    if row.metadata.get("scope") != metadata.get("scope") or row.metadata.get("value") == metadata.get("value"):
+                        continue
+                    what = f"preference {metadata[key]!r} is stored with the value {row.metadata.get('value')!r}"
+                elif row.content != content:
+                    what = f"requirement {metadata[key]} is stored with a different text"
+                else:
+                    continue
+                conflicts[row.id] = MemoryConflict(
+                    memory_id=row.id, memory_type=row.memory_type, kind="contradiction", similarity=None,
+                    detail=f"{what} — update that memory (memory_update) or delete one of them",
+                    content_preview=row.content[:200],
+                )
+        if vector is not None:
+            try:
+                dense, _ = self.vectors.ranked_lists(
+                    self.projector.collection(memory_type), dense=vector.tolist(), sparse=None, candidates=5,
+                    payload_filter=PayloadFilter(must_match={"status": ["active"]}),
+                )
+            except Exception as exc:  # noqa: BLE001 - conflict detection degrades, the write goes on
+                log.warning("conflict search failed", error=str(exc))
+                dense = []
+            for hit in dense:
+                if hit.id == exclude or hit.id in conflicts or hit.score < self.settings.memory_conflict_threshold:
+                    continue
+                row = self.ledger.get(hit.id)
+                if row is None or row.deleted:
+                    continue
+                conflicts[hit.id] = MemoryConflict(
+                    memory_id=hit.id, memory_type=row.memory_type, kind="similar", similarity=round(hit.score, 4),
+                    detail="a very similar memory exists — update it (memory_update) if this restates it, keep both if not",
+                    content_preview=row.content[:200],
+                )
+        return list(conflicts.values())
+
+    def _project(self, memory_ids: Sequence[str], vectors_of: dict[str, np.ndarray] | None = None) -> None:
+        report = self.projector.project(memory_ids, vectors_of=vectors_of)
+        if report.failed:
+            self._wake.set()
+
+    # -- tools -------------------------------------------------------------------------------
+    def memory_add(self, request: MemoryAddInput) -> MemoryAddResult:
+        """Store a memory; returns its id and the stored memories it may duplicate or contradict."""
+        memory_type = request.memory_type
+        metadata = self._validated_metadata(memory_type, request.metadata, request.content)
+        relationships = [self._resolve_target(spec) for spec in request.relationships]
+        vector = self._embed_one(memory_type, request.content, metadata)
+        conflicts = self._conflicts(memory_type, request.content, metadata, vector, None)
+        new = NewMemory(
+            memory_type=str(memory_type), content=request.content, metadata=metadata,
+            importance_score=request.importance_score if request.importance_score is not None else 0.5,
+            relationships=relationships,
+        )
+        for rel in relationships:
+            rel.source_id = new.id
+        [row] = self.ledger.add([new], request_id=request.request_id)
+        self._project([row.id], {row.id: vector} if vector is not None and row.id == new.id else None)
+        conflicts = [c for c in conflicts if c.memory_id != row.id]  # a retried request_id finds itself
+        after = self.ledger.get(row.id) or row
+        log.info("memory added", memory_id=row.id, memory_type=row.memory_type, conflicts=len(conflicts))
+        return MemoryAddResult(
+            memory_id=row.id, memory_type=row.memory_type, conflicts=conflicts, version=after.version,
+            sync_status=after.sync_status,
+        )
+
+    def memory_bulk_add(self, request: MemoryBulkAddInput) -> MemoryBulkAddResult:
+        """Store many memories in one ledger transaction: all of them, or none when one is invalid."""
+        errors: list[dict[str, Any]] = []
+        news: list[NewMemory] = []
+        for index, item in enumerate(request.memories):
+            try:
+                metadata = self._validated_metadata(item.memory_type, item.metadata, item.content)
+                rels = [self._resolve_target(spec) for spec in item.relationships]
+            except ToolError as exc:
+                errors.append({"index": index, "error": str(exc)})
+                continue
+            new = NewMemory(
+                memory_type=str(item.memory_type), content=item.content, metadata=metadata,
+                importance_score=item.importance_score if item.importance_score is not None else 0.5, relationships=rels,
+            )
+            for rel in rels:
+                rel.source_id = new.id
+            news.append(new)
+        if errors:
+            return MemoryBulkAddResult(added_count=0, added_ids=[], errors=errors)
+        rows = self.ledger.add(news, request_id=request.request_id)
+        ids = [row.id for row in rows]
+        for start in range(0, len(ids), 128):
+            self._project(ids[start : start + 128])
+        return MemoryBulkAddResult(added_count=len(ids), added_ids=ids, errors=[])
+
+    def memory_update(self, request: MemoryUpdateInput, *, request_id: str | None = None) -> MemoryUpdateResult:
+        """Change a memory; refused with the current version when ``expected_version`` is stale."""
+        row = self._row_of(request.memory_id, request.memory_type)
+        if row.deleted:
+            raise ToolError(
+                f"memory {row.id} is deleted (since {row.deleted_at}) — it cannot be updated; add a new memory instead"
+            )
+        content = request.content if request.content is not None else row.content
+        metadata = row.metadata
+        if request.metadata is not None or request.content is not None:
+            metadata = self._validated_metadata(request.memory_type, {**row.metadata, **(request.metadata or {})}, content)
+        try:
+            after, changed = self.ledger.update(
+                row.id,
+                content=request.content,
+                metadata=metadata,
+                importance_score=request.importance_score,
+                expected_version=request.expected_version,
+                expected_updated_at=request.expected_updated_at,
+                request_id=request_id,
+            )
+        except VersionConflict as exc:
+            raise ToolError(str(exc)) from exc
+        except MemoryNotFound as exc:
+            raise _not_found(row.id) from exc
+        conflicts: list[MemoryConflict] = []
+        if changed:
+            vector = self._embed_one(after.memory_type, after.content, after.metadata) if request.content is not None else None
+            if request.content is not None:
+                conflicts = self._conflicts(after.memory_type, after.content, after.metadata, vector, after.id)
+            self._project([after.id], {after.id: vector} if vector is not None else None)
+        return MemoryUpdateResult(
+            memory_id=after.id, memory_type=after.memory_type, status="updated" if changed else "unchanged",
+            version=after.version, updated_at=after.updated_at, conflicts=conflicts,
+        )
+
+    def memory_delete(self, request: MemoryDeleteInput, *, request_id: str | None = None) -> MemoryDeleteResult:
+        """Soft-delete (kept 30 days) or hard-delete a memory; its graph relationships go with it."""
+        row = self._row_of(request.memory_id, request.memory_type)
+        if request.hard_delete:
+            self.ledger.hard_delete([row.id], request_id=request_id)
+            self._project([row.id])
+            return MemoryDeleteResult(memory_id=row.id, memory_type=row.memory_type, status="hard_deleted")
+        after = self.ledger.soft_delete(row.id, request_id=request_id)
+        self._project([row.id])
+        until = datetime.fromisoformat(after.deleted_at or after.updated_at) + timedelta(days=RETENTION_DAYS)
+        return MemoryDeleteResult(
+            memory_id=row.id, memory_type=row.memory_type, status="deleted", retention_until=until.isoformat(timespec="seconds")
+        )
+
+    def _relationships(self, row: MemoryRow) -> list[MemoryRelationship]:
+        out, incoming = self.ledger.relationships_of(row.id)
+        others = self.ledger.get_many([r.target_id for r in out] + [r.source_id for r in incoming])
+        result: list[MemoryRelationship] = []
+        for rel, direction in [(r, "outgoing") for r in out] + [(r, "incoming") for r in incoming]:
+            other_id = rel.target_id if direction == "outgoing" else rel.source_id
+            other = others.get(other_id)
+            if other is not None:
+                label, name = other.memory_type, memory_title(other.metadata) or other.content[:80]
+            elif rel.target_kind.startswith("code:") and direction == "outgoing":
+                label, name = rel.target_kind.split(":", 1)[1], rel.properties.get("name")
+                if self.resolve_code is not None:
+                    found = self.resolve_code(other_id)
+                    name = found[2] if found else f"{name or other_id} (no longer in the code index)"
+            else:
+                label, name = rel.target_kind, None
+            result.append(
+                MemoryRelationship(
+                    type=rel.rel_type, direction=direction, target_id=other_id, target_label=label,
+                    target_name=name, properties=rel.properties,
+                )
+            )
+        return result
+
+    def _record(self, row: MemoryRow, with_relationships: bool = False) -> MemoryRecord:
+        return MemoryRecord(
+            id=row.id, memory_type=row.memory_type, content=row.content, metadata=row.metadata,
+            created_at=row.created_at, updated_at=row.updated_at, version=row.version,
+            access_count=row.access_count, importance_score=row.importance_score,
+            sync_status=row.sync_status, deleted=row.deleted, deleted_at=row.deleted_at,  # type: ignore[arg-type]
+            relationships=self._relationships(row) if with_relationships else None,
+        )
+
+    def memory_get(self, request: MemoryGetInput) -> MemoryRecord:
+        """One memory in full (soft-deleted ones too, flagged), with its relationships on request."""
+        row = self._row_of(request.memory_id, request.memory_type)
+        self.ledger.record_access([row.id])
+        record = self._record(self.ledger.get(row.id) or row, request.include_relationships)
+        text, cut = cut_text(record.content, (MAX_RESPONSE_TOKENS - 5_000) * 3, "the memory is larger than one response")
+        record.content = text
+        return record
+
+    # -- search ------------------------------------------------------------------------------
+    def _filter(self, request: MemorySearchInput) -> PayloadFilter:
+        must: dict[str, list[Any]] = {}
+        if not request.include_deleted:
+            must["status"] = ["active"]
+        for key, value in (request.metadata_filters or {}).items():
+            must[f"metadata.{key}"] = list(value) if isinstance(value, list) else [value]
+        ranges: dict[str, tuple[float | None, float | None]] = {}
+        if request.time_range is not None and (request.time_range.start or request.time_range.end):
+            ranges["created_ts"] = (epoch(request.time_range.start), epoch(request.time_range.end))
+        if request.min_importance is not None:
+            ranges["importance_score"] = (request.min_importance, None)
+        return PayloadFilter(must_match=must, ranges=ranges)
+
+    def _rank_weight(self, row: MemoryRow, now: float) -> float:
+        age_days = max(0.0, (now - (epoch(row.updated_at) or now)) / 86_400)
+        recency = 0.5 ** (age_days / self.settings.memory_recency_half_life_days)
+        return (0.75 + 0.25 * row.importance_score) * (0.85 + 0.15 * recency)
+
+    def memory_search(self, request: MemorySearchInput) -> MemorySearchResult:
+        """Memories by meaning (dense + keyword), ranked by similarity × importance × recency."""
+        types = [str(t) for t in (request.memory_types or MEMORY_TYPES)]
+        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)
+        offset = decode_cursor(request.cursor, key)
+        want = offset + request.limit + 1
+        candidates = max(self.settings.search_candidates, want * 2)
+        mode = "hybrid"
+        try:
+            pooled = self._vector_candidates(request, types, candidates)
+        except Exception as exc:  # noqa: BLE001 - degrade to the ledger, and say so
+            log.warning("memory vector search failed; ledger keyword fallback", error=str(exc))
+            mode = f"ledger-keyword (vector store unavailable: {type(exc).__name__}: {str(exc)[:200]})"
+            pooled = self._ledger_candidates(request, types)
+        rows = self.ledger.get_many([hit.id for hit in pooled])
+        now = datetime.now(UTC).timestamp()
+        ranked: list[tuple[float, MemoryRow]] = []
+        for hit in pooled:
+            row = rows.get(hit.id)
+            if row is None or (row.deleted and not request.include_deleted) or row.memory_type not in types:
+                continue
+            if request.min_importance is not None and row.importance_score < request.min_importance:
+                continue
+            ranked.append((hit.score * self._rank_weight(row, now), row))
+        ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
+        page = ranked[offset : offset + request.limit]
+        more = len(ranked) > offset + request.limit
+        hits: list[MemoryHit] = []
+        budget = MAX_RESPONSE_TOKENS - 1_000
+        truncated = False
+        for score, row in page:
+            content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
+            hit = MemoryHit(
+                id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=row.metadata,
+                created_at=row.created_at, updated_at=row.updated_at, importance_score=row.importance_score,
+                access_count=row.access_count + 1,
+                provenance=MemoryProvenance(version=row.version, updated_at=row.updated_at, sync_status=row.sync_status),
+                content_truncated=cut,
+            )
+            cost = estimate_tokens(hit.model_dump_json())
+            if cost > budget:
+                truncated, more = True, True
+                break
+            budget -= cost
+            hits.append(hit)
+        self.ledger.record_access([hit.id for hit in hits])
+        next_offset = offset + len(hits)
+        return MemorySearchResult(
+            query=request.query, result_count=len(hits), results=hits,
+            next_cursor=encode_cursor(next_offset, key) if more and hits else None,
+            truncated=truncated, search_mode=mode,
+        )
+
+    def _vector_candidates(self, request: MemorySearchInput, types: list[str], candidates: int) -> list[VectorHit]:
+        dense_query = self.embedder.embed_query(request.query).tolist() if self.settings.dense_embeddings else None
+        sparse_query = sparse.query_vector(request.query)
+        flt = self._filter(request)
+        dense_all: list[VectorHit] = []
+        sparse_all: list[VectorHit] = []
+        for memory_type in types:
+            dense, words = self.vectors.ranked_lists(
+                self.projector.collection(memory_type), dense=dense_query, sparse=sparse_query,
+                candidates=candidates, payload_filter=flt,
+            )
+            dense_all.extend(dense)
+            sparse_all.extend(words)
+        dense_all.sort(key=lambda h: -h.score)
+        sparse_all.sort(key=lambda h: -h.score)
+        if not dense_all and not sparse_all:
+            return []
+        # Similarity stays on an absolute scale (cosine) so a page of weak matches scores low;
+        # the keyword list lifts exact-term matches within it.
+        fused = minmax_fuse(dense_all[:candidates], sparse_all[:candidates], self.settings.dense_weight)
+        cosine = {h.id: max(0.0, h.score) for h in dense_all}
+        return [
+            VectorHit(id=h.id, score=0.5 * cosine.get(h.id, 0.0) + 0.5 * h.score if cosine else h.score, payload=h.payload)
+            for h in fused
+        ]
+
+    def _ledger_candidates(self, request: MemorySearchInput, types: list[str]) -> list[VectorHit]:
+        words = set(sparse.tokenize(request.query))
+        start = epoch(request.time_range.start) if request.time_range else None
+        end = epoch(request.time_range.end) if request.time_range else None
+        hits: list[VectorHit] = []
+        for n, row in enumerate(self.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted)):
+            if n >= FALLBACK_SCAN_LIMIT:
+                break
+            created = epoch(row.created_at) or 0.0
+            if (start is not None and created < start) or (end is not None and created > end):
+                continue
+            if any(
+                (row.metadata.get(k) not in v) if isinstance(v, list) else row.metadata.get(k) != v
+                for k, v in (request.metadata_filters or {}).items()
+            ):
+                continue
+            tokens = set(sparse.tokenize(prepared_text(row.memory_type, row.content, row.metadata)))
+            overlap = len(words & tokens)
+            if overlap:
+                hits.append(VectorHit(id=row.id, score=overlap / max(1, len(words)), payload={}))
+        hits.sort(key=lambda h: -h.score)
+        return hits
+
+    # -- statistics, export, import -------------------------------------------------------------
+    def memory_statistics(self) -> MemoryStatisticsResult:
+        """Counts per type, sync states, store and cache health, the projection queue."""
+        storage: dict[str, dict[str, Any]] = {}
+        try:
+            sizes = {t: self.vectors.count(self.projector.collection(t)) for t in COLLECTIONS}
+            storage["vector_store"] = {"connected": True, "points_per_type": sizes}
+        except Exception as exc:  # noqa: BLE001 - statistics report the outage
+            storage["vector_store"] = {"connected": False, "error": str(exc)}
+        graph = self.projector.graph
+        if graph is not None:
+            try:
+                storage["graph"] = {"connected": True, **graph.health()}
+            except Exception as exc:  # noqa: BLE001
+                storage["graph"] = {"connected": False, "error": str(exc)}
+        storage["ledger"] = {"path": str(self.ledger.path), "bytes": self.ledger.path.stat().st_size}
+        cache_stats: dict[str, Any] = {}
+        cache = getattr(self.embedder, "cache", None)
+        if cache is not None:
+            cache_stats = {"entries": len(cache), "hit_rate": round(cache.hit_rate, 4)}
+        counts = self.ledger.counts()
+        for memory_type in MEMORY_TYPES:
+            counts.setdefault(str(memory_type), {"total": 0, "active": 0, "deleted": 0})
+        return MemoryStatisticsResult(
+            memory_counts=counts, sync_status=self.ledger.sync_counts(), storage=storage, cache=cache_stats,
+            outbox=self.ledger.outbox_stats(),
+        )
+
+    def _confined(self, raw: str) -> Path:
+        try:
+            return confine_path(self.settings.resolved_root(), raw)
+        except DiscoveryError as exc:
+            raise ToolError(f"Path must be within project directory: {raw!r} — {exc}") from exc
+
+    @staticmethod
+    def _matches(row: MemoryRow, filters: dict[str, Any] | None) -> bool:
+        for key, value in (filters or {}).items():
+            have = row.metadata.get(key)
+            if isinstance(value, list) and have not in value or not isinstance(value, list) and have != value:
+                return False
+        return True
+
+    def export_memory(self, request: ExportMemoryInput) -> ExportMemoryResult:
+        """Memories as JSONL (one per line, with relationships), to a project file or inline."""
+        types = [str(t) for t in request.memory_types] if request.memory_types else None
+        lines: list[str] = []
+        for row in self.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted):
+            if not self._matches(row, request.filters):
+                continue
+            out, _ = self.ledger.relationships_of(row.id)
+            lines.append(json.dumps({
+                **row.snapshot(),
+                "access_count": row.access_count,
+                "relationships": [
+                    {"type": r.rel_type, "target_id": r.target_id, "target_kind": r.target_kind, "properties": r.properties}
+                    for r in out
+                ],
+            }, ensure_ascii=False))
+        text = "".join(line + "\n" for line in lines)
+        if request.output_path:
+            path = self._confined(request.output_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+            with tmp.open("w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            tmp.replace(path)
+            return ExportMemoryResult(exported_count=len(lines), output_path=str(path))
+        if estimate_tokens(text) > MAX_RESPONSE_TOKENS - 1_000:
+            raise ToolError(
+                f"{len(lines)} memories are too large to return inline — pass output_path (a file inside the project) "
+                "or narrow memory_types/filters"
+            )
+        return ExportMemoryResult(exported_count=len(lines), data=text)
+
+    def import_memory(self, request: ImportMemoryInput, *, request_id: str | None = None) -> ImportMemoryResult:
+        """Memories from JSONL; existing ids are skipped, overwritten or refused (nothing imported)."""
+        if request.input_path:
+            path = self._confined(request.input_path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ToolError(f"cannot read {request.input_path}: {exc.strerror} — pass a JSONL file inside the project") from exc
+        else:
+            text = request.data or ""
+        errors: list[dict[str, Any]] = []
+        fresh: list[NewMemory] = []
+        overwrite: list[tuple[MemoryRow, dict[str, Any]]] = []
+        skipped = 0
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                memory_type = parse_memory_type(str(item.get("memory_type", "")))
+                content = item.get("content")
+                if not isinstance(content, str) or not content.strip():
+                    raise ValueError("content is missing or blank")
+                metadata = validate_metadata(memory_type, item.get("metadata") or {}, content=content)
+                memory_id = str(item.get("id") or uuid.uuid4())
+                uuid.UUID(memory_id)
+            except (ValueError, TypeError, MemoryValidationError) as exc:
+                errors.append({"line": number, "error": str(exc)})
+                continue
+            existing = self.ledger.get(memory_id)
+            importance = float(item.get("importance_score", 0.5))
+            if existing is not None:
+                if request.conflict_resolution == "skip":
+                    skipped += 1
+                    continue
+                if request.conflict_resolution == "error":
+                    errors.append({"line": number, "error": f"memory {memory_id} already exists (conflict_resolution='error')"})
+                    continue
+                overwrite.append((existing, {"content": content, "metadata": metadata, "importance_score": importance}))
+                continue
+            rels = [
+                Relationship(memory_id, str(r["type"]), str(r["target_id"]), str(r.get("target_kind", "memory")), r.get("properties") or {})
+                for r in item.get("relationships") or []
+                if isinstance(r, dict) and r.get("type") in ALL_EDGE_TYPES and r.get("target_id")
+            ]
+            fresh.append(NewMemory(
+                memory_type=str(memory_type), content=content, metadata=metadata, importance_score=importance,
+                relationships=rels, id=memory_id, created_at=item.get("created_at"), updated_at=item.get("updated_at"),
+            ))
+        if errors and request.conflict_resolution == "error":
+            return ImportMemoryResult(imported=0, skipped=skipped, overwritten=0, errors=errors)
+        try:
+            added = self.ledger.add(fresh, request_id=request_id) if fresh else []
+            for row, change in overwrite:
+                self.ledger.update(row.id, request_id=request_id, operation="import_overwrite", **change)
+        except LedgerError as exc:
+            raise ToolError(str(exc)) from exc
+        touched = [row.id for row in added] + [row.id for row, _ in overwrite]
+        for start in range(0, len(touched), 128):
+            self._project(touched[start : start + 128])
+        return ImportMemoryResult(imported=len(added), skipped=skipped, overwritten=len(overwrite), errors=errors)
+
+    def memory_types(self) -> list[str]:
+        """The memory types (for CLIs and docs)."""
+        return [str(t) for t in MEMORY_TYPES]

@@ -1,0 +1,685 @@
+"""The memory ledger: the system of record for project memories.
+
+SQLite in WAL mode holds every memory row (with a version), an append-only audit of every
+change (operation, previous value, new value, time, request id), the memories' relationships
+and an outbox of projection work. Qdrant and the graph are projections written after the
+ledger commits; a crash between the two loses nothing, because the outbox row committed with
+the change says what is still to project (see ``resources.memory_projection``).
+
+Every write is one ``BEGIN IMMEDIATE`` transaction: it either happens whole (row, audit and
+outbox together) or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+RETENTION_DAYS = 30
+"""Soft-deleted memories are kept this long before cleanup may hard-delete them."""
+MAX_ATTEMPTS_BEFORE_FAILED = 5
+"""Projection attempts after which a memory's sync_status reads ``failed`` (retries go on)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    memory_type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    importance_score REAL NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_accessed_at TEXT,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    deleted_at TEXT,
+    sync_status TEXT NOT NULL DEFAULT 'pending'
+);
+CREATE INDEX IF NOT EXISTS memories_type ON memories(memory_type, deleted);
+CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+CREATE INDEX IF NOT EXISTS memories_hash ON memories(memory_type, content_hash);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    previous TEXT,
+    current TEXT,
+    at TEXT NOT NULL,
+    request_id TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_memory ON audit(memory_id);
+CREATE INDEX IF NOT EXISTS audit_request ON audit(request_id);
+CREATE TABLE IF NOT EXISTS relationships (
+    source_id TEXT NOT NULL,
+    rel_type TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    target_kind TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (source_id, rel_type, target_id)
+);
+CREATE INDEX IF NOT EXISTS relationships_target ON relationships(target_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    memory_id TEXT PRIMARY KEY,
+    enqueued_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at TEXT NOT NULL,
+    last_error TEXT
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_COLUMNS = (
+    "id, memory_type, content, metadata, content_hash, importance_score, access_count, last_accessed_at, "
+    "version, created_at, updated_at, deleted, deleted_at, sync_status"
+)
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with microseconds (ordering-safe)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def content_hash(content: str) -> str:
+    """SHA-256 of a memory's content (what decides whether its embedding must be refreshed)."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+class LedgerError(Exception):
+    """A ledger operation that cannot be done; the message says why and what to do."""
+
+
+class MemoryNotFound(LedgerError):
+    """No memory with that id (and type)."""
+
+
+class VersionConflict(LedgerError):
+    """Optimistic concurrency: the memory changed since the caller read it."""
+
+    def __init__(self, memory_id: str, current_version: int, current_updated_at: str) -> None:
+        """Record the memory's current version for the caller to re-read."""
+        self.current_version = current_version
+        self.current_updated_at = current_updated_at
+        super().__init__(
+            f"memory {memory_id} was changed by someone else: it is now at version {current_version} "
+            f"(updated_at {current_updated_at}) — read it again with memory_get, merge your change and "
+            f"retry with expected_version={current_version}"
+        )
+
+
+@dataclass
+class MemoryRow:
+    """One memory as the ledger holds it."""
+
+    id: str
+    memory_type: str
+    content: str
+    metadata: dict[str, Any]
+    content_hash: str
+    importance_score: float
+    access_count: int
+    last_accessed_at: str | None
+    version: int
+    created_at: str
+    updated_at: str
+    deleted: bool
+    deleted_at: str | None
+    sync_status: str
+
+    def snapshot(self) -> dict[str, Any]:
+        """The row as JSON-ready dict (what the audit and exports record)."""
+        return {
+            "id": self.id,
+            "memory_type": self.memory_type,
+            "content": self.content,
+            "metadata": self.metadata,
+            "importance_score": self.importance_score,
+            "version": self.version,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "deleted": self.deleted,
+            "deleted_at": self.deleted_at,
+        }
+
+
+@dataclass
+class Relationship:
+    """A relationship a memory declares (source is always the memory)."""
+
+    source_id: str
+    rel_type: str
+    target_id: str
+    target_kind: str
+    properties: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+
+
+@dataclass
+class NewMemory:
+    """What a caller hands the ledger to create one memory."""
+
+    memory_type: str
+    content: str
+    metadata: dict[str, Any]
+    importance_score: float = 0.5
+    relationships: list[Relationship] = field(default_factory=list)
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+def _row(values: Sequence[Any]) -> MemoryRow:
+    return MemoryRow(
+        id=values[0],
+        memory_type=values[1],
+        content=values[2],
+        metadata=json.loads(values[3]),
+        content_hash=values[4],
+        importance_score=float(values[5]),
+        access_count=int(values[6]),
+        last_accessed_at=values[7],
+        version=int(values[8]),
+        created_at=values[9],
+        updated_at=values[10],
+        deleted=bool(values[11]),
+        deleted_at=values[12],
+        sync_status=values[13],
+    )
+
+
+class Ledger:
+    """The SQLite memory ledger of one project (thread-safe; one connection, serialized)."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (creating if needed) the ledger at ``path``."""
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._lock = threading.RLock()
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+            self._conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+
+    # -- transactions ----------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @staticmethod
+    def _audit(
+        conn: sqlite3.Connection,
+        memory_id: str,
+        operation: str,
+        previous: dict[str, Any] | None,
+        current: dict[str, Any] | None,
+        at: str,
+        request_id: str | None,
+    ) -> None:
+        conn.execute(
+            "INSERT INTO audit(memory_id, operation, previous, current, at, request_id) VALUES (?,?,?,?,?,?)",
+            (
+                memory_id,
+                operation,
+                json.dumps(previous) if previous is not None else None,
+                json.dumps(current) if current is not None else None,
+                at,
+                request_id,
+            ),
+        )
+
+    @staticmethod
+    def _enqueue(conn: sqlite3.Connection, memory_id: str, at: str) -> None:
+        conn.execute(
+            "INSERT INTO outbox(memory_id, enqueued_at, attempts, next_attempt_at) VALUES (?,?,0,?) "
+            "ON CONFLICT(memory_id) DO UPDATE SET enqueued_at=excluded.enqueued_at, attempts=0, "
+            "next_attempt_at=excluded.next_attempt_at, last_error=NULL",
+            (memory_id, at, at),
+        )
+        conn.execute("UPDATE memories SET sync_status='pending' WHERE id=?", (memory_id,))
+
+    def _fetch(self, conn: sqlite3.Connection, memory_id: str) -> MemoryRow | None:
+        values = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id=?", (memory_id,)).fetchone()
+        return _row(values) if values else None
+
+    # -- writes ----------------------------------------------------------------------------
+    def add(self, memories: Sequence[NewMemory], *, request_id: str | None = None) -> list[MemoryRow]:
+        """Create memories in one transaction (all or nothing).
+
+        Args:
+            memories: The memories to create (ids are UUIDv4 unless given).
+            request_id: Recorded in the audit; a repeated request id returns the memories it
+                created instead of creating them twice (safe client retries).
+
+        Returns:
+            The created rows, in order.
+        """
+        with self._transaction() as conn:
+            if request_id is not None:
+                earlier = [
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT memory_id FROM audit WHERE request_id=? AND operation='create' ORDER BY seq", (request_id,)
+                    )
+                ]
+                if earlier:
+                    return [row for row in (self._fetch(conn, memory_id) for memory_id in earlier) if row is not None]
+            created: list[MemoryRow] = []
+            for memory in memories:
+                at = now_iso()
+                created_at = memory.created_at or at
+                updated_at = memory.updated_at or created_at
+                conn.execute(
+                    f"INSERT INTO memories({_COLUMNS}) VALUES (?,?,?,?,?,?,0,NULL,1,?,?,0,NULL,'pending')",
+                    (
+                        memory.id,
+                        memory.memory_type,
+                        memory.content,
+                        json.dumps(memory.metadata),
+                        content_hash(memory.content),
+                        memory.importance_score,
+                        created_at,
+                        updated_at,
+                    ),
+                )
+                for rel in memory.relationships:
+                    self._put_relationship(conn, memory.id, rel, at)
+                row = self._fetch(conn, memory.id)
+                assert row is not None
+                self._audit(conn, memory.id, "create", None, row.snapshot(), at, request_id)
+                self._enqueue(conn, memory.id, at)
+                created.append(row)
+            return created
+
+    @staticmethod
+    def _put_relationship(conn: sqlite3.Connection, source_id: str, rel: Relationship, at: str) -> None:
+        conn.execute(
+            "INSERT INTO relationships(source_id, rel_type, target_id, target_kind, properties, created_at) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT(source_id, rel_type, target_id) DO UPDATE SET "
+            "properties=excluded.properties, target_kind=excluded.target_kind",
+            (source_id, rel.rel_type, rel.target_id, rel.target_kind, json.dumps(rel.properties), rel.created_at or at),
+        )
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        importance_score: float | None = None,
+        relationships: Sequence[Relationship] | None = None,
+        expected_version: int | None = None,
+        expected_updated_at: str | None = None,
+        request_id: str | None = None,
+        operation: str = "update",
+    ) -> tuple[MemoryRow, bool]:
+        """Change a memory (optimistic concurrency on version or updated_at).
+
+        Args:
+            memory_id: The memory.
+            content: New content (None keeps it).
+            metadata: The complete new metadata (None keeps it).
+            importance_score: New importance (None keeps it).
+            relationships: Relationships to add (existing ones are kept).
+            expected_version: Refuse unless the memory is at this version.
+            expected_updated_at: Refuse unless the memory's updated_at is this.
+            request_id: Recorded in the audit.
+            operation: The audit operation name (``update``, ``merge``, ``restore``...).
+
+        Returns:
+            The row after the change and whether anything changed.
+
+        Raises:
+            MemoryNotFound: no such memory.
+            VersionConflict: the memory moved on since the caller read it.
+        """
+        with self._transaction() as conn:
+            row = self._fetch(conn, memory_id)
+            if row is None:
+                raise MemoryNotFound(memory_id)
+            if (expected_version is not None and row.version != expected_version) or (
+                expected_updated_at is not None and row.updated_at != expected_updated_at
+            ):
+                raise VersionConflict(memory_id, row.version, row.updated_at)
+            new_content = row.content if content is None else content
+            new_metadata = row.metadata if metadata is None else metadata
+            new_importance = row.importance_score if importance_score is None else importance_score
+            rels = list(relationships or [])
+            if (new_content, new_metadata, new_importance) == (row.content, row.metadata, row.importance_score) and not rels:
+                return row, False
+            at = now_iso()
+            conn.execute(
+                "UPDATE memories SET content=?, metadata=?, content_hash=?, importance_score=?, version=version+1, "
+                "updated_at=? WHERE id=?",
+                (new_content, json.dumps(new_metadata), content_hash(new_content), new_importance, at, memory_id),
+            )
+            for rel in rels:
+                self._put_relationship(conn, memory_id, rel, at)
+            after = self._fetch(conn, memory_id)
+            assert after is not None
+            self._audit(conn, memory_id, operation, row.snapshot(), after.snapshot(), at, request_id)
+            self._enqueue(conn, memory_id, at)
+            return after, True
+
+    def soft_delete(self, memory_id: str, *, request_id: str | None = None) -> MemoryRow:
+        """Flag a memory deleted (kept ``RETENTION_DAYS`` days, restorable until cleanup)."""
+        with self._transaction() as conn:
+            row = self._fetch(conn, memory_id)
+            if row is None:
+                raise MemoryNotFound(memory_id)
+            if row.deleted:
+                return row
+            at = now_iso()
+            conn.execute(
+                "UPDATE memories SET deleted=1, deleted_at=?, version=version+1, updated_at=? WHERE id=?",
+                (at, at, memory_id),
+            )
+            after = self._fetch(conn, memory_id)
+            assert after is not None
+            self._audit(conn, memory_id, "soft_delete", row.snapshot(), after.snapshot(), at, request_id)
+            self._enqueue(conn, memory_id, at)
+            return after
+
+    def restore(self, memory_id: str, *, request_id: str | None = None) -> MemoryRow:
+        """Undo a soft delete."""
+        with self._transaction() as conn:
+            row = self._fetch(conn, memory_id)
+            if row is None:
+                raise MemoryNotFound(memory_id)
+            if not row.deleted:
+                return row
+            at = now_iso()
+            conn.execute(
+                "UPDATE memories SET deleted=0, deleted_at=NULL, version=version+1, updated_at=? WHERE id=?",
+                (at, memory_id),
+            )
+            after = self._fetch(conn, memory_id)
+            assert after is not None
+            self._audit(conn, memory_id, "restore", row.snapshot(), after.snapshot(), at, request_id)
+            self._enqueue(conn, memory_id, at)
+            return after
+
+    def hard_delete(self, memory_ids: Iterable[str], *, request_id: str | None = None, operation: str = "hard_delete") -> int:
+        """Remove memories and their relationships for good (the audit keeps their last value)."""
+        removed = 0
+        with self._transaction() as conn:
+            for memory_id in memory_ids:
+                row = self._fetch(conn, memory_id)
+                if row is None:
+                    continue
+                at = now_iso()
+                conn.execute("DELETE FROM memories WHERE id=?", (memory_id,))
+                conn.execute("DELETE FROM relationships WHERE source_id=? OR target_id=?", (memory_id, memory_id))
+                self._audit(conn, memory_id, operation, row.snapshot(), None, at, request_id)
+                self._enqueue(conn, memory_id, at)
+                removed += 1
+        return removed
+
+    def record_access(self, memory_ids: Sequence[str]) -> None:
+        """Count a retrieval of each memory (access_count, last_accessed_at; not audited)."""
+        if not memory_ids:
+            return
+        at = now_iso()
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE memories SET access_count=access_count+1, last_accessed_at=? WHERE id=?",
+                [(at, memory_id) for memory_id in memory_ids],
+            )
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, memory_id: str) -> MemoryRow | None:
+        """One memory (deleted ones included), or None."""
+        with self._lock:
+            return self._fetch(self._conn, memory_id)
+
+    def get_many(self, memory_ids: Sequence[str]) -> dict[str, MemoryRow]:
+        """Memories by id (missing ids are absent)."""
+        found: dict[str, MemoryRow] = {}
+        ids = list(dict.fromkeys(memory_ids))
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for values in self._conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                    row = _row(values)
+                    found[row.id] = row
+        return found
+
+    def iter_memories(
+        self, *, memory_types: Sequence[str] | None = None, include_deleted: bool = True, batch: int = 1000
+    ) -> Iterator[MemoryRow]:
+        """Every memory, oldest first, read in batches (for exports, rebuilds, normalization)."""
+        where = ["1=1"]
+        params: list[Any] = []
+        if memory_types:
+            where.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
+            params.extend(memory_types)
+        if not include_deleted:
+            where.append("deleted=0")
+        last = ("", "")
+        while True:
+            with self._lock:
+                rows = [
+                    _row(values)
+                    for values in self._conn.execute(
+                        f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} AND (created_at, id) > (?, ?) "
+                        "ORDER BY created_at, id LIMIT ?",
+                        [*params, *last, batch],
+                    )
+                ]
+            if not rows:
+                return
+            yield from rows
+            last = (rows[-1].created_at, rows[-1].id)
+
+    def find_by_hash(self, memory_type: str, digest: str) -> list[MemoryRow]:
+        """Live memories of a type with exactly this content."""
+        with self._lock:
+            return [
+                _row(values)
+                for values in self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE memory_type=? AND content_hash=? AND deleted=0",
+                    (memory_type, digest),
+                )
+            ]
+
+    def find_by_metadata(self, memory_type: str, key: str, value: Any) -> list[MemoryRow]:
+        """Live memories of a type whose metadata ``key`` equals ``value``."""
+        with self._lock:
+            return [
+                _row(values)
+                for values in self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE memory_type=? AND deleted=0 "
+                    "AND json_extract(metadata, '$.' || ?) = ?",
+                    (memory_type, key, value if not isinstance(value, (dict, list)) else json.dumps(value)),
+                )
+            ]
+
+    def relationships_of(self, memory_id: str) -> tuple[list[Relationship], list[Relationship]]:
+        """The memory's outgoing relationships and those other memories point at it with."""
+        with self._lock:
+            out = [
+                Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
+                for r in self._conn.execute(
+                    "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
+                    "WHERE source_id=? ORDER BY created_at",
+                    (memory_id,),
+                )
+            ]
+            incoming = [
+                Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
+                for r in self._conn.execute(
+                    "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
+                    "WHERE target_id=? ORDER BY created_at",
+                    (memory_id,),
+                )
+            ]
+        return out, incoming
+
+    def audit_of(self, memory_id: str) -> list[dict[str, Any]]:
+        """The memory's audit trail, oldest first."""
+        with self._lock:
+            return [
+                {
+                    "seq": r[0],
+                    "operation": r[1],
+                    "previous": json.loads(r[2]) if r[2] else None,
+                    "current": json.loads(r[3]) if r[3] else None,
+                    "at": r[4],
+                    "request_id": r[5],
+                }
+                for r in self._conn.execute(
+                    "SELECT seq, operation, previous, current, at, request_id FROM audit WHERE memory_id=? ORDER BY seq",
+                    (memory_id,),
+                )
+            ]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """total/active/deleted per memory type."""
+        result: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for memory_type, total, deleted in self._conn.execute(
+                "SELECT memory_type, count(*), sum(deleted) FROM memories GROUP BY memory_type"
+            ):
+                result[memory_type] = {"total": total, "active": total - (deleted or 0), "deleted": deleted or 0}
+        return result
+
+    def sync_counts(self) -> dict[str, int]:
+        """How many memories are synced, pending or failed."""
+        result = {"synced": 0, "pending": 0, "failed": 0}
+        with self._lock:
+            for status, n in self._conn.execute("SELECT sync_status, count(*) FROM memories GROUP BY sync_status"):
+                result[status] = n
+        return result
+
+    def expired_deletions(self, *, older_than_days: int = RETENTION_DAYS) -> list[str]:
+        """Ids of soft-deleted memories past their retention."""
+        cutoff = (datetime.now(UTC) - timedelta(days=older_than_days)).isoformat(timespec="microseconds")
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT id FROM memories WHERE deleted=1 AND deleted_at < ?", (cutoff,))]
+
+    # -- outbox ----------------------------------------------------------------------------
+    def due_outbox(self, limit: int = 256) -> list[str]:
+        """Memory ids whose projection is due now (oldest first)."""
+        with self._lock:
+            return [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT memory_id FROM outbox WHERE next_attempt_at <= ? ORDER BY enqueued_at LIMIT ?",
+                    (now_iso(), limit),
+                )
+            ]
+
+    def outbox_stats(self) -> dict[str, Any]:
+        """Queue length, attempts and the last error (for statistics and /health)."""
+        with self._lock:
+            pending, max_attempts = self._conn.execute("SELECT count(*), max(attempts) FROM outbox").fetchone()
+            error = self._conn.execute(
+                "SELECT last_error FROM outbox WHERE last_error IS NOT NULL ORDER BY next_attempt_at DESC LIMIT 1"
+            ).fetchone()
+        return {"pending": pending, "max_attempts": max_attempts or 0, "last_error": error[0] if error else None}
+
+    def mark_projected(self, memory_id: str, enqueued_at: str | None) -> None:
+        """The projection of ``memory_id`` is current: drop its outbox row unless it was re-queued
+        after ``enqueued_at`` (a newer change still has to be projected)."""
+        with self._transaction() as conn:
+            if enqueued_at is None:
+                conn.execute("DELETE FROM outbox WHERE memory_id=?", (memory_id,))
+            else:
+                conn.execute("DELETE FROM outbox WHERE memory_id=? AND enqueued_at=?", (memory_id, enqueued_at))
+            still = conn.execute("SELECT 1 FROM outbox WHERE memory_id=?", (memory_id,)).fetchone()
+            if not still:
+                conn.execute("UPDATE memories SET sync_status='synced' WHERE id=?", (memory_id,))
+
+    def outbox_entry(self, memory_id: str) -> str | None:
+        """When the memory's pending projection was queued (None when nothing is pending)."""
+        with self._lock:
+            row = self._conn.execute("SELECT enqueued_at FROM outbox WHERE memory_id=?", (memory_id,)).fetchone()
+        return row[0] if row else None
+
+    def mark_failed(self, memory_ids: Sequence[str], error: str) -> None:
+        """A projection attempt failed: back off exponentially (2 s doubling, capped at 5 min)."""
+        with self._transaction() as conn:
+            for memory_id in memory_ids:
+                row = conn.execute("SELECT attempts FROM outbox WHERE memory_id=?", (memory_id,)).fetchone()
+                if row is None:
+                    continue
+                attempts = int(row[0]) + 1
+                delay = min(300.0, 2.0 * 2 ** (attempts - 1))
+                due = (datetime.now(UTC) + timedelta(seconds=delay)).isoformat(timespec="microseconds")
+                conn.execute(
+                    "UPDATE outbox SET attempts=?, next_attempt_at=?, last_error=? WHERE memory_id=?",
+                    (attempts, due, error[:2000], memory_id),
+                )
+                status = "failed" if attempts >= MAX_ATTEMPTS_BEFORE_FAILED else "pending"
+                conn.execute("UPDATE memories SET sync_status=? WHERE id=?", (status, memory_id))
+
+    def enqueue_all(self) -> int:
+        """Queue every memory for projection (rebuilding the projections from the ledger)."""
+        at = now_iso()
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO outbox(memory_id, enqueued_at, attempts, next_attempt_at) "
+                "SELECT id, ?, 0, ? FROM memories WHERE 1 "
+                "ON CONFLICT(memory_id) DO UPDATE SET attempts=0, next_attempt_at=excluded.next_attempt_at",
+                (at, at),
+            )
+            conn.execute("UPDATE memories SET sync_status='pending'")
+            return int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
+
+    def retry_now(self) -> None:
+        """Make every queued projection due now (a store came back)."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE outbox SET next_attempt_at=?", (now_iso(),))
+
+    def meta(self, key: str) -> str | None:
+        """A ledger-level setting (e.g. the embedding model the projections were built with)."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a ledger-level setting."""
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+    def backup_to(self, target: Path) -> None:
+        """A consistent online copy of the ledger (SQLite backup API)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        dest = sqlite3.connect(str(target))
+        try:
+            with self._lock:
+                self._conn.backup(dest)
+        finally:
+            dest.close()
+
+    def close(self) -> None:
+        """Close the connection (a WAL checkpoint folds the log into the database)."""
+        with self._lock:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._conn.close()
