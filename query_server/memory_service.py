@@ -23,6 +23,7 @@ import structlog
 
 from pipelines.discovery import DiscoveryError, confine_path
 from resources import sparse
+from resources.faults import fault_point
 from resources.graph_cypher import ALL_EDGE_TYPES
 from resources.ledger import (
     RETENTION_DAYS,
@@ -282,6 +283,7 @@ class MemoryService:
         for rel in relationships:
             rel.source_id = new.id
         [row] = self.ledger.add([new], request_id=request.request_id)
+        fault_point("memory_add:after_ledger")
         self._project([row.id], {row.id: vector} if vector is not None and row.id == new.id else None)
         conflicts = [c for c in conflicts if c.memory_id != row.id]  # a retried request_id finds itself
         after = self.ledger.get(row.id) or row
@@ -315,6 +317,7 @@ class MemoryService:
         ids = [row.id for row in rows]
         for start in range(0, len(ids), 128):
             self._project(ids[start : start + 128])
+            fault_point("memory_bulk_add:between_projection_batches")
         return MemoryBulkAddResult(added_count=len(ids), added_ids=ids, errors=[])
 
     def memory_update(self, request: MemoryUpdateInput, *, request_id: str | None = None) -> MemoryUpdateResult:

@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from resources.faults import fault_point
+
 SCHEMA_VERSION = 1
 RETENTION_DAYS = 30
 """Soft-deleted memories are kept this long before cleanup may hard-delete them."""
@@ -312,6 +314,8 @@ class Ledger:
                 self._audit(conn, memory.id, "create", None, row.snapshot(), at, request_id)
                 self._enqueue(conn, memory.id, at)
                 created.append(row)
+                if len(created) == 2:
+                    fault_point("ledger_add:mid_transaction")
             return created
 
     @staticmethod
