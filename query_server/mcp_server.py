@@ -175,7 +175,8 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
             Field(description="outgoing (what it uses), incoming (what uses it) or both."),
         ] = "both",
         depth: Annotated[int, Field(description="Hops, 1-5.")] = 1,
-        limit: Annotated[int, Field(description="Maximum results, 1-500.")] = 50,
+        limit: Annotated[int, Field(description="Results per page, 1-500.")] = 50,
+        cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
     ) -> GetRelatedResult:
         """Walk the code graph from a function, class or file: its callers (incoming CALLS), its
         callees (outgoing CALLS), imports, base classes and implementations, up to 5 hops, nearest
@@ -183,6 +184,7 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
         return await call(
             "get_related", GetRelatedInput,
             entity_id=entity_id, relationship_types=relationship_types, direction=direction, depth=depth, limit=limit,
+            cursor=cursor,
         )
 
     @server.tool(name="index_status")

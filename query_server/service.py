@@ -475,6 +475,9 @@ class CodeMemService:
         from resources.graph_cypher import one_hop_query
 
         sid, label, entity = self._resolve_entity(request.entity_id)
+        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)
+        offset = _decode_cursor(request.cursor, key)
+        wanted = offset + request.limit
         types = request.relationship_types or []
         visited = {sid}
         frontier: dict[str, tuple[str, list[str]]] = {sid: (label, [])}  # id -> (label, relationship path)
@@ -486,7 +489,7 @@ class CodeMemService:
                 by_label.setdefault(node_label, []).append(node_id)
             reached: dict[str, tuple[str, list[str]]] = {}
             for node_label, ids in sorted(by_label.items()):
-                room = request.limit + 1 - len(results)
+                room = wanted + 1 - len(results)
                 if room <= 0:
                     break
                 _, rows, _ = self.graph.read_query(
@@ -506,13 +509,25 @@ class CodeMemService:
                             start_line=row.get("start_line"), kind=row.get("kind"), distance=distance, via=via,
                         )
                     )
-            if len(results) > request.limit:
+            if len(results) > wanted:
                 truncated = True
                 break
             frontier = reached
             if not frontier:
                 break
-        return GetRelatedResult(entity=entity, results=results[: request.limit], truncated=truncated)
+        page = results[offset:wanted]
+        budget = MAX_RESPONSE_TOKENS - 1_000 - estimate_tokens(json.dumps(entity))
+        kept: list[RelatedEntity] = []
+        for item in page:
+            budget -= estimate_tokens(item.model_dump_json())
+            if budget < 0:
+                truncated = True
+                break
+            kept.append(item)
+        return GetRelatedResult(
+            entity=entity, results=kept, truncated=truncated,
+            next_cursor=_encode_cursor(offset + len(kept), key) if truncated and kept else None,
+        )
 
     def find_duplicates(self, request: FindDuplicatesInput) -> FindDuplicatesResult:
         """Existing functions similar to the given code, with the location and a reuse advice."""

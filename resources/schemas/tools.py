@@ -168,7 +168,8 @@ class GetRelatedInput(BaseModel):
     relationship_types: list[RelationshipType] | None = Field(default=None, description="Only these relationship types (all when omitted).")
     direction: Literal["outgoing", "incoming", "both"] = "both"
     depth: int = Field(default=1, ge=1, le=5, description="Traversal depth 1-5.")
-    limit: int = Field(default=50, ge=1, le=500)
+    limit: int = Field(default=50, ge=1, le=500, description="Results per page (nearest first).")
+    cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
 
 
 class RelatedEntity(BaseModel):
@@ -190,7 +191,8 @@ class GetRelatedResult(BaseModel):
 
     entity: dict[str, Any]
     results: list[RelatedEntity]
-    truncated: bool
+    truncated: bool = Field(description="More entities are reachable than this page holds (see next_cursor).")
+    next_cursor: str | None = None
 
 
 class GetSymbolInput(BaseModel):

@@ -163,3 +163,12 @@ def test_get_related_truncates_at_the_limit(handle: ProjectHandle) -> None:
     first_two = handle.call("get_related", GetRelatedInput(entity_id="shop/pricing.py", direction="both", depth=5, limit=2))
     assert first_two.truncated and len(first_two.results) == 2
     assert [r.id for r in first_two.results] == [r.id for r in everything.results[:2]]
+    pages: list[str] = [r.id for r in first_two.results]
+    cursor = first_two.next_cursor
+    while cursor:
+        page = handle.call(
+            "get_related", GetRelatedInput(entity_id="shop/pricing.py", direction="both", depth=5, limit=2, cursor=cursor)
+        )
+        pages += [r.id for r in page.results]
+        cursor = page.next_cursor
+    assert pages == [r.id for r in everything.results]
