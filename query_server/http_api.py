@@ -39,6 +39,9 @@ from resources.schemas.memory import (
     MemoryStatisticsResult,
     MemoryUpdateInput,
     MemoryUpdateResult,
+    NormalizationJob,
+    NormalizeMemoryInput,
+    NormalizeStatusInput,
 )
 from resources.schemas.tools import (
     CodeSearchInput,
@@ -86,6 +89,8 @@ TOOL_ROUTES: dict[str, tuple[type[BaseModel] | None, type[BaseModel], str]] = {
     "memory_statistics": (None, MemoryStatisticsResult, "Counts per type, sync state, stores, cache."),
     "export_memory": (ExportMemoryInput, ExportMemoryResult, "Memories as JSONL, to a project file or inline."),
     "import_memory": (ImportMemoryInput, ImportMemoryResult, "Memories from JSONL (skip/overwrite/error)."),
+    "normalize_memory": (NormalizeMemoryInput, NormalizationJob, "Start a normalization job (dedup, cleanup, swap)."),
+    "normalize_status": (NormalizeStatusInput, NormalizationJob, "A normalization job's phase, percent and report."),
 }
 """Every tool route but index_status (which merges a job's state): name -> (input, result, summary)."""
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})

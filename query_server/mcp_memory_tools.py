@@ -31,6 +31,10 @@ from resources.schemas.memory import (
     MemoryType,
     MemoryUpdateInput,
     MemoryUpdateResult,
+    NormalizationJob,
+    NormalizationPhase,
+    NormalizeMemoryInput,
+    NormalizeStatusInput,
     RelationshipSpec,
     TimeRange,
 )
@@ -180,3 +184,25 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
         return await call(
             "import_memory", ImportMemoryInput, input_path=input_path, data=data, conflict_resolution=conflict_resolution
         )
+
+    @server.tool(name="normalize_memory")
+    async def normalize_memory(
+        phases: Annotated[
+            list[NormalizationPhase] | None,
+            Field(description="Only these phases: snapshot, deduplication, orphan_detection, embedding_refresh, "
+                  "cleanup, validation, swap (all when omitted; without swap nothing is applied)."),
+        ] = None,
+        dry_run: Annotated[bool, Field(description="Report what would change, change nothing.")] = False,
+    ) -> NormalizationJob:
+        """Tidy the memory store in the background: merge near-duplicates (>= 0.95 similar, metadata
+        merged, audited), find links to code that no longer exists, refresh stale embeddings, purge
+        soft-deletes older than 30 days, then swap in rebuilt indexes atomically. Start with
+        dry_run=true to see what it would do. Poll normalize_status(job_id)."""
+        return await call("normalize_memory", NormalizeMemoryInput, phases=phases, dry_run=dry_run)
+
+    @server.tool(name="normalize_status")
+    async def normalize_status(
+        job_id: Annotated[str | None, Field(description="Job id from normalize_memory; the latest when omitted.")] = None,
+    ) -> NormalizationJob:
+        """Phase, percent, errors and (when done) the report of a normalization job."""
+        return await call("normalize_status", NormalizeStatusInput, job_id=job_id)

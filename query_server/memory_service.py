@@ -36,6 +36,7 @@ from resources.ledger import (
     VersionConflict,
     content_hash,
 )
+from resources.memory_normalization import Normalizer
 from resources.memory_projection import COLLECTIONS, MemoryProjector, epoch, memory_title, prepared_text
 from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
@@ -64,6 +65,9 @@ from resources.schemas.memory import (
     MemoryUpdateInput,
     MemoryUpdateResult,
     MemoryValidationError,
+    NormalizationJob,
+    NormalizeMemoryInput,
+    NormalizeStatusInput,
     RelationshipSpec,
     parse_memory_type,
     validate_metadata,
@@ -116,11 +120,12 @@ class MemoryService:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._sync_thread: threading.Thread | None = None
+        self._jobs: dict[str, NormalizationJob] = {}
+        self._job_lock = threading.Lock()
         model = self.ledger.meta("embedding_model")
         if model is not None and model != embedder.model_id:
             log.info("embedding model changed; rebuilding memory projections", old=model, new=embedder.model_id)
-            for name in COLLECTIONS.values():
-                vectors.drop_collection(name)
+            self.projector.drop_collections()
             self.ledger.enqueue_all()
         self.ledger.set_meta("embedding_model", embedder.model_id)
 
@@ -670,6 +675,67 @@ class MemoryService:
         for start in range(0, len(touched), 128):
             self._project(touched[start : start + 128])
         return ImportMemoryResult(imported=len(added), skipped=skipped, overwritten=len(overwrite), errors=errors)
+
+    # -- normalization ---------------------------------------------------------------------------
+    def normalize_memory(self, request: NormalizeMemoryInput) -> NormalizationJob:
+        """Start normalization in the background (one at a time); returns the job at once."""
+        with self._job_lock:
+            running = next((j for j in self._jobs.values() if j.status == "running"), None)
+            if running is not None:
+                raise ToolError(
+                    f"normalization {running.job_id} is already running ({running.phase}, {running.percent:.0f}%) — "
+                    "poll normalize_status with its job_id"
+                )
+            job = NormalizationJob(
+                job_id=str(uuid.uuid4()), status="running", dry_run=request.dry_run, phase="starting",
+                started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+            self._jobs[job.job_id] = job
+
+        def progress(phase: str, percent: float) -> None:
+            job.phase, job.percent = phase, round(percent, 1)
+
+        def run() -> None:
+            normalizer = Normalizer(
+                self.ledger, self.projector, state_dir=self.settings.resolved_state_dir(),
+                threshold=self.settings.memory_dedup_threshold, progress=progress,
+                code_exists=(lambda target: self.resolve_code(target) is not None) if self.resolve_code else None,
+            )
+            try:
+                report = normalizer.run(phases=request.phases, dry_run=request.dry_run)
+                job.report = report.as_dict()
+                job.status, job.phase, job.percent = "done", "done", 100.0
+                self._wake.set()
+            except Exception as exc:  # noqa: BLE001 - the job reports its failure
+                log.exception("normalization failed", operation="normalize")
+                job.errors.append(f"{type(exc).__name__}: {exc}")
+                job.status = "failed"
+            finally:
+                job.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+                self.ledger.set_meta("last_normalization", job.model_dump_json())
+
+        threading.Thread(target=run, name="codemem-normalize", daemon=True).start()
+        return job
+
+    def normalize_status(self, request: NormalizeStatusInput) -> NormalizationJob:
+        """A normalization job's phase, percent, errors and report (the latest when no id is given)."""
+        if request.job_id is None:
+            if self._jobs:
+                return max(self._jobs.values(), key=lambda j: j.started_at)
+            last = self.ledger.meta("last_normalization")
+            if last:
+                return NormalizationJob.model_validate_json(last)
+            raise ToolError("no normalization has run yet — start one with normalize_memory (dry_run=true to preview)")
+        job = self._jobs.get(request.job_id)
+        if job is None:
+            last = self.ledger.meta("last_normalization")
+            if last and json.loads(last).get("job_id") == request.job_id:
+                return NormalizationJob.model_validate_json(last)
+            raise ToolError(
+                f"unknown normalization job {request.job_id!r} — jobs are kept while the server runs; "
+                "normalize_status without job_id shows the latest"
+            )
+        return job
 
     def memory_types(self) -> list[str]:
         """The memory types (for CLIs and docs)."""

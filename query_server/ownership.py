@@ -43,6 +43,9 @@ from resources.schemas.memory import (
     MemoryStatisticsResult,
     MemoryUpdateInput,
     MemoryUpdateResult,
+    NormalizationJob,
+    NormalizeMemoryInput,
+    NormalizeStatusInput,
 )
 from resources.schemas.tools import (
     CodeSearchInput,
@@ -128,6 +131,8 @@ _METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
     "export_memory": (ExportMemoryInput, ExportMemoryResult),
     "import_memory": (ImportMemoryInput, ImportMemoryResult),
     "sync_memory": (None, None),
+    "normalize_memory": (NormalizeMemoryInput, NormalizationJob),
+    "normalize_status": (NormalizeStatusInput, NormalizationJob),
     "rebuild_projections": (None, None),
 }
 

@@ -60,7 +60,8 @@ log = structlog.get_logger("codemem.service")
 SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
 MEMORY_METHODS = (
     "memory_add", "memory_update", "memory_delete", "memory_get", "memory_bulk_add", "memory_search",
-    "memory_statistics", "export_memory", "import_memory", "rebuild_projections",
+    "memory_statistics", "export_memory", "import_memory", "rebuild_projections", "normalize_memory",
+    "normalize_status",
 )
 """Memory tools served by ``query_server.memory_service.MemoryService`` (the service exposes them)."""
 SNIPPET_LINES = 30

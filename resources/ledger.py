@@ -182,6 +182,16 @@ class NewMemory:
     updated_at: str | None = None
 
 
+@dataclass
+class Merge:
+    """Duplicates to fold into one keeper (normalization)."""
+
+    keeper_id: str
+    dropped_ids: list[str]
+    metadata: dict[str, Any]
+    similarity: float = 1.0
+
+
 def _row(values: Sequence[Any]) -> MemoryRow:
     return MemoryRow(
         id=values[0],
@@ -669,6 +679,92 @@ class Ledger:
         """Record a ledger-level setting."""
         with self._transaction() as conn:
             conn.execute("INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+    def changed_since(self, at: str) -> set[str]:
+        """Ids of memories with an audited change at or after ``at``."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM audit WHERE at >= ?", (at,))}
+
+    def apply_normalization(
+        self,
+        merges: Sequence[Merge],
+        cleanup_ids: Sequence[str],
+        *,
+        meta: dict[str, str],
+        requeue: Iterable[str] = (),
+        request_id: str | None = None,
+    ) -> dict[str, int]:
+        """Apply a normalization in ONE transaction: merge duplicates into their keepers
+        (metadata merged, relationships re-pointed, the others soft-deleted as ``merged_into``),
+        hard-delete expired soft-deletes, set ``meta`` (the new projection generation) and queue
+        every touched memory for projection. A crash anywhere leaves the ledger as it was.
+
+        Returns:
+            Counts of merged, cleaned and queued memories.
+        """
+        merged = cleaned = 0
+        with self._transaction() as conn:
+            at = now_iso()
+            touched: set[str] = set(requeue)
+            for merge in merges:
+                keeper = self._fetch(conn, merge.keeper_id)
+                if keeper is None or keeper.deleted:
+                    continue
+                dropped = [r for r in (self._fetch(conn, d) for d in merge.dropped_ids) if r is not None and not r.deleted]
+                if not dropped:
+                    continue
+                conn.execute(
+                    "UPDATE memories SET metadata=?, importance_score=?, access_count=access_count+?, "
+                    "version=version+1, updated_at=? WHERE id=?",
+                    (
+                        json.dumps(merge.metadata),
+                        max([keeper.importance_score, *(r.importance_score for r in dropped)]),
+                        sum(r.access_count for r in dropped),
+                        at,
+                        keeper.id,
+                    ),
+                )
+                after = self._fetch(conn, keeper.id)
+                assert after is not None
+                current = {**after.snapshot(), "merged_from": [r.id for r in dropped]}
+                self._audit(conn, keeper.id, "merge", keeper.snapshot(), current, at, request_id)
+                for row in dropped:
+                    for column in ("source_id", "target_id"):
+                        conn.execute(
+                            f"UPDATE OR IGNORE relationships SET {column}=? WHERE {column}=?", (keeper.id, row.id)
+                        )
+                    conn.execute("DELETE FROM relationships WHERE source_id=? OR target_id=?", (row.id, row.id))
+                    conn.execute("DELETE FROM relationships WHERE source_id=target_id")
+                    conn.execute(
+                        "UPDATE memories SET deleted=1, deleted_at=?, version=version+1, updated_at=? WHERE id=?",
+                        (at, at, row.id),
+                    )
+                    gone = self._fetch(conn, row.id)
+                    assert gone is not None
+                    self._audit(
+                        conn, row.id, "merged_into", row.snapshot(), {**gone.snapshot(), "merged_into": keeper.id}, at,
+                        request_id,
+                    )
+                    touched.add(row.id)
+                    merged += 1
+                touched.add(keeper.id)
+            for memory_id in cleanup_ids:
+                row = self._fetch(conn, memory_id)
+                if row is None or not row.deleted:
+                    continue
+                conn.execute("DELETE FROM memories WHERE id=?", (memory_id,))
+                conn.execute("DELETE FROM relationships WHERE source_id=? OR target_id=?", (memory_id, memory_id))
+                self._audit(conn, memory_id, "cleanup", row.snapshot(), None, at, request_id)
+                touched.add(memory_id)
+                cleaned += 1
+            for key, value in meta.items():
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (key, value),
+                )
+            for memory_id in touched:
+                self._enqueue(conn, memory_id, at)
+        return {"merged": merged, "cleaned": cleaned, "queued": len(touched)}
 
     def backup_to(self, target: Path) -> None:
         """A consistent online copy of the ledger (SQLite backup API)."""

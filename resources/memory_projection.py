@@ -38,6 +38,15 @@ COLLECTIONS: dict[str, str] = {
 }
 """The Qdrant collection of each memory type (seed 001, section 7.2)."""
 
+GENERATION_KEY = "memory_generation"
+
+
+def collection_name(memory_type: str, generation: int) -> str:
+    """The collection of a memory type in a generation (generation 0 uses the seed's plain names)."""
+    base = COLLECTIONS[memory_type]
+    return base if generation == 0 else f"{base}_g{generation}"
+
+
 GRAPH_LABELS: dict[str, str] = {
     "requirements": "Requirement",
     "design": "Design",
@@ -140,12 +149,19 @@ class MemoryProjector:
         self.vectors = vectors
         self.graph = graph
         self.embedder = embedder
-        self._lock = threading.Lock()
+        self.write_lock = threading.Lock()
         self._ready: set[str] = set()
 
-    def collection(self, memory_type: str) -> str:
-        """The collection of a memory type, created on first use with the model's dimension."""
-        name = COLLECTIONS[memory_type]
+    @property
+    def generation(self) -> int:
+        """The live generation of the memory collections (normalization builds the next one
+        beside it and swaps by bumping this number in the ledger)."""
+        return int(self.ledger.meta(GENERATION_KEY) or 0)
+
+    def collection(self, memory_type: str, generation: int | None = None) -> str:
+        """The collection of a memory type (of the live generation unless given), created on first
+        use with the model's dimension."""
+        name = collection_name(memory_type, self.generation if generation is None else generation)
         if name not in self._ready:
             self.vectors.ensure_collection(name, self.embedder.dimension)
             self._ready.add(name)
@@ -156,7 +172,7 @@ class MemoryProjector:
         texts = [prepared_text(r.memory_type, r.content, r.metadata)[:EMBED_CHARS] for r in rows]
         return self.embedder.embed_documents(texts)
 
-    def _point(self, row: MemoryRow, dense: Sequence[float]) -> VectorPoint:
+    def point(self, row: MemoryRow, dense: Sequence[float]) -> VectorPoint:
         payload = {
             "memory_id": row.id,
             "memory_type": row.memory_type,
@@ -185,7 +201,7 @@ class MemoryProjector:
         report = ProjectionReport()
         if not memory_ids:
             return report
-        with self._lock:
+        with self.write_lock:
             queued = {memory_id: self.ledger.outbox_entry(memory_id) for memory_id in memory_ids}
             rows = self.ledger.get_many(memory_ids)
             gone = [memory_id for memory_id in memory_ids if memory_id not in rows]
@@ -216,7 +232,7 @@ class MemoryProjector:
             dense = vectors_of.get(row.id)
             if dense is None:
                 dense = computed[row.id]
-            by_type.setdefault(row.memory_type, []).append(self._point(row, dense))
+            by_type.setdefault(row.memory_type, []).append(self.point(row, dense))
         for memory_type, points in by_type.items():
             self.vectors.upsert(self.collection(memory_type), points)
         if self.graph is None:
@@ -283,12 +299,18 @@ class MemoryProjector:
                 break
         return total
 
+    def drop_collections(self, generation: int | None = None) -> None:
+        """Delete a generation's memory collections (the live one unless given)."""
+        gen = self.generation if generation is None else generation
+        for memory_type in COLLECTIONS:
+            name = collection_name(memory_type, gen)
+            self.vectors.drop_collection(name)
+            self._ready.discard(name)
+
     def rebuild(self) -> ProjectionReport:
         """Recreate every memory collection and memory node from the ledger alone."""
-        with self._lock:
-            for name in COLLECTIONS.values():
-                self.vectors.drop_collection(name)
-            self._ready.clear()
+        with self.write_lock:
+            self.drop_collections()
             if self.graph is not None:
                 for label in GRAPH_LABELS.values():
                     ids = self.graph.node_ids(label)  # type: ignore[arg-type]

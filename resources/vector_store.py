@@ -118,6 +118,10 @@ class VectorStore(Protocol):
         """Fetch points by id with their payloads (score 0)."""
         ...
 
+    def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored dense vectors of points (points without one are absent)."""
+        ...
+
     def count(self, collection: str, payload_filter: PayloadFilter | None = None) -> int:
         """Number of points (matching the filter)."""
         ...
@@ -384,6 +388,15 @@ class EdgeVectorStore:
             records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
         return [VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
 
+    def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """See ``VectorStore.dense_vectors``."""
+        if not ids:
+            return {}
+        shard = self._shard(collection)
+        with self._lock:
+            records = shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+        return {str(r.id): list(r.vector[DENSE]) for r in records if r.vector and r.vector.get(DENSE) is not None}
+
     def count(self, collection: str, payload_filter: PayloadFilter | None = None) -> int:
         """See ``VectorStore.count``."""
         import qdrant_edge as qe
@@ -569,6 +582,17 @@ class ServerVectorStore:
             return []
         records = self._client.retrieve(collection, list(ids), with_payload=True)
         return [VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
+
+    def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """See ``VectorStore.dense_vectors``."""
+        if not ids:
+            return {}
+        records = self._client.retrieve(collection, list(ids), with_payload=False, with_vectors=[DENSE])
+        return {
+            str(r.id): list(r.vector[DENSE])  # type: ignore[index]
+            for r in records
+            if isinstance(r.vector, dict) and r.vector.get(DENSE) is not None
+        }
 
     def count(self, collection: str, payload_filter: PayloadFilter | None = None) -> int:
         """See ``VectorStore.count``."""

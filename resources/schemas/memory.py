@@ -641,3 +641,33 @@ class ImportMemoryResult(BaseModel):
     skipped: int
     overwritten: int
     errors: list[dict[str, Any]] = Field(default_factory=list, description="{line, error} for each line not imported.")
+
+
+NormalizationPhase = Literal["snapshot", "deduplication", "orphan_detection", "embedding_refresh", "cleanup", "validation", "swap"]
+
+
+class NormalizeMemoryInput(BaseModel):
+    """Start a normalization job (deduplicate, detect orphans, refresh embeddings, clean up, swap)."""
+
+    phases: list[NormalizationPhase] | None = Field(default=None, description="Only these phases (all when omitted). Without 'swap' nothing is applied.")
+    dry_run: bool = Field(default=False, description="Report what would change without changing anything.")
+
+
+class NormalizeStatusInput(BaseModel):
+    """Which normalization job to report on."""
+
+    job_id: str | None = Field(default=None, description="A job id from normalize_memory; the latest job when omitted.")
+
+
+class NormalizationJob(BaseModel):
+    """A normalization job: phase, percent, errors and, when done, its report."""
+
+    job_id: str
+    status: Literal["running", "done", "failed"]
+    dry_run: bool
+    phase: str | None = None
+    percent: float = 0.0
+    started_at: str
+    finished_at: str | None = None
+    errors: list[str] = Field(default_factory=list)
+    report: dict[str, Any] | None = None
