@@ -495,3 +495,6 @@ def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | No
 
 if __name__ == "__main__":
     main()
+
+
+from . import cli_memory  # noqa: E402,F401 - registers the memory commands on `main`

@@ -42,6 +42,8 @@ from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
     MEMORY_TYPES,
     REQUIREMENT_ID_PATTERN,
+    BackupInput,
+    BackupResult,
     ExportMemoryInput,
     ExportMemoryResult,
     ImportMemoryInput,
@@ -55,6 +57,8 @@ from resources.schemas.memory import (
     MemoryDeleteResult,
     MemoryGetInput,
     MemoryHit,
+    MemoryListInput,
+    MemoryListResult,
     MemoryProvenance,
     MemoryRecord,
     MemoryRelationship,
@@ -69,6 +73,8 @@ from resources.schemas.memory import (
     NormalizeMemoryInput,
     NormalizeStatusInput,
     RelationshipSpec,
+    RestoreInput,
+    RestoreResult,
     parse_memory_type,
     validate_metadata,
 )
@@ -467,14 +473,8 @@ class MemoryService:
         budget = MAX_RESPONSE_TOKENS - 1_000
         truncated = False
         for score, row in page:
-            content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
-            hit = MemoryHit(
-                id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=row.metadata,
-                created_at=row.created_at, updated_at=row.updated_at, importance_score=row.importance_score,
-                access_count=row.access_count + 1,
-                provenance=MemoryProvenance(version=row.version, updated_at=row.updated_at, sync_status=row.sync_status),
-                content_truncated=cut,
-            )
+            hit = self._hit(row, score)
+            hit.access_count += 1  # this retrieval
             cost = estimate_tokens(hit.model_dump_json())
             if cost > budget:
                 truncated, more = True, True
@@ -675,6 +675,90 @@ class MemoryService:
         for start in range(0, len(touched), 128):
             self._project(touched[start : start + 128])
         return ImportMemoryResult(imported=len(added), skipped=skipped, overwritten=len(overwrite), errors=errors)
+
+    def _hit(self, row: MemoryRow, score: float) -> MemoryHit:
+        content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
+        return MemoryHit(
+            id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=row.metadata,
+            created_at=row.created_at, updated_at=row.updated_at, importance_score=row.importance_score,
+            access_count=row.access_count,
+            provenance=MemoryProvenance(version=row.version, updated_at=row.updated_at, sync_status=row.sync_status),
+            content_truncated=cut,
+        )
+
+    def memory_list(self, request: MemoryListInput) -> MemoryListResult:
+        """Memories, most recently updated first (for browsing; search ranks by meaning)."""
+        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)
+        offset = decode_cursor(request.cursor, key)
+        types = [str(t) for t in request.memory_types] if request.memory_types else None
+        rows = self.ledger.recent(memory_types=types, include_deleted=request.include_deleted, offset=offset, limit=request.limit + 1)
+        page = [self._hit(row, 1.0) for row in rows[: request.limit]]
+        more = len(rows) > request.limit
+        return MemoryListResult(results=page, next_cursor=encode_cursor(offset + len(page), key) if more else None)
+
+    # -- backup and restore --------------------------------------------------------------------
+    def backup(self, request: BackupInput) -> BackupResult:
+        """A consistent online copy of the ledger (and the embedding cache) into a project directory."""
+        target = self._confined(request.path)
+        if target.exists() and any(target.iterdir()):
+            raise ToolError(f"{request.path} is not empty — pass a new directory for the backup")
+        target.mkdir(parents=True, exist_ok=True)
+        self.ledger.backup_to(target / "memory.db")
+        cache = getattr(self.embedder, "cache", None)
+        if cache is not None and getattr(cache, "path", ":memory:") != ":memory:":
+            import sqlite3
+
+            source = sqlite3.connect(cache.path)
+            dest = sqlite3.connect(str(target / "embeddings.db"))
+            try:
+                source.backup(dest)
+            finally:
+                dest.close()
+                source.close()
+        counts = Ledger(target / "memory.db")
+        try:
+            total = sum(c["total"] for c in counts.counts().values())
+        finally:
+            counts.close()
+        (target / "BACKUP.json").write_text(json.dumps({
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "memories": total,
+            "embedding_model": self.embedder.model_id, "restore": "codemem restore <this directory>",
+        }, indent=2))
+        files = {p.name: p.stat().st_size for p in sorted(target.iterdir()) if p.is_file()}
+        return BackupResult(path=str(target), files=files, memories=total)
+
+    def restore(self, request: RestoreInput) -> RestoreResult:
+        """Replace the ledger with a backup's (the current one is kept beside it), then rebuild the
+        memory projections from it."""
+        source = self._confined(request.path) / "memory.db"
+        if not source.is_file():
+            raise ToolError(f"{request.path} holds no memory.db — pass a directory written by `codemem backup`")
+        import shutil
+        import sqlite3
+
+        check = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+        try:
+            if check.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                raise ToolError(f"{source} is corrupt (integrity_check failed) — pick another backup")
+        finally:
+            check.close()
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        live = self.ledger.path
+        kept = live.with_name(f"memory.db.pre-restore-{stamp}")
+        with self.projector.write_lock:
+            self.ledger.backup_to(kept)
+            self.ledger.close()
+            for suffix in ("-wal", "-shm"):
+                live.with_name(live.name + suffix).unlink(missing_ok=True)
+            tmp = live.with_name(f".memory.db.restore-{stamp}")
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, live)
+            self.ledger = Ledger(live)
+            self.projector.ledger = self.ledger
+        self.ledger.set_meta("embedding_model", self.embedder.model_id)
+        report = self.rebuild_projections()
+        total = sum(c["total"] for c in self.ledger.counts().values())
+        return RestoreResult(restored_memories=total, previous_ledger=str(kept), projection=report)
 
     # -- normalization ---------------------------------------------------------------------------
     def normalize_memory(self, request: NormalizeMemoryInput) -> NormalizationJob:

@@ -26,6 +26,8 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from resources.schemas.memory import (
+    BackupInput,
+    BackupResult,
     ExportMemoryInput,
     ExportMemoryResult,
     ImportMemoryInput,
@@ -37,6 +39,8 @@ from resources.schemas.memory import (
     MemoryDeleteInput,
     MemoryDeleteResult,
     MemoryGetInput,
+    MemoryListInput,
+    MemoryListResult,
     MemoryRecord,
     MemorySearchInput,
     MemorySearchResult,
@@ -46,6 +50,8 @@ from resources.schemas.memory import (
     NormalizationJob,
     NormalizeMemoryInput,
     NormalizeStatusInput,
+    RestoreInput,
+    RestoreResult,
 )
 from resources.schemas.tools import (
     CodeSearchInput,
@@ -133,6 +139,9 @@ _METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
     "sync_memory": (None, None),
     "normalize_memory": (NormalizeMemoryInput, NormalizationJob),
     "normalize_status": (NormalizeStatusInput, NormalizationJob),
+    "memory_list": (MemoryListInput, MemoryListResult),
+    "backup": (BackupInput, BackupResult),
+    "restore": (RestoreInput, RestoreResult),
     "rebuild_projections": (None, None),
 }
 

@@ -61,7 +61,7 @@ SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
 MEMORY_METHODS = (
     "memory_add", "memory_update", "memory_delete", "memory_get", "memory_bulk_add", "memory_search",
     "memory_statistics", "export_memory", "import_memory", "rebuild_projections", "normalize_memory",
-    "normalize_status",
+    "normalize_status", "memory_list", "backup", "restore",
 )
 """Memory tools served by ``query_server.memory_service.MemoryService`` (the service exposes them)."""
 SNIPPET_LINES = 30

@@ -509,6 +509,27 @@ class Ledger:
             yield from rows
             last = (rows[-1].created_at, rows[-1].id)
 
+    def recent(
+        self, *, memory_types: Sequence[str] | None = None, include_deleted: bool = False, offset: int = 0, limit: int = 20
+    ) -> list[MemoryRow]:
+        """Memories, most recently updated first."""
+        where = ["1=1"]
+        params: list[Any] = []
+        if memory_types:
+            where.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
+            params.extend(memory_types)
+        if not include_deleted:
+            where.append("deleted=0")
+        with self._lock:
+            return [
+                _row(values)
+                for values in self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY updated_at DESC, id "
+                    "LIMIT ? OFFSET ?",
+                    [*params, limit, offset],
+                )
+            ]
+
     def find_by_hash(self, memory_type: str, digest: str) -> list[MemoryRow]:
         """Live memories of a type with exactly this content."""
         with self._lock:

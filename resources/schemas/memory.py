@@ -671,3 +671,47 @@ class NormalizationJob(BaseModel):
     finished_at: str | None = None
     errors: list[str] = Field(default_factory=list)
     report: dict[str, Any] | None = None
+
+
+class MemoryListInput(BaseModel):
+    """Browse memories, most recently updated first."""
+
+    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
+    include_deleted: bool = Field(default=False, description="Also soft-deleted memories.")
+    limit: int = Field(default=20, ge=1, le=100, description="Memories per page (max 100).")
+    cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
+
+
+class MemoryListResult(BaseModel):
+    """A page of memories (content cut like search hits; memory_get returns the whole)."""
+
+    results: list[MemoryHit]
+    next_cursor: str | None = None
+
+
+class BackupInput(BaseModel):
+    """Where to write a backup (a directory inside the project, created if needed)."""
+
+    path: str = Field(min_length=1, max_length=4_096, description="Backup directory inside the project, e.g. backups/2026-11-22.")
+
+
+class BackupResult(BaseModel):
+    """What a backup holds."""
+
+    path: str
+    files: dict[str, int] = Field(description="File name -> bytes.")
+    memories: int
+
+
+class RestoreInput(BaseModel):
+    """A backup directory made by backup."""
+
+    path: str = Field(min_length=1, max_length=4_096, description="A backup directory inside the project.")
+
+
+class RestoreResult(BaseModel):
+    """What a restore replaced and rebuilt."""
+
+    restored_memories: int
+    previous_ledger: str = Field(description="The ledger that was replaced, kept beside the new one.")
+    projection: dict[str, Any]

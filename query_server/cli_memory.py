@@ -1,0 +1,263 @@
+"""``codemem memory …``, ``normalize``, ``export``, ``import``, ``backup``, ``restore``, ``stats`` and
+``rebuild-projections``: the memory commands, thin over the memory service (through the owner)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import click
+from rich.console import RenderableType
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from resources.schemas.memory import MEMORY_TYPES
+
+from .cli import (
+    InputError,
+    _call,
+    _key_values,
+    _parse_params,
+    _query_options,
+    _request,
+    _show,
+    _table,
+    _text,
+    console,
+    main,
+)
+
+TYPE_CHOICE = click.Choice([str(t) for t in MEMORY_TYPES], case_sensitive=False)
+
+
+def _hits_table(title: str, hits: Any, *, scored: bool) -> RenderableType:
+    if not hits:
+        return Text("no memories")
+    columns = (["score"] if scored else []) + ["type", "memory", "updated", "id"]
+    table = _table(*columns, title=Text(title))
+    for hit in hits:
+        name = hit.metadata.get("title") or hit.metadata.get("pattern_name") or hit.metadata.get("key")
+        text = Text(f"{name}: " if name else "", style="bold")
+        text.append(hit.content[:300] + ("…" if len(hit.content) > 300 else ""))
+        if hit.provenance.stale:
+            text.append(" (stale)", style="yellow")
+        cells = ([f"{hit.score:.3f}"] if scored else []) + [hit.memory_type, text, hit.updated_at[:19], hit.id]
+        table.add_row(*cells)
+    return table
+
+
+@main.group()
+def memory() -> None:
+    """Add, read, search, list and delete project memories."""
+
+
+@memory.command(name="add")
+@click.argument("memory_type", type=TYPE_CHOICE)
+@click.argument("content")
+@_query_options
+@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="A metadata field (repeatable); VALUE is JSON when it parses.")
+@click.option("--importance", type=float, default=None, help="Importance 0-1 (default 0.5).")
+@click.option("--link", "links", multiple=True, metavar="TYPE=TARGET", help="A relationship, e.g. ADDRESSES=REQ-AUTH-001 (repeatable).")
+def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta: tuple[str, ...], importance: float | None, links: tuple[str, ...]) -> None:
+    """Store a memory, e.g. `codemem memory add design "Use JWTs" --meta title="ADR-7" --meta design_type=ADR --meta status=Accepted`."""
+    from resources.schemas.memory import MemoryAddInput
+
+    relationships = [{"type": k, "target_id": v} for k, v in _parse_params(links).items()]
+    request = _request(MemoryAddInput, memory_type=memory_type, content=content, metadata=_parse_params(meta), relationships=relationships, importance_score=importance)
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        yield _key_values("memory stored", [("id", result.memory_id), ("type", result.memory_type), ("sync", result.sync_status)])
+        if result.conflicts:
+            table = _table("kind", "similarity", "existing memory", "what to do", title="possible conflicts")
+            for c in result.conflicts:
+                table.add_row(c.kind, _text(c.similarity), Text(f"{c.memory_id}: {c.content_preview}"), Text(c.detail))
+            yield table
+
+    _show(project, "memory_add", request, as_json, render)
+
+
+@memory.command(name="get")
+@click.argument("memory_id")
+@click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help="The memory's type.")
+@_query_options
+@click.option("--relationships", is_flag=True, help="Also show its links.")
+def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, relationships: bool) -> None:
+    """Show one memory in full."""
+    from resources.schemas.memory import MemoryGetInput
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        rows = [("id", result.id), ("type", result.memory_type), ("version", result.version),
+                ("created", result.created_at), ("updated", result.updated_at), ("importance", result.importance_score),
+                ("accessed", result.access_count), ("sync", result.sync_status)]
+        if result.deleted:
+            rows.append(("deleted", result.deleted_at))
+        rows += [(f"metadata.{k}", v) for k, v in result.metadata.items()]
+        yield _key_values("memory", rows)
+        yield Text(result.content)
+        if result.relationships:
+            table = _table("type", "direction", "other end", "kind", title="relationships")
+            for r in result.relationships:
+                table.add_row(r.type, r.direction, Text(r.target_name or r.target_id), _text(r.target_label))
+            yield table
+
+    _show(project, "memory_get", _request(MemoryGetInput, memory_id=memory_id, memory_type=memory_type, include_relationships=relationships), as_json, render)
+
+
+@memory.command(name="search")
+@click.argument("query")
+@_query_options
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Exact match on a metadata field (repeatable).")
+@click.option("--limit", default=10, show_default=True)
+@click.option("--cursor", default=None, help="The next_cursor of a previous page (see --json).")
+def memory_search(query: str, project: str, as_json: bool, types: tuple[str, ...], filters: tuple[str, ...], limit: int, cursor: str | None) -> None:
+    """Find memories by meaning."""
+    from resources.schemas.memory import MemorySearchInput
+
+    request = _request(MemorySearchInput, query=query, memory_types=list(types) or None, metadata_filters=_parse_params(filters) or None, limit=limit, cursor=cursor)
+    _show(project, "memory_search", request, as_json, lambda r: [_hits_table(f"memories: {query} ({r.search_mode})", r.results, scored=True)])
+
+
+@memory.command(name="list")
+@_query_options
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
+@click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--cursor", default=None)
+def memory_list(project: str, as_json: bool, types: tuple[str, ...], deleted: bool, limit: int, cursor: str | None) -> None:
+    """List memories, most recently updated first."""
+    from resources.schemas.memory import MemoryListInput
+
+    request = _request(MemoryListInput, memory_types=list(types) or None, include_deleted=deleted, limit=limit, cursor=cursor)
+    _show(project, "memory_list", request, as_json, lambda r: [_hits_table("memories", r.results, scored=False)])
+
+
+@memory.command(name="delete")
+@click.argument("memory_id")
+@click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help="The memory's type.")
+@_query_options
+@click.option("--hard", is_flag=True, help="Delete for good now (default: soft delete, kept 30 days).")
+def memory_delete(memory_id: str, memory_type: str, project: str, as_json: bool, hard: bool) -> None:
+    """Delete a memory (soft by default)."""
+    from resources.schemas.memory import MemoryDeleteInput
+
+    request = _request(MemoryDeleteInput, memory_id=memory_id, memory_type=memory_type, hard_delete=hard)
+    _show(project, "memory_delete", request, as_json, lambda r: [Text(
+        f"{r.memory_id} {r.status}" + (f" (restorable until {r.retention_until})" if r.retention_until else "")
+    )])
+
+
+@main.command()
+@_query_options
+def stats(project: str, as_json: bool) -> None:
+    """Memory counts per type, sync state, stores and cache."""
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        table = _table("type", "active", "deleted", title="memories")
+        for memory_type, counts in result.memory_counts.items():
+            table.add_row(memory_type, str(counts["active"]), str(counts["deleted"]))
+        yield table
+        yield _key_values("sync", [*result.sync_status.items(), ("outbox", result.outbox.get("pending")),
+                                   ("last error", result.outbox.get("last_error"))])
+        yield _key_values("cache", list(result.cache.items()))
+
+    _show(project, "memory_statistics", None, as_json, render)
+
+
+@main.command()
+@_query_options
+@click.option("--dry-run", is_flag=True, help="Report what would change without changing anything.")
+@click.option("--phase", "phases", multiple=True, help="Only this phase (repeatable): snapshot, deduplication, orphan_detection, embedding_refresh, cleanup, validation, swap.")
+def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...]) -> None:
+    """Deduplicate, clean up and rebuild the memory store (a job; progress until it ends)."""
+    from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
+
+    job = _call(project, "normalize_memory", _request(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run))
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("normalizing", total=100)
+        while job.status == "running":
+            time.sleep(0.5)
+            job = _call(project, "normalize_status", NormalizeStatusInput(job_id=job.job_id))
+            bar.update(task, completed=job.percent, description=f"normalizing: {job.phase}")
+    if as_json:
+        click.echo(json.dumps(job.model_dump(mode="json"), indent=2))
+    else:
+        report = job.report or {}
+        console.print(_key_values(f"normalization {job.status}" + (" (dry run)" if job.dry_run else ""), [
+            ("duplicates", f"{report.get('duplicates', 0)} in {report.get('duplicate_groups', 0)} groups"),
+            ("orphan links", report.get("orphan_link_count", 0)),
+            ("stale embeddings", report.get("embeddings_refreshed", 0)),
+            ("expired soft-deletes", report.get("cleanup", 0)),
+            ("applied", report.get("applied") or "nothing"),
+            ("snapshot", report.get("snapshot_path")),
+            ("errors", "; ".join(job.errors) or None),
+        ]))
+    if job.status == "failed":
+        raise click.ClickException("normalization failed: " + "; ".join(job.errors) + " — nothing was applied")
+
+
+@main.command(name="export")
+@click.option("--project", default=".", show_default=True)
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
+@click.option("--output", default=None, help="File inside the project (default: JSONL on stdout).")
+@click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
+def export_command(project: str, types: tuple[str, ...], output: str | None, deleted: bool) -> None:
+    """Export memories as JSONL."""
+    from resources.schemas.memory import ExportMemoryInput
+
+    result = _call(project, "export_memory", _request(ExportMemoryInput, memory_types=list(types) or None, output_path=output, include_deleted=deleted))
+    if result.data is not None:
+        click.echo(result.data, nl=False)
+    console.print(f"exported {result.exported_count} memories" + (f" to {result.output_path}" if result.output_path else ""))
+
+
+@main.command(name="import")
+@click.argument("path")
+@click.option("--on-conflict", type=click.Choice(["skip", "overwrite", "error"]), default="skip", show_default=True)
+@_query_options
+def import_command(path: str, on_conflict: str, project: str, as_json: bool) -> None:
+    """Import memories from a JSONL file inside the project."""
+    from resources.schemas.memory import ImportMemoryInput
+
+    request = _request(ImportMemoryInput, input_path=path, conflict_resolution=on_conflict)
+    result = _show(project, "import_memory", request, as_json, lambda r: [_key_values("import", [
+        ("imported", r.imported), ("skipped", r.skipped), ("overwritten", r.overwritten), ("errors", len(r.errors)),
+    ])] + [Text(f"line {e['line']}: {e['error']}", style="red") for e in r.errors[:20]])
+    if result.errors and on_conflict == "error":
+        raise InputError(f"{len(result.errors)} line(s) refused — nothing was imported")
+
+
+@main.command()
+@click.argument("directory")
+@_query_options
+def backup(directory: str, project: str, as_json: bool) -> None:
+    """Write a consistent online backup of the memories (ledger + embedding cache) to DIRECTORY."""
+    from resources.schemas.memory import BackupInput
+
+    _show(project, "backup", _request(BackupInput, path=directory), as_json, lambda r: [_key_values(
+        f"backup in {r.path}", [("memories", r.memories), *((name, f"{size} bytes") for name, size in r.files.items())]
+    )])
+
+
+@main.command()
+@click.argument("directory")
+@_query_options
+def restore(directory: str, project: str, as_json: bool) -> None:
+    """Replace the memories with a backup's (the current ledger is kept) and rebuild the indexes."""
+    from resources.schemas.memory import RestoreInput
+
+    _show(project, "restore", _request(RestoreInput, path=directory), as_json, lambda r: [_key_values("restored", [
+        ("memories", r.restored_memories), ("previous ledger kept at", r.previous_ledger), ("projection", r.projection),
+    ])])
+
+
+@main.command(name="rebuild-projections")
+@click.option("--project", default=".", show_default=True)
+def rebuild_projections(project: str) -> None:
+    """Rebuild the memory search collections and graph nodes from the ledger."""
+    result = _call(project, "rebuild_projections")
+    console.print(f"projected {result['projected']} memories" + (f"; failed: {result['last_error']}" if result.get("failed") else ""))
+    if result.get("failed"):
+        raise click.ClickException("some projections failed — they stay queued; `codemem stats` shows the outbox")
