@@ -69,17 +69,20 @@ def _failure(what: str, exc: Exception) -> click.ClickException:
     return click.ClickException(f"{what} failed: {type(exc).__name__}: {exc} (CODEMEM_LOG_LEVEL=DEBUG logs the traceback)")
 
 
-def _configure_logging() -> None:
+def _configure_logging(default_level: str = "WARNING") -> None:
+    """JSON log lines on stderr; ``CODEMEM_LOG_LEVEL`` overrides the command's default level (the
+    servers log every tool call at INFO; one-shot commands only warnings)."""
     import logging
 
     import structlog
 
-    level = os.environ.get("CODEMEM_LOG_LEVEL", "WARNING").upper()
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+    level = os.environ.get("CODEMEM_LOG_LEVEL", default_level).upper()
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s", force=True)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ],
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
@@ -169,6 +172,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool) -> None:
 @click.option("--project", default=".", help="The repository to serve.")
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json)."""
+    _configure_logging("INFO")
     from .mcp_server import run_stdio
 
     handle = _handle(project)
@@ -186,6 +190,7 @@ def mcp(project: str) -> None:
 @click.option("--port", default=8765, show_default=True)
 def serve(project: str, host: str, port: int) -> None:
     """Serve HTTP: MCP at /mcp, POST /tools/<name>, /health, /metrics, /docs."""
+    _configure_logging("INFO")
     import uvicorn
 
     from .http_api import LOOPBACK, build_http_app
