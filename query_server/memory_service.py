@@ -153,6 +153,15 @@ class MemoryService:
         self._sync_thread = threading.Thread(target=run, name="codemem-memory-sync", daemon=True)
         self._sync_thread.start()
 
+    def stop_sync(self) -> None:
+        """Stop the background projection thread (bulk loaders that project themselves use it)."""
+        self._stop.set()
+        self._wake.set()
+        if self._sync_thread is not None:
+            self._sync_thread.join(timeout=30)
+            self._sync_thread = None
+        self._stop.clear()
+
     def sync(self) -> dict[str, Any]:
         """Project everything queued now (retrying failed projections at once)."""
         self.ledger.retry_now()
@@ -166,10 +175,7 @@ class MemoryService:
 
     def close(self) -> None:
         """Stop the sync thread and close the ledger."""
-        self._stop.set()
-        self._wake.set()
-        if self._sync_thread is not None:
-            self._sync_thread.join(timeout=30)
+        self.stop_sync()
         self.ledger.close()
 
     # -- helpers -----------------------------------------------------------------------------
