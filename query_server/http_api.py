@@ -125,9 +125,8 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}" for e in exc.errors()
         )
-        return JSONResponse(
-            {"error": f"invalid input — {problems}", "detail": jsonable_encoder(exc.errors())}, status_code=422
-        )
+        detail = [{k: v for k, v in e.items() if k not in ("input", "ctx", "url")} for e in exc.errors()]
+        return JSONResponse({"error": f"invalid input — {problems}", "detail": jsonable_encoder(detail)}, status_code=422)
 
     @app.middleware("http")
     async def authorize(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -180,6 +179,11 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
             return job
         status.job = job
         return status
+
+    @app.post("/tools/{name}", include_in_schema=False)
+    async def unknown_tool(name: str) -> JSONResponse:
+        known = ", ".join(sorted([*TOOL_ROUTES, "index_status"]))
+        return JSONResponse({"error": f"unknown tool {name!r} — the tools are: {known}"}, status_code=404)
 
     @app.get("/health", response_model=HealthResult)
     async def health() -> Any:

@@ -28,7 +28,6 @@ from resources.schemas.memory import (
     MemorySearchInput,
     MemorySearchResult,
     MemoryStatisticsResult,
-    MemoryType,
     MemoryUpdateInput,
     MemoryUpdateResult,
     NormalizationJob,
@@ -50,7 +49,7 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
 
     @server.tool(name="memory_add")
     async def memory_add(
-        memory_type: Annotated[MemoryType, Field(description=TYPES_HELP)],
+        memory_type: Annotated[str, Field(description=TYPES_HELP)],
         content: Annotated[str, Field(description="The memory itself, in plain words (max 100,000 characters).")],
         metadata: Annotated[
             dict[str, Any] | None,
@@ -78,7 +77,7 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
     @server.tool(name="memory_search")
     async def memory_search(
         query: Annotated[str, Field(description="What you want to recall, in plain words.")],
-        memory_types: Annotated[list[MemoryType] | None, Field(description="Only these types.")] = None,
+        memory_types: Annotated[list[str] | None, Field(description="Only these types: " + TYPES_HELP)] = None,
         time_range: Annotated[TimeRange | None, Field(description='{"start": ISO, "end": ISO} on creation time.')] = None,
         metadata_filters: Annotated[
             dict[str, Any] | None, Field(description='Exact match on metadata, e.g. {"status": "Accepted"}.')
@@ -100,7 +99,7 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
     @server.tool(name="memory_get")
     async def memory_get(
         memory_id: Annotated[str, Field(description="Id from memory_add or memory_search.")],
-        memory_type: Annotated[MemoryType, Field(description="Its type.")],
+        memory_type: Annotated[str, Field(description="Its type: " + TYPES_HELP)],
         include_relationships: Annotated[bool, Field(description="Also its links to memories and code.")] = False,
     ) -> MemoryRecord:
         """One memory in full (search hits cut long content), with its version for memory_update
@@ -113,8 +112,8 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
     @server.tool(name="memory_update")
     async def memory_update(
         memory_id: Annotated[str, Field(description="Id of the memory.")],
-        memory_type: Annotated[MemoryType, Field(description="Its type.")],
-        content: Annotated[str | None, Field(description="New content (re-embedded).")] = None,
+        memory_type: Annotated[str, Field(description="Its type: " + TYPES_HELP)],
+        content: Annotated[str, Field(description="New content (re-embedded); omit to keep it.")] = "",
         metadata: Annotated[dict[str, Any] | None, Field(description="Metadata fields to change (merged).")] = None,
         importance_score: Annotated[float | None, Field(description="New importance 0-1.")] = None,
         expected_version: Annotated[
@@ -124,14 +123,14 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
         """Correct or extend a memory (a decision changed, a requirement was implemented). Pass
         expected_version from memory_get so a concurrent edit is not overwritten silently."""
         return await call(
-            "memory_update", MemoryUpdateInput, memory_id=memory_id, memory_type=memory_type, content=content,
+            "memory_update", MemoryUpdateInput, memory_id=memory_id, memory_type=memory_type, content=content or None,
             metadata=metadata, importance_score=importance_score, expected_version=expected_version,
         )
 
     @server.tool(name="memory_delete")
     async def memory_delete(
         memory_id: Annotated[str, Field(description="Id of the memory.")],
-        memory_type: Annotated[MemoryType, Field(description="Its type.")],
+        memory_type: Annotated[str, Field(description="Its type: " + TYPES_HELP)],
         hard_delete: Annotated[bool, Field(description="Delete for good now (default: soft, kept 30 days).")] = False,
     ) -> MemoryDeleteResult:
         """Delete a memory that is wrong or obsolete: soft by default (hidden from search, restorable
@@ -159,7 +158,7 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
 
     @server.tool(name="export_memory")
     async def export_memory(
-        memory_types: Annotated[list[MemoryType] | None, Field(description="Only these types.")] = None,
+        memory_types: Annotated[list[str] | None, Field(description="Only these types: " + TYPES_HELP)] = None,
         filters: Annotated[dict[str, Any] | None, Field(description="Exact match on metadata keys.")] = None,
         include_deleted: Annotated[bool, Field(description="Also soft-deleted memories.")] = False,
         output_path: Annotated[
@@ -174,15 +173,16 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
 
     @server.tool(name="import_memory")
     async def import_memory(
-        input_path: Annotated[str | None, Field(description="JSONL file inside the project.")] = None,
-        data: Annotated[str | None, Field(description="JSONL text instead of a file.")] = None,
+        input_path: Annotated[str, Field(description="JSONL file inside the project.")] = "",
+        data: Annotated[str, Field(description="JSONL text instead of a file.")] = "",
         conflict_resolution: Annotated[
             Literal["skip", "overwrite", "error"], Field(description="When an id exists: skip, overwrite or error.")
         ] = "skip",
     ) -> ImportMemoryResult:
         """Import memories from JSONL (as export_memory writes); exactly one of input_path or data."""
         return await call(
-            "import_memory", ImportMemoryInput, input_path=input_path, data=data, conflict_resolution=conflict_resolution
+            "import_memory", ImportMemoryInput, input_path=input_path or None, data=data or None,
+            conflict_resolution=conflict_resolution,
         )
 
     @server.tool(name="normalize_memory")

@@ -37,7 +37,7 @@ from resources.ledger import (
     content_hash,
 )
 from resources.memory_normalization import Normalizer
-from resources.memory_projection import COLLECTIONS, MemoryProjector, epoch, memory_title, prepared_text
+from resources.memory_projection import COLLECTIONS, MemoryProjector, epoch, memory_title, prepared_text, text_digest
 from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
     MEMORY_TYPES,
@@ -299,9 +299,15 @@ class MemoryService:
         )
         for rel in relationships:
             rel.source_id = new.id
-        [row] = self.ledger.add([new], request_id=request.request_id)
+        rows = self.ledger.add([new], request_id=request.request_id)
+        if not rows:
+            raise ToolError(
+                f"request_id {request.request_id!r} was used for a memory that has since been deleted — "
+                "send a new request_id (or none) to store this memory"
+            )
+        row = rows[0]
         fault_point("memory_add:after_ledger")
-        self._project([row.id], {row.id: vector} if vector is not None and row.id == new.id else None)
+        self._project([row.id], {row.id: (text_digest(row.memory_type, row.content, row.metadata), vector)} if vector is not None and row.id == new.id else None)
         conflicts = [c for c in conflicts if c.memory_id != row.id]  # a retried request_id finds itself
         after = self.ledger.get(row.id) or row
         log.info("memory added", memory_id=row.id, memory_type=row.memory_type, conflicts=len(conflicts))
@@ -331,6 +337,11 @@ class MemoryService:
         if errors:
             return MemoryBulkAddResult(added_count=0, added_ids=[], errors=errors)
         rows = self.ledger.add(news, request_id=request.request_id)
+        if not rows:
+            raise ToolError(
+                f"request_id {request.request_id!r} was used for memories that have since been deleted — "
+                "send a new request_id (or none)"
+            )
         ids = [row.id for row in rows]
         for start in range(0, len(ids), 128):
             self._project(ids[start : start + 128])
@@ -367,7 +378,8 @@ class MemoryService:
             vector = self._embed_one(after.memory_type, after.content, after.metadata) if request.content is not None else None
             if request.content is not None:
                 conflicts = self._conflicts(after.memory_type, after.content, after.metadata, vector, after.id)
-            self._project([after.id], {after.id: vector} if vector is not None else None)
+            digest = text_digest(after.memory_type, after.content, after.metadata)
+            self._project([after.id], {after.id: (digest, vector)} if vector is not None else None)
         return MemoryUpdateResult(
             memory_id=after.id, memory_type=after.memory_type, status="updated" if changed else "unchanged",
             version=after.version, updated_at=after.updated_at, conflicts=conflicts,

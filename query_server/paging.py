@@ -39,7 +39,7 @@ def decode_cursor(cursor: str | None, query_key: str) -> int:
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         offset = int(data["o"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise ToolError("invalid cursor — pass the next_cursor value of the previous page unchanged") from exc
     if data.get("q") != query_key:
         raise ToolError("this cursor belongs to another query — repeat the same query and filters with it")

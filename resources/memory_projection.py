@@ -101,6 +101,14 @@ def prepared_text(memory_type: str, content: str, metadata: dict[str, Any]) -> s
     return "\n".join(parts)
 
 
+def text_digest(memory_type: str, content: str, metadata: dict[str, Any]) -> str:
+    """Fingerprint of what a memory's dense vector embeds (a supplied vector is used only when it
+    was computed for the row's current text)."""
+    import hashlib
+
+    return hashlib.sha256(prepared_text(memory_type, content, metadata)[:EMBED_CHARS].encode()).hexdigest()
+
+
 def epoch(iso: str | None) -> float | None:
     """ISO 8601 → epoch seconds (what range filters compare)."""
     if not iso:
@@ -188,12 +196,14 @@ class MemoryProjector:
         text = prepared_text(row.memory_type, row.content, row.metadata)
         return VectorPoint(id=row.id, payload=payload, dense=list(map(float, dense)), sparse=sparse.document_vector(text))
 
-    def project(self, memory_ids: Sequence[str], *, vectors_of: dict[str, np.ndarray] | None = None) -> ProjectionReport:
+    def project(self, memory_ids: Sequence[str], *, vectors_of: dict[str, Any] | None = None) -> ProjectionReport:
         """Bring the projections of ``memory_ids`` up to the ledger; failures stay queued.
 
         Args:
             memory_ids: Memories to project (gone ones are removed from both stores).
-            vectors_of: Dense vectors already computed for some ids (memory_add has them).
+            vectors_of: Dense vectors already computed for some ids: a bare vector is trusted (bulk
+                loaders), a ``(text_digest, vector)`` pair is used only if the row's current text
+                has that digest (a concurrent update may have changed it; then it is re-embedded).
 
         Returns:
             Counts, and the last error when some projection failed.
@@ -222,9 +232,18 @@ class MemoryProjector:
             report.deleted = len(gone)
             return report
 
-    def _project_rows(self, rows: list[MemoryRow], vectors_of: dict[str, np.ndarray]) -> None:
+    def _project_rows(self, rows: list[MemoryRow], supplied: dict[str, Any]) -> None:
         if not rows:
             return
+        vectors_of: dict[str, np.ndarray] = {}
+        for row in rows:
+            given = supplied.get(row.id)
+            if isinstance(given, tuple):
+                digest, vector = given
+                if digest == text_digest(row.memory_type, row.content, row.metadata):
+                    vectors_of[row.id] = vector
+            elif given is not None:
+                vectors_of[row.id] = given
         missing = [r for r in rows if r.id not in vectors_of]
         computed = dict(zip([r.id for r in missing], self.embed(missing), strict=True)) if missing else {}
         by_type: dict[str, list[VectorPoint]] = {}

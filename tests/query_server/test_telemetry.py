@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import structlog
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
@@ -19,6 +20,7 @@ def test_sanitize_cuts_long_text_and_redacts_secrets() -> None:
 
 
 def test_calls_are_logged_and_counted_by_outcome() -> None:
+    structlog.reset_defaults()  # the CLI tests configure a WARNING filter in this process
     metrics = Metrics()
     telemetry = ToolTelemetry(metrics)
     with capture_logs() as logs:
