@@ -285,8 +285,9 @@ def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
                 symbol.has_dense = True
 
 
-def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
-    """Write a batch of prepared files to every store, manifest last."""
+def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
+    """Stage 1 of a write: the files' points (sparse, plus dense from the cache) into the vector
+    store, and the points of symbols that no longer exist out of it. Returns points written."""
     _attach_cached_dense(ctx, prepared)
     points = [pt for p in prepared for pt in p.points]
     ctx.vectors.upsert(CODE_COLLECTION, points)
@@ -295,14 +296,29 @@ def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dic
         new_ids = {s.id for s in p.symbols}
         stale += [i for i in previous_ids.get(p.state.path, []) if i not in new_ids]
     ctx.vectors.delete(CODE_COLLECTION, stale)
+    return len(points)
+
+
+def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
+    """Stage 2 of a write: the files' subgraphs replaced, then the manifest rows committed (last,
+    so an interrupted write is redone by the next run), with the replaced node ids marked dirty
+    for cross-file resolution in the same transaction."""
     ctx.graph.replace_files(
         [p.state.path for p in prepared],
         [n for p in prepared for n in p.nodes],
         [e for p in prepared for e in p.edges],
     )
+    destroyed = {i for ids in previous_ids.values() for i in ids} | {file_id(p.state.path) for p in prepared}
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
-    return len(points)
+        ctx.manifest.mark_dirty(conn, destroyed)
+
+
+def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
+    """Write a batch of prepared files to every store, manifest last."""
+    written = write_vectors(ctx, prepared, previous_ids)
+    write_graph_and_manifest(ctx, prepared, previous_ids)
+    return written
 
 
 def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
@@ -314,6 +330,7 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     ctx.graph.delete_files(list(paths))
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
+        ctx.manifest.mark_dirty(conn, {i for group in ids.values() for i in group} | {file_id(p) for p in paths})
 
 
 def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
@@ -351,9 +368,17 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
         ]
     )
     ctx.manifest.replace_resolved_edges(
-        [(s, t, d, resolution.edges[(s, t, d)]) for s, t, d in to_add], list(destroyed | to_remove)
+        [(s, t, d, resolution.edges[(s, t, d)]) for s, t, d in to_add], list(destroyed | to_remove), touched_ids
     )
     return len(to_add), len(to_remove)
+
+
+def resolve_pending(ctx: IndexContext) -> tuple[int, int]:
+    """Resolve cross-file edges for every dirty node id (this run's, or an interrupted run's)."""
+    touched = ctx.manifest.dirty()
+    if not touched:
+        return 0, 0
+    return resolve_edges(ctx, touched)
 
 
 def embed_pending(
@@ -414,6 +439,17 @@ def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
     ctx.manifest.set_meta("embedding_model", model)
 
 
+def prepare_stores(ctx: IndexContext, report: IndexReport, *, reembed: bool = False) -> None:
+    """Before writing: rebuild on a model or text-recipe change (or ``reembed``), make sure the
+    code collection and the graph schema exist."""
+    if reembed:
+        reset_index(ctx)
+        report.notes.append("--reembed: the index was rebuilt from scratch")
+    _check_embedding_model(ctx, report)
+    ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
+    ctx.graph.ensure_schema()
+
+
 def index_project(
     ctx: IndexContext,
     *,
@@ -470,12 +506,7 @@ def index_project(
     report.files_seen = len(files) + len(skipped)
 
     with ctx.write_lock:
-        if reembed:
-            reset_index(ctx)
-            report.notes.append("--reembed: the index was rebuilt from scratch")
-        _check_embedding_model(ctx, report)
-        ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
-        ctx.graph.ensure_schema()
+        prepare_stores(ctx, report, reembed=reembed)
         known = ctx.manifest.files()
         touched: set[str] = set()
         rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
@@ -539,9 +570,9 @@ def index_project(
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
             delete_files(ctx, deleted)
         report.files_deleted = len(deleted)
-        if touched:
+        if touched or ctx.manifest.dirty():
             progress("resolve", 0, 1)
-            report.edges_added, report.edges_removed = resolve_edges(ctx, touched)
+            report.edges_added, report.edges_removed = resolve_pending(ctx)
             progress("resolve", 1, 1)
         ctx.vectors.flush()
         _maybe_optimize(ctx, rewritten)
@@ -606,6 +637,7 @@ __all__ = [
     "embed_pending",
     "index_project",
     "prepare_file",
+    "prepare_stores",
     "reset_index",
     "resolve_edges",
 ]

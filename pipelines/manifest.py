@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS resolved_edges (
     PRIMARY KEY (source, type, target)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dirty (id TEXT PRIMARY KEY);
 """
 
 
@@ -161,6 +162,21 @@ class Manifest:
                 ],
             )
 
+    @staticmethod
+    def mark_dirty(conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+        """Record (inside the caller's transaction) node ids whose subgraph was replaced or
+        deleted: their cross-file edges went with them and must be resolved again."""
+        conn.executemany("INSERT OR IGNORE INTO dirty(id) VALUES (?)", [(i,) for i in ids])
+
+    def dirty(self) -> set[str]:
+        """Node ids waiting for cross-file resolution (left by this run or an interrupted one)."""
+        with self._lock:
+            return {row[0] for row in self._conn.execute("SELECT id FROM dirty")}
+
+    def clear_dirty(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+        """Forget resolved ids (inside the transaction that records the resolution)."""
+        conn.executemany("DELETE FROM dirty WHERE id = ?", [(i,) for i in ids])
+
     def touch_file(self, path: str, mtime_ns: int) -> None:
         """Record a new mtime for a file whose content hash did not change."""
         with self.transaction() as conn:
@@ -258,10 +274,14 @@ class Manifest:
             return {tuple(r) for r in self._conn.execute("SELECT source, type, target FROM resolved_edges")}  # type: ignore[misc]
 
     def replace_resolved_edges(
-        self, added: Sequence[tuple[str, str, str, dict[str, Any]]], removed: Sequence[tuple[str, str, str]]
+        self,
+        added: Sequence[tuple[str, str, str, dict[str, Any]]],
+        removed: Sequence[tuple[str, str, str]],
+        resolved_ids: Iterable[str] = (),
     ) -> None:
-        """Apply a diff to the resolved edge set."""
+        """Apply a diff to the resolved edge set (and forget the dirty ids it resolved)."""
         with self.transaction() as conn:
+            self.clear_dirty(conn, resolved_ids)
             conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", removed)
             conn.executemany(
                 "INSERT OR REPLACE INTO resolved_edges VALUES (?, ?, ?, ?)",

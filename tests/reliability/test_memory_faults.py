@@ -483,7 +483,7 @@ def _kill_writer_at_random(project: Path, trial: int, rng: random.Random) -> lis
     return lines
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_random_sigkill_soak_loses_no_acknowledged_write(project: Path, graph_servers: Path) -> None:
     rng = random.Random(20261122)
     acked_adds: dict[str, int] = {}

@@ -1,0 +1,129 @@
+"""``codemem index`` through the Dagster assets, in-process, recorded in the project's instance.
+
+The run is the one the Dagster UI shows (same assets, same instance under the state dir): the
+pending buckets are planned first, then one run materializes the key range that covers them
+(single-run backfill policy), so a first index is one run and an edit is a run over one bucket;
+nothing pending means no run at all.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.buckets import ALL_BUCKETS
+from pipelines.indexer import IndexContext, IndexReport, Progress, _no_progress, embed_pending
+from pipelines.stages import PreparedBucket, plan_buckets
+
+
+def dagster_home(state_dir: Path) -> Path:
+    """The project's Dagster instance directory (run and event storage in SQLite)."""
+    home = state_dir / "dagster"
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(
+            "# codemem: run, event and schedule storage in SQLite under this directory\n"
+            "telemetry:\n  enabled: false\n"
+        )
+    return home
+
+
+def project_instance(state_dir: Path) -> Any:
+    """The project's persistent Dagster instance."""
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(state_dir))))
+
+
+def materialize_index(
+    handle: Any, *, embed: bool = True, force: bool = False, progress: Progress = _no_progress, instance: Any = None
+) -> IndexReport:
+    """Index the project behind ``handle`` (which owns its stores) by materializing the assets.
+
+    Args:
+        handle: An owning ``ProjectHandle``.
+        embed: Compute dense vectors (for the changed symbols in the run, then any left pending).
+        force: Re-process every file.
+        progress: Receives (phase, done, total).
+        instance: A Dagster instance (the project's persistent one by default).
+
+    Returns:
+        The same report ``index_project`` gives.
+    """
+    from dagster import materialize
+
+    from pipelines.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
+    from resources.dagster_resources import INJECTED_HANDLES, BucketIOManager, CodememProject
+
+    started = time.perf_counter()
+    ctx: IndexContext = handle.backend.ctx
+    settings = ctx.settings
+    report = IndexReport(root=str(ctx.root))
+    progress("discover", 0, 1)
+    plans = plan_buckets(settings, ctx.manifest, force=force)
+    progress("discover", 1, 1)
+    pending = sorted(b for b, plan in plans.items() if plan.pending)
+    report.files_seen = sum(p.unchanged + len(p.changed) + len(p.skipped) + len(p.failed) for p in plans.values())
+    changed_files = sum(len(p.changed) for p in plans.values())
+    ran: set[str] = set()
+    if pending or ctx.manifest.dirty():
+        progress("parse", 0, changed_files)
+        root = str(settings.resolved_root())
+        INJECTED_HANDLES[root] = handle
+        try:
+            first, last = (pending[0], pending[-1]) if pending else (ALL_BUCKETS[0], ALL_BUCKETS[0])
+            run_config = {"ops": {name: {"config": {"embed": embed, "force": force}} for name in ("source_files", "embedded_symbols")}}
+            result = materialize(
+                [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS],
+                instance=instance if instance is not None else project_instance(settings.resolved_state_dir()),
+                resources={
+                    "codemem": CodememProject(project_root=root),
+                    "bucket_io": BucketIOManager(base_dir=str(settings.resolved_state_dir() / "dagster" / "io")),
+                },
+                run_config=run_config,
+                tags={
+                    "dagster/asset_partition_range_start": first,
+                    "dagster/asset_partition_range_end": last,
+                    "codemem/trigger": "codemem index",
+                },
+                raise_on_error=False,
+            )
+        finally:
+            INJECTED_HANDLES.pop(root, None)
+        if not result.success:
+            failure = next((e for e in result.all_events if e.is_failure), None)
+            detail = failure.event_specific_data.error.message.strip() if failure is not None and failure.event_specific_data else "see the Dagster run"
+            report.failed.append(("(index run)", f"Dagster run {result.run_id} failed: {detail}"))
+        else:
+            buckets: dict[str, PreparedBucket] = result.output_for_node("graph_loaded") or {}
+            for key, bucket in buckets.items():
+                if bucket is None:
+                    continue
+                ran.add(key)
+                report.files_indexed += len(bucket.prepared)
+                report.files_deleted += len(bucket.deleted)
+                report.failed += bucket.failed
+                report.skipped += bucket.skipped
+                report.symbols_written += bucket.points_written
+                report.files_with_syntax_errors += [p.state.path for p in bucket.prepared if p.state.error_count]
+            normalized = result.asset_materializations_for_node("normalized_graph")
+            if normalized:
+                meta = normalized[-1].metadata
+                report.edges_added = int(meta["edges_added"].value)
+                report.edges_removed = int(meta["edges_removed"].value)
+            report.notes.append(f"Dagster run {result.run_id} over buckets {first}..{last}")
+        progress("parse", changed_files, changed_files)
+    report.files_unchanged = sum(p.unchanged for p in plans.values())
+    report.skipped += [s for key, p in plans.items() if key not in ran for s in p.skipped]
+    report.failed += [f for key, p in plans.items() if key not in ran for f in p.failed]
+    if embed and settings.dense_embeddings:
+        embed_pending(ctx, progress)
+    report.dense_done, report.dense_total = ctx.manifest.dense_counts()
+    counts = ctx.manifest.counts()
+    report.symbols_total = counts["symbols"]
+    report.edges_total = counts["resolved_edges"]
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,231 @@
+"""The indexing stages per hash bucket: what the Dagster assets run, built from the indexer's
+functions (the same ones ``index_project`` runs, so both produce the same stores).
+
+plan (discover + hash, diff against the manifest) → prepare (parse, records, sparse vectors) →
+vectors (points into the vector store, dense vectors computed or taken from the cache) → graph
+(subgraphs replaced, deleted files removed, manifest rows committed last) → normalize (cross-file
+edges re-resolved for every dirty node, collection compacted when enough changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelines.buckets import bucket_of
+from pipelines.discovery import SourceFile, discover, resolve_project_root
+from pipelines.indexer import (
+    CODE_COLLECTION,
+    IndexContext,
+    _hash_file,
+    _maybe_optimize,
+    _prepare_all,
+    _Prepared,
+    delete_files,
+    resolve_pending,
+    write_graph_and_manifest,
+    write_vectors,
+)
+from pipelines.manifest import FileState, Manifest
+from resources.settings import Settings
+
+
+@dataclass
+class BucketPlan:
+    """What one bucket's run has to do."""
+
+    bucket: str
+    changed: list[tuple[SourceFile, str]] = field(default_factory=list)
+    unchanged: int = 0
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        """A fingerprint of the pending work (the sensor's cursor compares it)."""
+        text = "\n".join(sorted(f"{s.path}:{h}" for s, h in self.changed) + sorted(f"-{p}" for p in self.deleted))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def pending(self) -> bool:
+        """True when the bucket has files to (re)index or delete."""
+        return bool(self.changed or self.deleted)
+
+
+@dataclass
+class PreparedBucket:
+    """A bucket's parsed files, ready to write."""
+
+    bucket: str
+    prepared: list[_Prepared] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    unchanged: int = 0
+    points_written: int = 0
+    dense_computed: int = 0
+
+
+def plan_buckets(
+    settings: Settings,
+    manifest: Manifest,
+    buckets: Iterable[str] | None = None,
+    *,
+    force: bool = False,
+    trust_mtime: bool = False,
+) -> dict[str, BucketPlan]:
+    """Diff the tree against the manifest, per bucket.
+
+    Args:
+        settings: The project.
+        manifest: What is indexed.
+        buckets: Only these buckets (all when None).
+        force: Treat every file as changed.
+        trust_mtime: Skip hashing files whose size and mtime match the manifest (the sensor's
+            cheap tick); ``codemem index`` and the assets always hash.
+
+    Returns:
+        A plan per bucket that has files on disk or in the manifest.
+    """
+    wanted = set(buckets) if buckets is not None else None
+    root = resolve_project_root(settings.resolved_root())
+    found = discover(root, extensions=settings.extensions, max_file_bytes=settings.max_file_bytes)
+    known: dict[str, FileState] = manifest.files()
+    plans: dict[str, BucketPlan] = {}
+
+    def plan_of(path: str) -> BucketPlan | None:
+        key = bucket_of(path)
+        if wanted is not None and key not in wanted:
+            return None
+        return plans.setdefault(key, BucketPlan(bucket=key))
+
+    for skipped in found.skipped:
+        plan = plan_of(skipped.path)
+        if plan is not None:
+            plan.skipped.append((skipped.path, skipped.reason))
+    on_disk = set()
+    for source in found.files:
+        on_disk.add(source.path)
+        plan = plan_of(source.path)
+        if plan is None:
+            continue
+        state = known.get(source.path)
+        if trust_mtime and not force and state is not None and state.mtime_ns == source.mtime_ns and state.size == source.size:
+            plan.unchanged += 1
+            continue
+        try:
+            content_hash = _hash_file(source.absolute_path)
+        except OSError as exc:
+            plan.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
+            continue
+        if state is not None and state.content_hash == content_hash and not force:
+            plan.unchanged += 1
+        else:
+            plan.changed.append((source, content_hash))
+    for path in known:
+        if path not in on_disk:
+            plan = plan_of(path)
+            if plan is not None:
+                plan.deleted.append(path)
+    return plans
+
+
+def prepare_bucket(plan: BucketPlan, timeout_s: float) -> PreparedBucket:
+    """Parse a bucket's changed files (in worker processes when there are many)."""
+    result = PreparedBucket(
+        bucket=plan.bucket, deleted=list(plan.deleted), skipped=list(plan.skipped), failed=list(plan.failed),
+        unchanged=plan.unchanged,
+    )
+    for source, (kind, value) in _prepare_all(plan.changed, timeout_s):
+        if kind == "ok":
+            result.prepared.append(value)
+        elif kind == "skip":
+            result.skipped.append((source.path, value))
+        else:
+            result.failed.append((source.path, value))
+    return result
+
+
+def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bool) -> PreparedBucket:
+    """Points of a bucket's files into the vector store; with ``embed``, dense vectors are
+    computed now for symbols the embedding cache does not have (else they stay pending for the
+    background filler, as with ``codemem index --no-embed``)."""
+    if not bucket.prepared:
+        return bucket
+    if embed and ctx.settings.dense_embeddings:
+        lacking = [(symbol, point) for p in bucket.prepared for symbol, point in zip(p.symbols, p.points, strict=True)]
+        texts = [symbol.embed_text for symbol, _ in lacking]
+        for start in range(0, len(texts), 64):
+            vectors = ctx.embedder.embed_documents(texts[start : start + 64])
+            for (symbol, point), vector in zip(lacking[start : start + 64], vectors, strict=True):
+                point.dense = vector
+                symbol.has_dense = True
+        bucket.dense_computed = len(texts)
+    previous = ctx.manifest.symbol_ids_of([p.state.path for p in bucket.prepared])
+    with ctx.write_lock:
+        bucket.points_written = write_vectors(ctx, bucket.prepared, previous)
+    return bucket
+
+
+def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBucket:
+    """Subgraphs of a bucket's files replaced, its deleted files removed from every store, and
+    the manifest committed last."""
+    with ctx.write_lock:
+        if bucket.prepared:
+            previous = ctx.manifest.symbol_ids_of([p.state.path for p in bucket.prepared])
+            write_graph_and_manifest(ctx, bucket.prepared, previous)
+        if bucket.deleted:
+            delete_files(ctx, bucket.deleted)
+    return bucket
+
+
+def normalize_index(ctx: IndexContext, rewritten: int = 0) -> tuple[int, int]:
+    """Re-resolve cross-file edges for every dirty node; compact the collection when needed."""
+    with ctx.write_lock:
+        added, removed = resolve_pending(ctx)
+        ctx.vectors.flush()
+        _maybe_optimize(ctx, rewritten)
+    return added, removed
+
+
+def store_consistency(ctx: IndexContext) -> dict[str, list[str]]:
+    """Symbol ids one store has and another lacks (empty lists when the stores agree)."""
+    manifest_ids = {s.id for s in ctx.manifest.all_symbols()}
+    vector_ids = ctx.vectors.ids(CODE_COLLECTION)
+    graph_ids = ctx.graph.node_ids("Function") | ctx.graph.node_ids("Class")
+    return {
+        "missing_in_vectors": sorted(manifest_ids - vector_ids)[:50],
+        "extra_in_vectors": sorted(vector_ids - manifest_ids)[:50],
+        "missing_in_graph": sorted(manifest_ids - graph_ids)[:50],
+        "extra_in_graph": sorted(graph_ids - manifest_ids)[:50],
+    }
+
+
+def dangling_edges(ctx: IndexContext) -> list[tuple[str, str, str]]:
+    """Resolved edges whose endpoint is no longer an indexed symbol, file or external module."""
+    from pipelines.records import file_id
+
+    known = {s.id for s in ctx.manifest.all_symbols()} | {file_id(p) for p in ctx.manifest.files()}
+    modules = ctx.graph.node_ids("Module")
+    return sorted(
+        (s, t, d) for s, t, d in ctx.manifest.resolved_edges() if s not in known or (d not in known and d not in modules)
+    )[:50]
+
+
+def hash_mismatches(ctx: IndexContext, paths: Sequence[str]) -> list[str]:
+    """Indexed files (among ``paths``) whose content on disk differs from the indexed hash."""
+    root = ctx.settings.resolved_root()
+    wrong: list[str] = []
+    for path in paths:
+        state = ctx.manifest.file(path)
+        if state is None:
+            continue
+        try:
+            if _hash_file(Path(root, path)) != state.content_hash:
+                wrong.append(path)
+        except OSError:
+            wrong.append(path)
+    return wrong
