@@ -229,3 +229,25 @@ def hash_mismatches(ctx: IndexContext, paths: Sequence[str]) -> list[str]:
         except OSError:
             wrong.append(path)
     return wrong
+
+
+def repair_index(ctx: IndexContext) -> dict[str, int]:
+    """Drop what the manifest does not know from the vector store and the graph, forget resolved
+    edges whose endpoints vanished, and mark every node dirty; the caller then re-indexes with
+    ``force`` so every file is written again from disk."""
+    from pipelines.records import file_id
+
+    with ctx.write_lock:
+        manifest_ids = {s.id for s in ctx.manifest.all_symbols()}
+        stray_points = sorted(ctx.vectors.ids(CODE_COLLECTION) - manifest_ids)
+        ctx.vectors.delete(CODE_COLLECTION, stray_points)
+        stray_nodes = 0
+        for label in ("Function", "Class"):
+            extra = sorted(ctx.graph.node_ids(label) - manifest_ids)  # type: ignore[arg-type]
+            stray_nodes += ctx.graph.delete_nodes(label, extra)  # type: ignore[arg-type]
+        dangling = dangling_edges(ctx)
+        everything = manifest_ids | {file_id(p) for p in ctx.manifest.files()}
+        with ctx.manifest.transaction() as conn:
+            conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", dangling)
+            ctx.manifest.mark_dirty(conn, everything)
+    return {"stray_points": len(stray_points), "stray_nodes": stray_nodes, "dangling_edges": len(dangling)}

@@ -134,8 +134,14 @@ def print_summary(report: dict[str, Any]) -> None:
 @click.option("--no-embed", is_flag=True, help="Write sparse vectors and the graph only; dense vectors later.")
 @click.option("--reembed", is_flag=True, help="Rebuild the whole index, vectors included (after a model change).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-def index(path: str, no_embed: bool, reembed: bool, as_json: bool) -> None:
-    """Index the repository at PATH (default: the current directory), incrementally."""
+@click.option("--repair", is_flag=True, help="Drop stray entries from the stores and re-index every file from disk.")
+@click.option("--plain", is_flag=True, help="Run the indexing functions directly instead of as a Dagster run.")
+def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool, plain: bool) -> None:
+    """Index the repository at PATH (default: the current directory), incrementally.
+
+    When this process owns the project's stores, the run is the Dagster asset run the UI shows
+    (`codemem ui`); when a codemem server owns them, that server indexes.
+    """
     from resources.schemas.tools import IndexInput
 
     handle = _handle(path)
@@ -151,7 +157,12 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool) -> None:
                     tasks[phase] = bar.add_task(PHASES.get(phase, phase), total=total or None)
                 bar.update(tasks[phase], completed=done, total=total or None)
 
-            report = handle.call("index", IndexInput(embed=not no_embed, reembed=reembed), on_progress)
+            if handle.is_owner and not plain and not reembed:
+                report = _dagster_index(handle, embed=not no_embed, repair=repair, progress=on_progress)
+            elif repair:
+                raise InputError("--repair needs the stores: stop the codemem server of this project, then run it again")
+            else:
+                report = handle.call("index", IndexInput(embed=not no_embed, reembed=reembed), on_progress)
     except ToolError as exc:
         raise InputError(str(exc)) from exc
     except KeyboardInterrupt:
@@ -166,6 +177,25 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool) -> None:
     if report["failed"]:
         names = ", ".join(item["path"] for item in report["failed"][:10])
         raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
+
+
+def _dagster_index(handle: Any, *, embed: bool, repair: bool, progress: Callable[[str, int, int], None]) -> dict[str, Any]:
+    """``codemem index`` as an in-process Dagster run recorded in the project's instance."""
+    from pipelines.run import materialize_index
+    from pipelines.stages import repair_index
+
+    service = handle.backend
+    notes: list[str] = []
+    if repair:
+        fixed = repair_index(service.ctx)
+        notes.append(f"repair: removed {fixed['stray_points']} stray points, {fixed['stray_nodes']} stray graph nodes, "
+                     f"{fixed['dangling_edges']} dangling edges; every file re-indexed")
+    with service._index_lock:
+        report = materialize_index(handle, embed=embed, force=repair, progress=progress)
+    report.notes = notes + report.notes
+    result = report.as_dict()
+    service.manifest.set_meta("last_index", json.dumps(result))
+    return result
 
 
 @main.command()
@@ -502,4 +532,4 @@ if __name__ == "__main__":
     main()
 
 
-from . import cli_memory  # noqa: E402,F401 - registers the memory commands on `main`
+from . import cli_memory, cli_pipeline, cli_ui  # noqa: E402,F401 - register their commands on `main`
