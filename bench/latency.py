@@ -20,7 +20,6 @@ import argparse
 import ast
 import random
 import re
-import shutil
 import statistics
 import sys
 import tempfile

@@ -189,9 +189,12 @@ def real_text(count: int, work: Path, rng: random.Random) -> dict:
             hits = sum(1 for i, j in pairs if tuple(sorted((ids[i], ids[j]))) in merged_pairs)
             planted_pairs |= {tuple(sorted((ids[i], ids[j]))) for i, j in pairs}
             per_variant[name] = {"planted": len(pairs), "merged": hits, "recall": round(hits / max(1, len(pairs)), 3)}
+        from resources.memory_normalization import _plain
+
         unplanted = [(svc.memory.ledger.get(a).content, svc.memory.ledger.get(b).content) for a, b in merged_pairs - planted_pairs]
+        different = [(a, b) for a, b in unplanted if _plain(a) != _plain(b) and _plain(a).removeprefix("note ") != _plain(b).removeprefix("note ")]
         return {"memories": len(items), "per_variant": per_variant, "unplanted_merges": len(unplanted),
-                "unplanted_examples": unplanted[:5]}
+                "unplanted_different_text": len(different), "different_text_examples": different[:8]}
     finally:
         svc.close()
 
@@ -218,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"real text: {r['memories']} memories embedded by the local model; merges at 0.95 per planted variant:")
             for name, v in r["per_variant"].items():
                 print(f"  {name:>20}: {v['merged']}/{v['planted']} ({v['recall']:.0%})")
-            print(f"  merges that were not planted: {r['unplanted_merges']}")
-            for a, b in r["unplanted_examples"]:
+            print(f"  merges that were not planted: {r['unplanted_merges']} "
+                  f"({r['unplanted_different_text']} between texts that differ beyond case, spacing, punctuation and the prefix)")
+            for a, b in r["different_text_examples"]:
                 print(f"    {a!r} ~ {b!r}")
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "normalization.json").write_text(json.dumps(result, indent=2))

@@ -75,9 +75,22 @@ def _completeness(row: MemoryRow) -> tuple[int, int, float, str]:
     return filled, len(row.content), -(epoch(row.created_at) or 0.0), row.id
 
 
+def _plain(text: str) -> str:
+    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
+
+
 def merged_metadata(keeper: MemoryRow, others: Sequence[MemoryRow]) -> dict[str, Any]:
-    """The keeper's metadata, completed by the others': missing keys filled, lists united."""
+    """The keeper's metadata, completed by the others': missing keys filled, lists united. A
+    merged memory whose text differs from the keeper's beyond case, spacing and punctuation keeps
+    its text in ``merged_contents`` (similar is not always the same: "the x coordinate" and "the y
+    coordinate" embed above 0.95), so nothing it said leaves the live record."""
     merged = dict(keeper.metadata)
+    variants = list(merged.get("merged_contents") or [])
+    for other in others:
+        if _plain(other.content) != _plain(keeper.content) and other.content not in variants:
+            variants.append(other.content)
+    if variants:
+        merged["merged_contents"] = variants
     for other in others:
         for key, value in other.metadata.items():
             have = merged.get(key)

@@ -113,3 +113,21 @@ def test_one_normalization_at_a_time_and_unknown_job(svc) -> None:  # noqa: ANN0
         svc.normalize_status(NormalizeStatusInput())
     with pytest.raises(ToolError, match="unknown normalization job"):
         svc.normalize_status(NormalizeStatusInput(job_id="nope"))
+
+
+def test_merged_texts_that_differ_stay_on_the_keeper() -> None:
+    from resources.ledger import MemoryRow
+    from resources.memory_normalization import merged_metadata
+
+    def row(content: str, **metadata: object) -> MemoryRow:
+        return MemoryRow(id=content, memory_type="session", content=content, metadata=dict(metadata), content_hash="",
+                         importance_score=0.5, access_count=0, last_accessed_at=None, version=1,
+                         created_at="2026-01-01T00:00:00+00:00", updated_at="2026-01-01T00:00:00+00:00",
+                         deleted=False, deleted_at=None, sync_status="synced")
+
+    keeper = row("Return the x coordinate of the pointer.", tags=["ui"])
+    same = row("return the X coordinate of the pointer", tags=["pointer"])
+    other = row("Return the y coordinate of the pointer.", owner="ana")
+    merged = merged_metadata(keeper, [same, other])
+    assert merged["merged_contents"] == ["Return the y coordinate of the pointer."]
+    assert merged["tags"] == ["ui", "pointer"] and merged["owner"] == "ana"
