@@ -53,3 +53,20 @@ def cut_text(text: str, max_chars: int, hint: str) -> tuple[str, bool]:
     if len(text) <= max_chars:
         return text, False
     return text[:max_chars] + f"\n… [cut: {len(text) - max_chars} more characters — {hint}]", True
+
+
+REPORT_LIST_CAP = 100
+
+
+def cap_report(report: dict | None) -> dict | None:
+    """An index report with its per-file lists (skipped, failed, ...) cut to their first
+    ``REPORT_LIST_CAP`` entries and a ``<list>_omitted`` count, so status answers stay small on
+    repositories with many skipped files (the full report is in the CLI's ``--json``)."""
+    if not report:
+        return report
+    capped = dict(report)
+    for key, value in report.items():
+        if isinstance(value, list) and len(value) > REPORT_LIST_CAP:
+            capped[key] = value[:REPORT_LIST_CAP]
+            capped[f"{key}_omitted"] = len(value) - REPORT_LIST_CAP
+    return capped

@@ -51,7 +51,7 @@ from resources.schemas.tools import (
 from resources.settings import Settings
 from resources.vector_store import PayloadFilter, VectorStoreError
 
-from .paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, estimate_tokens
+from .paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, cap_report, cut_text, estimate_tokens
 from .paging import decode_cursor as _decode_cursor
 from .paging import encode_cursor as _encode_cursor
 
@@ -225,7 +225,9 @@ class CodeMemService:
                     job.percent = 100.0
 
         threading.Thread(target=run, name=f"codemem-job-{job.job_id}", daemon=True).start()
-        return job.model_copy()
+        copy = job.model_copy()
+        copy.report = cap_report(copy.report)
+        return copy
 
     def index_directory(self, request: IndexDirectoryInput) -> JobState:
         """Start indexing a directory (incremental unless ``force``) as a background job."""
@@ -554,6 +556,8 @@ class CodeMemService:
             CODE_COLLECTION, dense=vector, sparse=None, candidates=request.limit, payload_filter=PayloadFilter(must)
         )
         duplicates = []
+        budget = MAX_RESPONSE_TOKENS - 500
+        truncated = False
         for hit in dense_hits:
             if hit.score < threshold:
                 break
@@ -568,11 +572,19 @@ class CodeMemService:
                     id=hit.id, name=payload.get("name", ""), qualified_name=payload.get("qualified_name", ""),
                     file_path=payload.get("file_path", ""), start_line=int(payload.get("start_line", 0)),
                     end_line=int(payload.get("end_line", 0)), signature=payload.get("signature", ""),
-                    docstring=payload.get("docstring"), similarity=round(hit.score, 4),
+                    docstring=cut_text(payload["docstring"], 1_500, "get_symbol returns the whole")[0] if payload.get("docstring") else None,
+                    similarity=round(hit.score, 4),
                     recommendation=f"{advice} ({payload.get('file_path')}:{payload.get('start_line')})",
                 )
             )
-        return FindDuplicatesResult(threshold=threshold, duplicate_count=len(duplicates), duplicates=duplicates)
+            budget -= estimate_tokens(duplicates[-1].model_dump_json())
+            if budget < 0:
+                duplicates.pop()
+                truncated = True
+                break
+        return FindDuplicatesResult(
+            threshold=threshold, duplicate_count=len(duplicates), duplicates=duplicates, truncated=truncated
+        )
 
     def health(self) -> HealthResult:
         """The state of each dependency, with degraded states named."""
@@ -645,6 +657,6 @@ class CodeMemService:
             embedder=self.embedder_status.message,
             vector_store="qdrant server" if self.settings.server_mode_vectors else "qdrant-edge (embedded)",
             graph_store="neo4j server" if self.settings.server_mode_graph else "falkordb (embedded)",
-            last_index=json.loads(last) if last else None,
+            last_index=cap_report(json.loads(last)) if last else None,
             graph_counts=graph_counts,
         )

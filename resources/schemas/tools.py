@@ -159,6 +159,7 @@ class FindDuplicatesResult(BaseModel):
     threshold: float
     duplicate_count: int
     duplicates: list[DuplicateHit]
+    truncated: bool = Field(default=False, description="More duplicates exist than fit in one response.")
 
 
 class GetRelatedInput(BaseModel):
