@@ -32,9 +32,9 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 TYPES = ("requirements", "design", "code_pattern", "component", "function", "test_history", "session", "user_preference")
 VARIANTS = {
-    "uncased": lambda t: t.lower(),
+    "uncased": lambda t: t.upper() if t == t.lower() else t.lower(),
     "reflowed": lambda t: "  ".join(t.split()),
-    "no trailing period": lambda t: t.rstrip("."),
+    "trailing period": lambda t: t.rstrip(".") if t.endswith(".") else t + ".",
     "note prefix": lambda t: "Note: " + t,
 }
 
@@ -93,8 +93,8 @@ def scale(size: int, dup_rate: float, work: Path, rng: random.Random) -> dict:
             noise /= np.linalg.norm(noise)
             eps = gen.uniform(0.1, 0.28)  # cosine ≈ 1/sqrt(1+eps²): 0.96–0.995
             v = vectors[source.id] + eps * noise
-            copy = NewMemory(memory_type=source.memory_type, content=source.content + f" (restated {j})",
-                             metadata=dict(source.metadata))
+            restated = list(VARIANTS.values())[j % len(VARIANTS)](source.content)
+            copy = NewMemory(memory_type=source.memory_type, content=restated, metadata=dict(source.metadata))
             vectors[copy.id] = v / np.linalg.norm(v)
             rows.append(copy)
             planted.add(frozenset((source.id, copy.id)))

@@ -52,6 +52,7 @@ class NormalizationReport:
     duplicates: int = 0
     merges: list[dict[str, Any]] = field(default_factory=list)
     orphan_links: list[dict[str, Any]] = field(default_factory=list)
+    similar_not_merged: list[dict[str, Any]] = field(default_factory=list)
     embeddings_refreshed: int = 0
     vectors_copied: int = 0
     cleanup: int = 0
@@ -73,6 +74,26 @@ def _completeness(row: MemoryRow) -> tuple[int, int, float, str]:
     """Most metadata filled, then longest content, then oldest: the duplicate to keep."""
     filled = sum(1 for v in row.metadata.values() if v not in (None, "", [], {}))
     return filled, len(row.content), -(epoch(row.created_at) or 0.0), row.id
+
+
+FILLER_WORDS = frozenset(
+    "a an the and or of to in on at for with by from as is are was were be been it its this that these those "
+    "note nb fyi please also".split()
+)
+"""Words whose presence alone does not make two memories say different things."""
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The words that carry a memory's meaning (lower-cased, punctuation and filler words dropped)."""
+    words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
+    return frozenset(w for w in words if w not in FILLER_WORDS)
+
+
+def same_statement(a: str, b: str) -> bool:
+    """Two texts that embed alike are merged only if they use the same content words: cosine
+    ≥ 0.95 also joins "Lock file f" and "Unlock file f" or "the x coordinate" and "the y
+    coordinate" (measured on real docstrings, docs/memory.md), and those must both stay."""
+    return content_words(a) == content_words(b)
 
 
 def _plain(text: str) -> str:
@@ -147,6 +168,7 @@ class Normalizer:
         self.threshold = threshold
         self.code_exists = code_exists
         self.progress = progress or (lambda phase, percent: None)
+        self.near_misses: list[tuple[str, str, float]] = []
 
     # -- phases --------------------------------------------------------------------------------
     def _snapshot(self) -> str:
@@ -215,6 +237,9 @@ class Normalizer:
                         if j <= gi:
                             continue
                         a, b = with_vec[gi].id, with_vec[j].id
+                        if not same_statement(with_vec[gi].content, with_vec[j].content):
+                            self.near_misses.append((a, b, round(float(block[i, j]), 4)))
+                            continue
                         uf.union(a, b)
                         best[(a, b)] = float(block[i, j])
                     done += min(BLOCK, len(with_vec) - start)
@@ -311,6 +336,9 @@ class Normalizer:
             self._embed_stale([r for r in rows if not r.deleted], stale, vectors)
             merges = self._duplicates(rows, vectors)
             report.duplicate_groups = len(merges)
+            report.similar_not_merged = [
+                {"a": a, "b": b, "similarity": sim} for a, b, sim in self.near_misses[:100]
+            ]
             report.duplicates = sum(len(m.dropped_ids) for m in merges)
             report.merges = [
                 {"keeper": m.keeper_id, "merged": m.dropped_ids, "similarity": m.similarity} for m in merges
