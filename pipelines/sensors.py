@@ -22,7 +22,7 @@ from dagster import (
     sensor,
 )
 
-from pipelines.assets import BUCKETS, CODE_INDEX_ASSETS
+from pipelines.assets import CODE_INDEX_ASSETS
 from pipelines.manifest import Manifest
 from pipelines.stages import plan_buckets
 from resources.dagster_resources import project_settings
@@ -30,7 +30,6 @@ from resources.dagster_resources import project_settings
 index_buckets_job = define_asset_job(
     "index_buckets",
     selection=AssetSelection.assets(*CODE_INDEX_ASSETS),
-    partitions_def=BUCKETS,
     description="Index the files of one bucket (or a range of buckets) and re-resolve cross-file edges.",
 )
 

@@ -528,8 +528,9 @@ def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | No
     _show(project, "find_duplicates", request, as_json, render)
 
 
-if __name__ == "__main__":
-    main()
 
 
 from . import cli_memory, cli_pipeline, cli_ui  # noqa: E402,F401 - register their commands on `main`
+
+if __name__ == "__main__":
+    main()

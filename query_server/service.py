@@ -158,7 +158,7 @@ class CodeMemService:
         self, request: IndexInput, progress: Progress | None = None, stop: threading.Event | None = None
     ) -> dict[str, Any]:
         """Index the project (or the given paths) incrementally and return the report."""
-        paths = [self._scope_path(raw) for raw in request.paths] if request.paths else None
+        paths = [self._scope_path(raw, allow_vanished=True) for raw in request.paths] if request.paths else None
         report = self._run_index(
             progress=progress, stop=stop, embed=request.embed, only_paths=paths, reembed=request.reembed
         )
@@ -184,14 +184,21 @@ class CodeMemService:
         return report
 
     # -- background index jobs -------------------------------------------------------------------
-    def _scope_path(self, raw: str, *, want_dir: bool | None = None) -> str:
-        """A repo-relative path for ``raw`` (confined to the project), '' for the root."""
+    def _scope_path(self, raw: str, *, want_dir: bool | None = None, allow_vanished: bool = False) -> str:
+        """A repo-relative path for ``raw`` (confined to the project), '' for the root.
+
+        ``allow_vanished`` accepts a path that is no longer on disk but is indexed (an index of
+        it removes it from the stores)."""
         root = self.settings.resolved_root()
         try:
             resolved = confine_path(root, raw)
         except DiscoveryError as exc:
             raise ToolError("Path must be within project directory — " + str(exc)) from exc
         if not resolved.exists():
+            rel = resolved.relative_to(root).as_posix()
+            indexed = self.manifest.file(rel) is not None or any(p.startswith(rel + "/") for p in self.manifest.files())
+            if allow_vanished and indexed:
+                return rel
             raise ToolError(f"path does not exist: {raw} — give a path inside {root}")
         if want_dir is True and not resolved.is_dir():
             raise ToolError(f"not a directory: {raw} — use index_file for a single file")

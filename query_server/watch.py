@@ -176,14 +176,15 @@ class Batch:
         stamp = time.strftime("%H:%M:%S", time.localtime(self.started_at))
         shown = [p or "(project)" for p in self.paths[:5]]
         names = ", ".join(shown) + (f" +{len(self.paths) - 5} more" if len(self.paths) > 5 else "")
-        count = f"{len(self.paths)} file{'s' if len(self.paths) != 1 else ''}"
+        whole = self.paths == [WHOLE_PROJECT]
+        count = "project" if whole else f"{len(self.paths)} file{'s' if len(self.paths) != 1 else ''}"
         if self.error is not None:
             return f"[{stamp}] {count}: FAILED after {self.seconds:.2f} s: {self.error} ({names})"
         r = self.report or {}
         failed = len(r.get("failed", []))
         what = f"{r.get('files_indexed', 0)} indexed, {r.get('files_deleted', 0)} deleted" + (f", {failed} failed" if failed else "")
-        scope = "" if self.scopes is not None else " (whole project)"
-        return f"[{stamp}] {count}: {what}{scope} in {self.seconds:.2f} s — {names}"
+        scope = "" if self.scopes is not None or whole else " (whole project)"
+        return f"[{stamp}] {count}: {what}{scope} in {self.seconds:.2f} s" + ("" if whole else f" — {names}")
 
 
 class ChangeBuffer:
