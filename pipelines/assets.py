@@ -10,6 +10,7 @@ and when) and checks the bucket against the disk before normalized_graph may run
 
 
 import time
+import warnings
 from typing import Any
 
 from dagster import (
@@ -19,6 +20,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     BackfillPolicy,
+    BetaWarning,
     Config,
     MetadataValue,
     Output,
@@ -44,6 +46,7 @@ from pipelines.stages import (
 from resources.dagster_resources import CodememProject
 from resources.schemas.tools import IndexInput
 
+warnings.filterwarnings("ignore", category=BetaWarning)  # backfill_policy is beta in Dagster 1.13
 BUCKETS = StaticPartitionsDefinition(list(ALL_BUCKETS))
 SINGLE_RUN = BackfillPolicy.single_run()
 PREVIEW_ROWS = 20

@@ -22,12 +22,18 @@ def dagster_home(state_dir: Path) -> Path:
     home = state_dir / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(
-            "# codemem: run, event and schedule storage in SQLite under this directory\n"
-            "telemetry:\n  enabled: false\n"
-        )
+    wanted = DAGSTER_YAML
+    if not config.exists() or config.read_text() != wanted:
+        config.write_text(wanted)
     return home
+
+
+DAGSTER_YAML = (
+    "# Written by codemem (rewritten on start): run, event and schedule storage in SQLite under\n"
+    "# this directory; one run at a time, since every run needs the project's stores.\n"
+    "telemetry:\n  enabled: false\n"
+    "concurrency:\n  runs:\n    max_concurrent_runs: 1\n"
+)
 
 
 def project_instance(state_dir: Path) -> Any:
@@ -74,8 +80,14 @@ def materialize_index(
         root = str(settings.resolved_root())
         INJECTED_HANDLES[root] = handle
         try:
-            first, last = (pending[0], pending[-1]) if pending else (ALL_BUCKETS[0], ALL_BUCKETS[0])
-            run_config = {"ops": {name: {"config": {"embed": embed, "force": force}} for name in ("source_files", "embedded_symbols")}}
+            if not ctx.manifest.files():  # a first index covers every bucket, so the UI shows none missing
+                first, last = ALL_BUCKETS[0], ALL_BUCKETS[-1]
+            else:
+                first, last = (pending[0], pending[-1]) if pending else (ALL_BUCKETS[0], ALL_BUCKETS[0])
+            run_config = {
+                "ops": {name: {"config": {"embed": embed, "force": force}} for name in ("source_files", "embedded_symbols")},
+                "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+            }
             result = materialize(
                 [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS],
                 instance=instance if instance is not None else project_instance(settings.resolved_state_dir()),

@@ -19,6 +19,7 @@ from dagster import (
     SensorResult,
     SkipReason,
     define_asset_job,
+    in_process_executor,
     sensor,
 )
 
@@ -31,7 +32,11 @@ index_buckets_job = define_asset_job(
     "index_buckets",
     selection=AssetSelection.assets(*CODE_INDEX_ASSETS),
     description="Index the files of one bucket (or a range of buckets) and re-resolve cross-file edges.",
+    executor_def=in_process_executor,  # one process opens the project once, not one per step
 )
+
+RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+"""Runs log steps at INFO (Dagster's default DEBUG prints ~180 lines per run)."""
 
 SENSOR_INTERVAL_S = 5
 
@@ -69,7 +74,12 @@ def file_change_sensor(context: SensorEvaluationContext) -> SensorResult | SkipR
         return SkipReason("the index is current")
     return SensorResult(
         run_requests=[
-            RunRequest(run_key=f"{bucket}:{digest}", partition_key=bucket, tags={"codemem/trigger": "file_change_sensor"})
+            # No run_key: Dagster never launches a run key twice, and a bucket may come back to a
+            # pending state it had before (X → Y → X → Y); the cursor already prevents repeats.
+            RunRequest(
+                partition_key=bucket, run_config=RUN_CONFIG,
+                tags={"codemem/trigger": "file_change_sensor", "codemem/fingerprint": digest},
+            )
             for bucket, digest in wanted
         ],
         cursor=cursor,

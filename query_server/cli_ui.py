@@ -78,9 +78,12 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an HTTP proxy
+
+
 def _answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url + "/server_info", timeout=2) as response:  # noqa: S310 - loopback/our own URL
+        with _DIRECT.open(url + "/server_info", timeout=2) as response:
             return response.status == 200
     except OSError:
         return False

@@ -104,7 +104,8 @@ def _assert_requests(requests: list, buckets: set[str]) -> None:
     assert sorted(r.partition_key for r in requests) == sorted(buckets), [r.partition_key for r in requests]
     for request in requests:
         assert request.job_name in (None, "index_buckets")
-        assert request.run_key.startswith(f"{request.partition_key}:")
+        assert request.run_key is None  # a bucket may return to an earlier pending state; the cursor dedups
+        assert request.tags["codemem/fingerprint"]
         assert request.tags.get("codemem/trigger") == "file_change_sensor"
 
 
@@ -144,7 +145,7 @@ def test_changed_file_requests_its_bucket(indexed_repo: Path, instance) -> None:
     _bump_mtime(session)
     second, _, _ = _tick(instance, cursor)
     _assert_requests(second, {bucket_of("client/session.py")})
-    assert second[0].run_key != requests[0].run_key
+    assert second[0].tags["codemem/fingerprint"] != requests[0].tags["codemem/fingerprint"]
 
 
 def test_deleted_file_requests_its_bucket(indexed_repo: Path, instance) -> None:  # noqa: ANN001
@@ -254,3 +255,21 @@ def test_run_hands_deletions_to_the_owning_process(indexed_repo: Path, instance)
     results, files, _ = _run_while_owned(indexed_repo, instance, (indexed_repo / "client" / "session.py").unlink)
     assert all(r.success for r in results)
     assert "client/session.py" not in files
+
+
+def test_a_bucket_returning_to_an_earlier_state_is_requested_again(indexed_repo: Path, instance) -> None:  # noqa: ANN001
+    """X → Y → X → Y: the last Y must be requested although Y was requested before."""
+    session = indexed_repo / "client" / "session.py"
+    original = session.read_text(encoding="utf-8")
+    edited = original + "\n\ndef flip():\n    return 1\n"
+    session.write_text(edited, encoding="utf-8")
+    _bump_mtime(session)
+    first, cursor, _ = _tick(instance, None)
+    session.write_text(original, encoding="utf-8")
+    _bump_mtime(session)
+    _, cursor, _ = _tick(instance, cursor)  # back to the indexed state: nothing pending
+    session.write_text(edited, encoding="utf-8")
+    _bump_mtime(session)
+    again, _, _ = _tick(instance, cursor)
+    _assert_requests(again, {bucket_of("client/session.py")})
+    assert again[0].tags["codemem/fingerprint"] == first[0].tags["codemem/fingerprint"]
