@@ -4,8 +4,8 @@ pipeline", item 8, second half; the save→searchable latency is ``bench.freshne
 
 Usage: ``python -m bench.pipeline [--files 5000]``.
 
-Corpus: the first N ``.py`` files of the Python standard library, copied into a fresh project
-(real code, many sizes). Dense vectors are off in all three modes (``embed=False``: they are the
+Corpus: N ``.py`` files of the Python standard library (copied again under ``copyN/`` when N
+exceeds the ~1,700 modules), in a fresh project: real code, many sizes. Dense vectors are off in all three modes (``embed=False``: they are the
 same model work in every mode and would take ~30 minutes here), so the numbers compare the
 pipeline itself: discovery, hashing, parsing, sparse vectors, qdrant-edge, FalkorDB, resolution.
 """
@@ -26,9 +26,12 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def _corpus(count: int, work: Path, name: str) -> Path:
+    """``count`` real files: the standard library's modules, copied again under copyN/ until enough."""
     root = work / name
-    for path in _stdlib_files()[:count]:
-        target = root / path.relative_to(STDLIB)
+    files = _stdlib_files()
+    for n in range(count):
+        path = files[n % len(files)]
+        target = root / f"copy{n // len(files)}" / path.relative_to(STDLIB)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
     return root

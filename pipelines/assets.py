@@ -39,7 +39,7 @@ from pipelines.stages import (
     load_bucket_graph,
     normalize_index,
     plan_buckets,
-    prepare_bucket,
+    prepare_buckets,
     store_consistency,
     write_bucket_vectors,
 )
@@ -119,7 +119,7 @@ def parsed_files(
     """Parse each bucket's changed files."""
     started = time.perf_counter()
     timeout = codemem.settings().parse_timeout_s
-    out = {key: prepare_bucket(plan or BucketPlan(bucket=key), timeout) for key, plan in source_files.items()}
+    out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], timeout)
     rows = [
         [p.state.path, p.state.symbol_count, p.state.error_count]
         for bucket in out.values()

@@ -135,18 +135,29 @@ def plan_buckets(
 
 def prepare_bucket(plan: BucketPlan, timeout_s: float) -> PreparedBucket:
     """Parse a bucket's changed files (in worker processes when there are many)."""
-    result = PreparedBucket(
-        bucket=plan.bucket, deleted=list(plan.deleted), skipped=list(plan.skipped), failed=list(plan.failed),
-        unchanged=plan.unchanged,
-    )
-    for source, (kind, value) in _prepare_all(plan.changed, timeout_s):
+    return prepare_buckets([plan], timeout_s)[plan.bucket]
+
+
+def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float) -> dict[str, PreparedBucket]:
+    """Parse the changed files of several buckets in one pass, so a run over many buckets (a first
+    index) keeps the worker processes busy instead of parsing bucket by bucket."""
+    results = {
+        plan.bucket: PreparedBucket(
+            bucket=plan.bucket, deleted=list(plan.deleted), skipped=list(plan.skipped), failed=list(plan.failed),
+            unchanged=plan.unchanged,
+        )
+        for plan in plans
+    }
+    changed = [(source, digest) for plan in plans for source, digest in plan.changed]
+    for source, (kind, value) in _prepare_all(changed, timeout_s):
+        result = results[bucket_of(source.path)]
         if kind == "ok":
             result.prepared.append(value)
         elif kind == "skip":
             result.skipped.append((source.path, value))
         else:
             result.failed.append((source.path, value))
-    return result
+    return results
 
 
 def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bool) -> PreparedBucket:
