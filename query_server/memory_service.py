@@ -134,6 +134,11 @@ class MemoryService:
             self.projector.drop_collections()
             self.ledger.enqueue_all()
         self.ledger.set_meta("embedding_model", embedder.model_id)
+        if graph is not None:
+            try:  # memory node lookups by id need the label indexes (else every write scans the label)
+                graph.ensure_schema()
+            except Exception as exc:  # noqa: BLE001 - the graph may be down; projections retry later
+                log.warning("graph schema not ensured", error=str(exc))
 
     # -- background sync ---------------------------------------------------------------------
     def start_sync(self) -> None:
@@ -261,7 +266,7 @@ class MemoryService:
             try:
                 dense, _ = self.vectors.ranked_lists(
                     self.projector.collection(memory_type), dense=vector.tolist(), sparse=None, candidates=5,
-                    payload_filter=PayloadFilter(must_match={"status": ["active"]}),
+                    payload_filter=PayloadFilter(must_match={"status": ["active"]}), with_payload=False,
                 )
             except Exception as exc:  # noqa: BLE001 - conflict detection degrades, the write goes on
                 log.warning("conflict search failed", error=str(exc))
@@ -516,7 +521,7 @@ class MemoryService:
         for memory_type in types:
             dense, words = self.vectors.ranked_lists(
                 self.projector.collection(memory_type), dense=dense_query, sparse=sparse_query,
-                candidates=candidates, payload_filter=flt,
+                candidates=candidates, payload_filter=flt, with_payload=False,
             )
             dense_all.extend(dense)
             sparse_all.extend(words)
@@ -773,6 +778,7 @@ class MemoryService:
             os.replace(tmp, live)
             self.ledger = Ledger(live)
             self.projector.ledger = self.ledger
+            self.projector.refresh_generation()
         self.ledger.set_meta("embedding_model", self.embedder.model_id)
         report = self.rebuild_projections()
         total = sum(c["total"] for c in self.ledger.counts().values())

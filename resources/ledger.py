@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 import uuid
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_type ON memories(memory_type, deleted);
 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(memory_type, content_hash);
+CREATE INDEX IF NOT EXISTS memories_requirement_id ON memories(memory_type, json_extract(metadata, '$.requirement_id'));
+CREATE INDEX IF NOT EXISTS memories_preference_key ON memories(memory_type, json_extract(metadata, '$.key'));
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     memory_id TEXT NOT NULL,
@@ -87,6 +90,9 @@ _COLUMNS = (
     "id, memory_type, content, metadata, content_hash, importance_score, access_count, last_accessed_at, "
     "version, created_at, updated_at, deleted, deleted_at, sync_status"
 )
+
+
+_METADATA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def now_iso() -> str:
@@ -457,11 +463,18 @@ class Ledger:
         if not memory_ids:
             return
         at = now_iso()
-        with self._transaction() as conn:
-            conn.executemany(
-                "UPDATE memories SET access_count=access_count+1, last_accessed_at=? WHERE id=?",
-                [(at, memory_id) for memory_id in memory_ids],
-            )
+        with self._lock:
+            # A usage statistic, not a memory: committed without waiting for the disk (WAL keeps
+            # it consistent; a power cut may lose the last few counts, never a memory).
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self._transaction() as conn:
+                    conn.executemany(
+                        "UPDATE memories SET access_count=access_count+1, last_accessed_at=? WHERE id=?",
+                        [(at, memory_id) for memory_id in memory_ids],
+                    )
+            finally:
+                self._conn.execute("PRAGMA synchronous=FULL")
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, memory_id: str) -> MemoryRow | None:
@@ -542,14 +555,18 @@ class Ledger:
             ]
 
     def find_by_metadata(self, memory_type: str, key: str, value: Any) -> list[MemoryRow]:
-        """Live memories of a type whose metadata ``key`` equals ``value``."""
+        """Live memories of a type whose metadata ``key`` equals ``value`` (``requirement_id`` and
+        ``key`` are indexed)."""
+        if not _METADATA_KEY.match(key):
+            raise LedgerError(f"metadata key {key!r} must be a plain identifier")
         with self._lock:
             return [
                 _row(values)
                 for values in self._conn.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE memory_type=? AND deleted=0 "
-                    "AND json_extract(metadata, '$.' || ?) = ?",
-                    (memory_type, key, value if not isinstance(value, (dict, list)) else json.dumps(value)),
+                    # the literal JSON path lets SQLite use the expression indexes
+                    f"SELECT {_COLUMNS} FROM memories WHERE memory_type=? AND json_extract(metadata, '$.{key}') = ? "
+                    "AND deleted=0",
+                    (memory_type, value if not isinstance(value, (dict, list)) else json.dumps(value)),
                 )
             ]
 

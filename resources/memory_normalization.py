@@ -386,6 +386,7 @@ class Normalizer:
                     merges, sorted(cleanup), meta={GENERATION_KEY: str(generation), BUILDING_KEY: ""}, requeue=changed,
                     request_id=f"normalize-{started_at}",
                 )
+                self.projector.refresh_generation()
         except BaseException:
             self.projector.drop_collections(generation)
             self.ledger.set_meta(BUILDING_KEY, "")

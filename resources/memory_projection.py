@@ -159,12 +159,20 @@ class MemoryProjector:
         self.embedder = embedder
         self.write_lock = threading.Lock()
         self._ready: set[str] = set()
+        self._generation: int | None = None
 
     @property
     def generation(self) -> int:
         """The live generation of the memory collections (normalization builds the next one
-        beside it and swaps by bumping this number in the ledger)."""
-        return int(self.ledger.meta(GENERATION_KEY) or 0)
+        beside it and swaps by bumping this number in the ledger; this process is the ledger's
+        only writer, so the number is cached until ``refresh_generation``)."""
+        if self._generation is None:
+            self._generation = int(self.ledger.meta(GENERATION_KEY) or 0)
+        return self._generation
+
+    def refresh_generation(self) -> None:
+        """Re-read the live generation (after a swap or a restore)."""
+        self._generation = None
 
     def collection(self, memory_type: str, generation: int | None = None) -> str:
         """The collection of a memory type (of the live generation unless given), created on first

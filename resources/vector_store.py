@@ -25,7 +25,11 @@ SPARSE = "sparse"
 # Segments below this many kilobytes of vectors are searched exactly (no HNSW): measured here,
 # exact search is ~7 ms at 100k x 384 dims, and exact results need no recall check.
 EXACT_SEARCH_KB = 160_000
-KEYWORD_FIELDS: tuple[str, ...] = ("file_path", "language", "kind", "name", "path_prefixes")
+KEYWORD_FIELDS: tuple[str, ...] = ("file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type")
+FLOAT_FIELDS: tuple[str, ...] = ("created_ts", "updated_ts", "importance_score")
+"""Payload indexes of every collection (code fields, then the memory collections' filters: an
+unindexed filter field is checked against every point — measured 4.6 ms against 1.2 ms on 1,271
+points, and the gap grows with the collection)."""
 
 
 class VectorStoreError(RuntimeError):
@@ -150,8 +154,11 @@ class VectorStore(Protocol):
         sparse: SparseVec | None,
         candidates: int,
         payload_filter: PayloadFilter | None = None,
+        with_payload: bool = True,
     ) -> tuple[list[VectorHit], list[VectorHit]]:
-        """The dense and sparse candidate lists, separately (for ranking above the store)."""
+        """The dense and sparse candidate lists, separately (for ranking above the store);
+        ``with_payload=False`` returns ids and scores only (much faster when the caller reads its
+        own records)."""
         ...
 
     def close(self) -> None:
@@ -245,7 +252,12 @@ class EdgeVectorStore:
                         f"the active embedding model makes {dense_dim}-dim vectors — run "
                         "`codemem index --reembed` to rebuild it with the active model"
                     )
-                self._shard(name)
+                shard = self._shard(name)
+                indexed = set(existing.get("indexes", KEYWORD_FIELDS[:5]))
+                missing = [k for k in (*KEYWORD_FIELDS, *FLOAT_FIELDS) if k not in indexed]
+                if missing:  # a collection made by an older codemem: add the newer indexes
+                    self._create_indexes(shard, missing)
+                    marker.write_text(json.dumps({**existing, "indexes": [*KEYWORD_FIELDS, *FLOAT_FIELDS]}))
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
@@ -257,11 +269,18 @@ class EdgeVectorStore:
                 ),
             )
             shard = qe.EdgeShard.create(str(path), config)
-            for key in KEYWORD_FIELDS:
-                shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
-            shard.flush()
+            self._create_indexes(shard, [*KEYWORD_FIELDS, *FLOAT_FIELDS])
             self._shards[name] = shard
-            marker.write_text(json.dumps({"dense_dim": dense_dim}))
+            marker.write_text(json.dumps({"dense_dim": dense_dim, "indexes": [*KEYWORD_FIELDS, *FLOAT_FIELDS]}))
+
+    @staticmethod
+    def _create_indexes(shard: Any, fields: Sequence[str]) -> None:
+        import qdrant_edge as qe
+
+        for key in fields:
+            kind = qe.PayloadSchemaType.Float if key in FLOAT_FIELDS else qe.PayloadSchemaType.Keyword
+            shard.update(qe.UpdateOperation.create_field_index(key, kind))
+        shard.flush()
 
     def drop_collection(self, name: str) -> None:
         """Delete a collection and its files."""
@@ -364,6 +383,7 @@ class EdgeVectorStore:
         sparse: SparseVec | None,
         candidates: int,
         payload_filter: PayloadFilter | None = None,
+        with_payload: bool = True,
     ) -> tuple[list[VectorHit], list[VectorHit]]:
         """The dense and sparse candidate lists separately (for re-ranking above the store)."""
         import qdrant_edge as qe
@@ -373,7 +393,9 @@ class EdgeVectorStore:
         queries = self._nearest(dense, sparse)
         if not queries:
             return [], []
-        requests = [qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=True) for _, query in queries]
+        requests = [
+            qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=with_payload) for _, query in queries
+        ]
         with self._lock:
             results = shard.query_batch(qe.QueryBatchRequest(requests))
         found = {name: self._hits(result) for (name, _), result in zip(queries, results, strict=True)}
@@ -492,6 +514,8 @@ class ServerVectorStore:
         )
         for key in KEYWORD_FIELDS:
             self._client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
+        for key in FLOAT_FIELDS:
+            self._client.create_payload_index(name, key, models.PayloadSchemaType.FLOAT)
 
     def drop_collection(self, name: str) -> None:
         """Delete a collection."""
@@ -539,6 +563,7 @@ class ServerVectorStore:
         sparse: SparseVec | None,
         candidates: int,
         payload_filter: PayloadFilter | None = None,
+        with_payload: bool = True,
     ) -> tuple[list[VectorHit], list[VectorHit]]:
         """The dense and sparse candidate lists separately."""
         from qdrant_client import models
@@ -547,7 +572,7 @@ class ServerVectorStore:
 
         def run(query: Any, using: str) -> list[VectorHit]:
             response = self._client.query_points(
-                collection, query=query, using=using, limit=candidates, query_filter=flt, with_payload=True
+                collection, query=query, using=using, limit=candidates, query_filter=flt, with_payload=with_payload
             )
             return [VectorHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in response.points]
 
