@@ -25,7 +25,10 @@ SPARSE = "sparse"
 # Segments below this many kilobytes of vectors are searched exactly (no HNSW): measured here,
 # exact search is ~7 ms at 100k x 384 dims, and exact results need no recall check.
 EXACT_SEARCH_KB = 160_000
-KEYWORD_FIELDS: tuple[str, ...] = ("file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type")
+KEYWORD_FIELDS: tuple[str, ...] = (
+    "file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type",
+    "metadata.status", "metadata.priority", "metadata.design_type", "metadata.category", "metadata.component_id",
+)
 FLOAT_FIELDS: tuple[str, ...] = ("created_ts", "updated_ts", "importance_score")
 """Payload indexes of every collection (code fields, then the memory collections' filters: an
 unindexed filter field is checked against every point — measured 4.6 ms against 1.2 ms on 1,271
