@@ -239,6 +239,23 @@ def _prepare_safely(source: SourceFile, timeout_s: float) -> Outcome:
         return ("fail", f"{type(exc).__name__}: {exc}")
 
 
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker initializer: leave when the indexing process is gone (a SIGKILLed parent cannot shut
+    the pool down, and its workers would otherwise wait on their queue forever)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                continue
+
+    threading.Thread(target=watch, name="codemem-parent-watch", daemon=True).start()
+
+
 def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) -> Iterator[tuple[SourceFile, Outcome]]:
     """Prepare changed files, in worker processes when there are many (results in order).
 
@@ -251,7 +268,9 @@ def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) ->
             yield source, _prepare_safely(source, timeout_s)
         return
     context = multiprocessing.get_context("forkserver")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_exit_with_parent, initargs=(os.getpid(),)
+    )
     try:
         in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
         for source, _ in changed:

@@ -62,7 +62,7 @@ def materialize_index(
     from dagster import materialize
 
     from pipelines.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
-    from resources.dagster_resources import INJECTED_HANDLES, BucketIOManager, CodememProject
+    from resources.dagster_resources import INJECTED_HANDLES, BucketIOManager, CodememProject, fail_orphaned_runs
 
     started = time.perf_counter()
     ctx: IndexContext = handle.backend.ctx
@@ -78,6 +78,9 @@ def materialize_index(
     if pending or ctx.manifest.dirty():
         progress("parse", 0, changed_files)
         root = str(settings.resolved_root())
+        if instance is None:
+            instance = project_instance(settings.resolved_state_dir())
+        fail_orphaned_runs(instance)
         INJECTED_HANDLES[root] = handle
         try:
             if not ctx.manifest.files():  # a first index covers every bucket, so the UI shows none missing
@@ -90,7 +93,7 @@ def materialize_index(
             }
             result = materialize(
                 [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS],
-                instance=instance if instance is not None else project_instance(settings.resolved_state_dir()),
+                instance=instance,
                 resources={
                     "codemem": CodememProject(project_root=root),
                     "bucket_io": BucketIOManager(base_dir=str(settings.resolved_state_dir() / "dagster" / "io")),

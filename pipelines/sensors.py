@@ -26,7 +26,7 @@ from dagster import (
 from pipelines.assets import CODE_INDEX_ASSETS
 from pipelines.manifest import Manifest
 from pipelines.stages import plan_buckets
-from resources.dagster_resources import project_settings
+from resources.dagster_resources import fail_orphaned_runs, project_settings
 
 index_buckets_job = define_asset_job(
     "index_buckets",
@@ -68,6 +68,10 @@ def pending_buckets(previous_cursor: str | None) -> tuple[list[tuple[str, str]],
 )
 def file_change_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
     """One run per bucket with new pending work; a no-op when nothing changed since the last tick."""
+    if context.instance is not None:
+        orphaned = fail_orphaned_runs(context.instance)
+        if orphaned:
+            context.log.warning(f"marked failed {len(orphaned)} run(s) whose process is gone: {orphaned}")
     wanted, cursor = pending_buckets(context.cursor)
     if not wanted:
         context.update_cursor(cursor)

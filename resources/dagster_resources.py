@@ -19,6 +19,9 @@ from pydantic import PrivateAttr
 
 from resources.settings import Settings
 
+RUN_PID_TAG = "codemem/pid"
+"""Run tag holding the pid of the process that executes the run."""
+
 INJECTED_HANDLES: dict[str, Any] = {}
 """Project root → a ``ProjectHandle`` this process already holds (``codemem index`` runs the
 assets in-process with its own handle instead of opening the stores a second time)."""
@@ -48,6 +51,10 @@ class CodememProject(ConfigurableResource):
         injected = INJECTED_HANDLES.get(str(self.settings().resolved_root()))
         self._owned = injected is None
         self._handle = injected if injected is not None else ProjectHandle(self.settings())
+        run = context.run
+        if context.instance is not None and run is not None:
+            # lets fail_orphaned_runs tell a run whose process was killed from one still going
+            context.instance.add_run_tags(run.run_id, {RUN_PID_TAG: str(os.getpid())})
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         """Close the stores (or the connection to their owner) unless the caller lent them."""
@@ -111,3 +118,29 @@ class BucketIOManager(ConfigurableIOManager):
             path = self._path(asset, bucket)
             result[bucket] = pickle.loads(path.read_bytes()) if path.exists() else None
         return result
+
+
+def fail_orphaned_runs(instance: Any) -> list[str]:
+    """Mark failed the runs still STARTED whose process is gone (kill -9, OOM, power cut).
+
+    Dagster's default run launcher does not watch its run processes, and with one run at a time
+    (codemem's dagster.yaml) such a run would hold the queue forever: the sensor's runs would
+    never start again. Returns the run ids marked failed.
+    """
+    from dagster import DagsterRunStatus, RunsFilter
+
+    failed: list[str] = []
+    for run in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING])):
+        pid = run.tags.get(RUN_PID_TAG)
+        if not pid:
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except (PermissionError, ValueError):
+            continue
+        instance.report_run_failed(run, f"its process {pid} is gone (killed?); codemem marked the run failed")
+        failed.append(run.run_id)
+    return failed
