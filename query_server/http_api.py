@@ -22,49 +22,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from resources.schemas.memory import (
-    ExportMemoryInput,
-    ExportMemoryResult,
-    ImportMemoryInput,
-    ImportMemoryResult,
-    MemoryAddInput,
-    MemoryAddResult,
-    MemoryBulkAddInput,
-    MemoryBulkAddResult,
-    MemoryDeleteInput,
-    MemoryDeleteResult,
-    MemoryGetInput,
-    MemoryRecord,
-    MemorySearchInput,
-    MemorySearchResult,
     MemoryStatisticsResult,
-    MemoryUpdateInput,
-    MemoryUpdateResult,
-    NormalizationJob,
-    NormalizeMemoryInput,
-    NormalizeStatusInput,
 )
 from resources.schemas.tools import (
-    CodeSearchInput,
-    CodeSearchResult,
-    FindDuplicatesInput,
-    FindDuplicatesResult,
-    GetRelatedInput,
-    GetRelatedResult,
-    GetSymbolInput,
-    GetSymbolResult,
-    GraphQueryInput,
-    GraphQueryResult,
     HealthResult,
-    IndexDirectoryInput,
-    IndexFileInput,
-    IndexFileResult,
     IndexStatusResult,
-    JobState,
     JobStatusInput,
-    ReindexInput,
 )
 
 from .mcp_server import build_mcp_server
+from .methods import METHODS
 from .ownership import ProjectHandle
 from .service import ToolError
 from .telemetry import Metrics, ToolTelemetry
@@ -72,27 +39,11 @@ from .telemetry import Metrics, ToolTelemetry
 log = structlog.get_logger("codemem.http")
 
 TOOL_ROUTES: dict[str, tuple[type[BaseModel] | None, type[BaseModel], str]] = {
-    "code_search": (CodeSearchInput, CodeSearchResult, "Find functions, methods and classes by meaning and by name."),
-    "graph_query": (GraphQueryInput, GraphQueryResult, "Read-only Cypher over the code graph; writes are refused."),
-    "find_duplicates": (FindDuplicatesInput, FindDuplicatesResult, "Existing functions similar to the given code."),
-    "get_symbol": (GetSymbolInput, GetSymbolResult, "A symbol with its callers and callees (and its code)."),
-    "get_related": (GetRelatedInput, GetRelatedResult, "The graph neighbourhood of a symbol or file, nearest first."),
-    "index_file": (IndexFileInput, IndexFileResult, "Index one file now and report what it extracted."),
-    "index_directory": (IndexDirectoryInput, JobState, "Start indexing a directory in the background (a job)."),
-    "reindex": (ReindexInput, JobState, "Start a re-index (changed or full) in the background (a job)."),
-    "memory_add": (MemoryAddInput, MemoryAddResult, "Store a memory; returns its id and possible conflicts."),
-    "memory_update": (MemoryUpdateInput, MemoryUpdateResult, "Change a memory (optimistic concurrency)."),
-    "memory_delete": (MemoryDeleteInput, MemoryDeleteResult, "Soft-delete (30 days) or hard-delete a memory."),
-    "memory_get": (MemoryGetInput, MemoryRecord, "One memory in full, optionally with relationships."),
-    "memory_bulk_add": (MemoryBulkAddInput, MemoryBulkAddResult, "Store many memories, all or nothing."),
-    "memory_search": (MemorySearchInput, MemorySearchResult, "Memories by meaning, type, time and metadata."),
-    "memory_statistics": (None, MemoryStatisticsResult, "Counts per type, sync state, stores, cache."),
-    "export_memory": (ExportMemoryInput, ExportMemoryResult, "Memories as JSONL, to a project file or inline."),
-    "import_memory": (ImportMemoryInput, ImportMemoryResult, "Memories from JSONL (skip/overwrite/error)."),
-    "normalize_memory": (NormalizeMemoryInput, NormalizationJob, "Start a normalization job (dedup, cleanup, swap)."),
-    "normalize_status": (NormalizeStatusInput, NormalizationJob, "A normalization job's phase, percent and report."),
+    name: (method.input, method.result, method.route)  # type: ignore[misc]
+    for name, method in METHODS.items()
+    if method.route is not None and method.result is not None
 }
-"""Every tool route but index_status (which merges a job's state): name -> (input, result, summary)."""
+"""Every plain tool route (index_status merges a job's state and has its own): name -> (input, result, summary)."""
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 

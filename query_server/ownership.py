@@ -25,57 +25,10 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from resources.schemas.memory import (
-    BackupInput,
-    BackupResult,
-    ExportMemoryInput,
-    ExportMemoryResult,
-    ImportMemoryInput,
-    ImportMemoryResult,
-    MemoryAddInput,
-    MemoryAddResult,
-    MemoryBulkAddInput,
-    MemoryBulkAddResult,
-    MemoryDeleteInput,
-    MemoryDeleteResult,
-    MemoryGetInput,
-    MemoryListInput,
-    MemoryListResult,
-    MemoryRecord,
-    MemorySearchInput,
-    MemorySearchResult,
-    MemoryStatisticsResult,
-    MemoryUpdateInput,
-    MemoryUpdateResult,
-    NormalizationJob,
-    NormalizeMemoryInput,
-    NormalizeStatusInput,
-    RestoreInput,
-    RestoreResult,
-)
-from resources.schemas.tools import (
-    CodeSearchInput,
-    CodeSearchResult,
-    FindDuplicatesInput,
-    FindDuplicatesResult,
-    GetRelatedInput,
-    GetRelatedResult,
-    GetSymbolInput,
-    GetSymbolResult,
-    GraphQueryInput,
-    GraphQueryResult,
-    HealthResult,
-    IndexDirectoryInput,
-    IndexFileInput,
-    IndexFileResult,
-    IndexInput,
-    IndexStatusResult,
-    JobState,
-    JobStatusInput,
-    ReindexInput,
-)
+from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
+from .methods import METHODS
 from .service import CodeMemService, ToolError
 
 log = structlog.get_logger("codemem.ownership")
@@ -113,37 +66,6 @@ class OwnerLock:
             self._fd = None
 
 
-# Methods callable over loopback: name -> (input model, result model or None for dicts).
-_METHODS: dict[str, tuple[type[BaseModel] | None, type[BaseModel] | None]] = {
-    "code_search": (CodeSearchInput, CodeSearchResult),
-    "graph_query": (GraphQueryInput, GraphQueryResult),
-    "index_status": (None, IndexStatusResult),
-    "health": (None, HealthResult),
-    "get_symbol": (GetSymbolInput, GetSymbolResult),
-    "get_related": (GetRelatedInput, GetRelatedResult),
-    "find_duplicates": (FindDuplicatesInput, FindDuplicatesResult),
-    "index_file": (IndexFileInput, IndexFileResult),
-    "index_directory": (IndexDirectoryInput, JobState),
-    "reindex": (ReindexInput, JobState),
-    "job_status": (JobStatusInput, JobState),
-    "index": (IndexInput, None),
-    "memory_add": (MemoryAddInput, MemoryAddResult),
-    "memory_update": (MemoryUpdateInput, MemoryUpdateResult),
-    "memory_delete": (MemoryDeleteInput, MemoryDeleteResult),
-    "memory_get": (MemoryGetInput, MemoryRecord),
-    "memory_bulk_add": (MemoryBulkAddInput, MemoryBulkAddResult),
-    "memory_search": (MemorySearchInput, MemorySearchResult),
-    "memory_statistics": (None, MemoryStatisticsResult),
-    "export_memory": (ExportMemoryInput, ExportMemoryResult),
-    "import_memory": (ImportMemoryInput, ImportMemoryResult),
-    "sync_memory": (None, None),
-    "normalize_memory": (NormalizeMemoryInput, NormalizationJob),
-    "normalize_status": (NormalizeStatusInput, NormalizationJob),
-    "memory_list": (MemoryListInput, MemoryListResult),
-    "backup": (BackupInput, BackupResult),
-    "restore": (RestoreInput, RestoreResult),
-    "rebuild_projections": (None, None),
-}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -160,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             request = json.loads(self.rfile.read(length) or b"{}")
             method = request["method"]
-            input_model, _ = _METHODS[method]
+            input_model = METHODS[method].input
         except (ValueError, KeyError):
             self._send(400, {"error": "bad request"})
             return
@@ -250,9 +172,9 @@ class RemoteService:
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
         """The owner's service method of that name (see ``CodeMemService``), validated both ways."""
-        if method not in _METHODS or method == "index":
+        if method not in METHODS or method == "index":
             raise AttributeError(method)
-        _, result_model = _METHODS[method]
+        result_model = METHODS[method].result
 
         def call(request: BaseModel | None = None) -> Any:
             params = request.model_dump(mode="json") if request is not None else None
