@@ -596,6 +596,19 @@ def index_project(
         ctx.vectors.flush()
         _maybe_optimize(ctx, rewritten)
 
+    return finish_report(ctx, report, started, embed=embed, progress=progress, stop=stop)
+
+
+def finish_report(
+    ctx: IndexContext,
+    report: IndexReport,
+    started: float,
+    *,
+    embed: bool,
+    progress: Progress = _no_progress,
+    stop: threading.Event | None = None,
+) -> IndexReport:
+    """The end of every index run: fill pending dense vectors (with ``embed``), then the totals."""
     if embed and ctx.settings.dense_embeddings:
         embed_pending(ctx, progress, stop=stop)
     report.dense_done, report.dense_total = ctx.manifest.dense_counts()
@@ -654,6 +667,7 @@ __all__ = [
     "IndexReport",
     "delete_files",
     "embed_pending",
+    "finish_report",
     "index_project",
     "prepare_file",
     "prepare_stores",

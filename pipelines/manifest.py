@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from resources.sqlite_tx import immediate_transaction
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
@@ -101,14 +103,8 @@ class Manifest:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic write transaction."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with immediate_transaction(self._conn, self._lock) as conn:
+            yield conn
 
     def files(self) -> dict[str, FileState]:
         """Every indexed file by path."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.buckets import ALL_BUCKETS
-from pipelines.indexer import IndexContext, IndexReport, Progress, _no_progress, embed_pending
+from pipelines.indexer import IndexContext, IndexReport, Progress, _no_progress, finish_report
 from pipelines.stages import PreparedBucket, plan_buckets
 
 
@@ -134,11 +134,4 @@ def materialize_index(
     report.files_unchanged = sum(p.unchanged for p in plans.values())
     report.skipped += [s for key, p in plans.items() if key not in ran for s in p.skipped]
     report.failed += [f for key, p in plans.items() if key not in ran for f in p.failed]
-    if embed and settings.dense_embeddings:
-        embed_pending(ctx, progress)
-    report.dense_done, report.dense_total = ctx.manifest.dense_counts()
-    counts = ctx.manifest.counts()
-    report.symbols_total = counts["symbols"]
-    report.edges_total = counts["resolved_edges"]
-    report.seconds = time.perf_counter() - started
-    return report
+    return finish_report(ctx, report, started, embed=embed, progress=progress)

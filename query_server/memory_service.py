@@ -37,7 +37,15 @@ from resources.ledger import (
     content_hash,
 )
 from resources.memory_normalization import Normalizer
-from resources.memory_projection import COLLECTIONS, MemoryProjector, epoch, memory_title, prepared_text, text_digest
+from resources.memory_projection import (
+    COLLECTIONS,
+    EMBED_CHARS,
+    MemoryProjector,
+    epoch,
+    memory_title,
+    prepared_text,
+    text_digest,
+)
 from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
     MEMORY_TYPES,
@@ -228,7 +236,7 @@ class MemoryService:
 
     def _embed_one(self, memory_type: str, content: str, metadata: dict[str, Any]) -> np.ndarray | None:
         try:
-            return self.embedder.embed_documents([prepared_text(memory_type, content, metadata)[:8000]])[0]
+            return self.embedder.embed_documents([prepared_text(memory_type, content, metadata)[:EMBED_CHARS]])[0]
         except Exception as exc:  # noqa: BLE001 - the ledger write must not depend on the embedder
             log.warning("memory embedding failed; projection queued", error=str(exc))
             return None
@@ -844,7 +852,3 @@ class MemoryService:
                 "normalize_status without job_id shows the latest"
             )
         return job
-
-    def memory_types(self) -> list[str]:
-        """The memory types (for CLIs and docs)."""
-        return [str(t) for t in MEMORY_TYPES]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from resources.faults import fault_point
+from resources.sqlite_tx import immediate_transaction
 
 SCHEMA_VERSION = 1
 RETENTION_DAYS = 30
@@ -217,6 +218,18 @@ def _row(values: Sequence[Any]) -> MemoryRow:
     )
 
 
+def _scope(memory_types: Sequence[str] | None, include_deleted: bool) -> tuple[list[str], list[Any]]:
+    """WHERE conditions and parameters for a type list and the deleted flag."""
+    where = ["1=1"]
+    params: list[Any] = []
+    if memory_types:
+        where.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
+        params.extend(memory_types)
+    if not include_deleted:
+        where.append("deleted=0")
+    return where, params
+
+
 class Ledger:
     """The SQLite memory ledger of one project (thread-safe; one connection, serialized)."""
 
@@ -238,14 +251,8 @@ class Ledger:
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with immediate_transaction(self._conn, self._lock) as conn:
+            yield conn
 
     @staticmethod
     def _audit(
@@ -499,13 +506,7 @@ class Ledger:
         self, *, memory_types: Sequence[str] | None = None, include_deleted: bool = True, batch: int = 1000
     ) -> Iterator[MemoryRow]:
         """Every memory, oldest first, read in batches (for exports, rebuilds, normalization)."""
-        where = ["1=1"]
-        params: list[Any] = []
-        if memory_types:
-            where.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
-            params.extend(memory_types)
-        if not include_deleted:
-            where.append("deleted=0")
+        where, params = _scope(memory_types, include_deleted)
         last = ("", "")
         while True:
             with self._lock:
@@ -526,13 +527,7 @@ class Ledger:
         self, *, memory_types: Sequence[str] | None = None, include_deleted: bool = False, offset: int = 0, limit: int = 20
     ) -> list[MemoryRow]:
         """Memories, most recently updated first."""
-        where = ["1=1"]
-        params: list[Any] = []
-        if memory_types:
-            where.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
-            params.extend(memory_types)
-        if not include_deleted:
-            where.append("deleted=0")
+        where, params = _scope(memory_types, include_deleted)
         with self._lock:
             return [
                 _row(values)
@@ -573,23 +568,17 @@ class Ledger:
     def relationships_of(self, memory_id: str) -> tuple[list[Relationship], list[Relationship]]:
         """The memory's outgoing relationships and those other memories point at it with."""
         with self._lock:
-            out = [
-                Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
-                for r in self._conn.execute(
-                    "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
-                    "WHERE source_id=? ORDER BY created_at",
-                    (memory_id,),
-                )
-            ]
-            incoming = [
-                Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
-                for r in self._conn.execute(
-                    "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
-                    "WHERE target_id=? ORDER BY created_at",
-                    (memory_id,),
-                )
-            ]
-        return out, incoming
+            return self._relationships_where("source_id", memory_id), self._relationships_where("target_id", memory_id)
+
+    def _relationships_where(self, column: str, memory_id: str) -> list[Relationship]:
+        return [
+            Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
+            for r in self._conn.execute(
+                "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
+                f"WHERE {column}=? ORDER BY created_at",  # column: source_id or target_id, never user text
+                (memory_id,),
+            )
+        ]
 
     def audit_of(self, memory_id: str) -> list[dict[str, Any]]:
         """The memory's audit trail, oldest first."""
