@@ -609,6 +609,12 @@ def finish_report(
     stop: threading.Event | None = None,
 ) -> IndexReport:
     """The end of every index run: fill pending dense vectors (with ``embed``), then the totals."""
+    if report.files_seen == 0:
+        extensions = ", ".join(ctx.settings.extensions)
+        report.notes.append(
+            f"no source files found under {report.root} (indexed extensions: {extensions}) — check the path, "
+            "or set CODEMEM_EXTENSIONS"
+        )
     if embed and ctx.settings.dense_embeddings:
         embed_pending(ctx, progress, stop=stop)
     report.dense_done, report.dense_total = ctx.manifest.dense_counts()

@@ -663,19 +663,33 @@ class MemoryService:
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(
+                        f"not valid JSON ({exc.msg} at column {exc.colno}) — each line must be one JSON object, "
+                        "as export_memory writes"
+                    ) from exc
+                if not isinstance(item, dict):
+                    raise ValueError("each line must be a JSON object with memory_type and content")
                 memory_type = parse_memory_type(str(item.get("memory_type", "")))
                 content = item.get("content")
                 if not isinstance(content, str) or not content.strip():
                     raise ValueError("content is missing or blank")
                 metadata = validate_metadata(memory_type, item.get("metadata") or {}, content=content)
                 memory_id = str(item.get("id") or uuid.uuid4())
-                uuid.UUID(memory_id)
+                try:
+                    uuid.UUID(memory_id)
+                except ValueError as exc:
+                    raise ValueError(f"id {memory_id!r} is not a UUID — omit it to get a new one") from exc
+                importance = item.get("importance_score", 0.5)
+                if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
+                    raise ValueError(f"importance_score must be a number from 0 to 1 (got {importance!r})")
+                importance = float(importance)
             except (ValueError, TypeError, MemoryValidationError) as exc:
                 errors.append({"line": number, "error": str(exc)})
                 continue
             existing = self.ledger.get(memory_id)
-            importance = float(item.get("importance_score", 0.5))
             if existing is not None:
                 if request.conflict_resolution == "skip":
                     skipped += 1

@@ -287,3 +287,11 @@ def test_index_restricted_to_paths_leaves_the_rest_alone(project: Path, service_
     report = svc.index(IndexInput(embed=False, paths=["pkg"]))
     assert report["files_deleted"] == 1
     assert_consistent(svc)
+
+
+def test_an_empty_project_says_what_to_check(project, service_factory) -> None:  # noqa: ANN001
+    from resources.schemas.tools import IndexInput
+
+    report = service_factory(project).index(IndexInput())
+    assert report["files_seen"] == 0
+    assert any(note.startswith("no source files found under") and "CODEMEM_EXTENSIONS" in note for note in report["notes"])

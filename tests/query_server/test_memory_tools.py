@@ -199,3 +199,11 @@ def test_export_import_round_trip_and_path_confinement(svc, project: Path, tmp_p
     junk = svc.import_memory(ImportMemoryInput(data='{"memory_type": "nonsense", "content": "x"}\nnot json\n'))
     assert junk.imported == 0 and [e["line"] for e in junk.errors] == [1, 2]
     assert "Unknown memory type" in junk.errors[0]["error"]
+    worse = svc.import_memory(ImportMemoryInput(data=(
+        '{"memory_type": "session"\n5\n{"memory_type": "session", "content": "x", "importance_score": "high"}\n'
+        '{"memory_type": "session", "content": "x", "id": "abc"}\n'
+    )))
+    assert worse.imported == 0 and [e["line"] for e in worse.errors] == [1, 2, 3, 4]
+    messages = [e["error"] for e in worse.errors]
+    assert messages[0].startswith("not valid JSON") and "JSON object" in messages[1]
+    assert "importance_score must be a number from 0 to 1" in messages[2] and "is not a UUID" in messages[3]
