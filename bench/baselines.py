@@ -1,8 +1,9 @@
 """Baselines every codemem number is compared with, computed in the same run.
 
-* BM25 — ``bm25s`` (Lucene variant, k1=1.5, b=0.75) over the stripped function texts, with a
-  code tokenizer: words and identifiers, camelCase / snake_case split into parts, lower-cased,
-  English stop words dropped, Snowball-stemmed (PyStemmer).
+* BM25 — Lucene BM25 (k1=1.5, b=0.75) over the stripped function texts, with a code tokenizer:
+  words and identifiers, camelCase / snake_case split into parts, lower-cased, English stop
+  words dropped, Snowball-stemmed (PyStemmer). It is ``pipelines.evaluation.BM25`` (numpy, the
+  same rankings as ``bm25s``, which the tests check), the baseline ``codemem eval`` reports too.
 * MiniLM — the raw local model all-MiniLM-L6-v2 (the packaged weights, the same numpy forward
   pass codemem uses, truncated at 256 word pieces as sentence-transformers does, mean pooled,
   L2-normalized); cosine between the query and each function text.
@@ -15,69 +16,21 @@ fast; codemem's own runs never see this cache (they get a fresh state dir).
 from __future__ import annotations
 
 import hashlib
-import re
 import sqlite3
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from bench.corpora import CACHE_DIR
+from pipelines.evaluation import BM25, code_tokenize
+
+__all__ = ["BM25", "RawMiniLM", "VectorCache", "code_tokenize", "dense_rank", "rrf"]
 
 MAX_SEQ = 256
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-STOPWORDS = frozenset(
-    "a an and are as at be by for from has have if in into is it its of on or that the this to "
-    "was were will with".split()
-)
 
 
-# -- BM25 --------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def _stemmer():  # noqa: ANN202
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
-def code_tokenize(text: str) -> list[str]:
-    """Words of text and code: identifiers split on ``_`` and camelCase, lower-cased, stemmed."""
-    stem = _stemmer().stemWord
-    out: list[str] = []
-    for word in _WORD.findall(text):
-        for chunk in word.split("_"):
-            for part in _CAMEL.findall(chunk):
-                low = part.lower()
-                if low in STOPWORDS or (len(low) < 2 and not low.isdigit()):
-                    continue
-                out.append(stem(low))
-    return out
-
-
-class BM25:
-    """bm25s over function texts with ``code_tokenize``."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        import bm25s
-
-        self.n = len(texts)
-        self.retriever = bm25s.BM25()  # lucene, k1=1.5, b=0.75
-        self.retriever.index([code_tokenize(t) or ["<empty>"] for t in texts], show_progress=False)
-
-    def rank(self, query: str, k: int = 100) -> list[int]:
-        """Indices of the top-k texts, best first (empty when no query token is known)."""
-        tokens = code_tokenize(query)
-        if not tokens:
-            return []
-        vocab = self.retriever.vocab_dict
-        tokens = [t for t in tokens if t in vocab]
-        if not tokens:
-            return []
-        docs, scores = self.retriever.retrieve([tokens], k=min(k, self.n), show_progress=False)
-        return [int(d) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+# BM25 and its tokenizer: pipelines.evaluation (shared with `codemem eval`), re-exported here.
 
 
 # -- raw MiniLM ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Retrieval quality: codemem's ``code_search`` vs BM25, raw MiniLM and their plain RRF.
 
-Metrics (all at cutoff 10, over the corpus's queries):
+Metrics (all at cutoff 10, over the corpus's queries; computed by ``pipelines.evaluation``, as
+``codemem eval`` computes them on a user's repository):
 * R@1 — share of queries whose first result is a gold function;
 * R@10 — share with a gold function in the first 10;
 * MRR — mean of 1/rank of the first gold function in the first 10 (0 when absent).
@@ -16,52 +17,19 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.baselines import BM25, RawMiniLM, VectorCache, dense_rank, rrf
 from bench.corpora import Corpus, fresh_copy
+from pipelines.evaluation import CUTOFF, Metrics, evaluate, first_gold_rank
+from pipelines.evaluation import GoldMatcher as _GoldMatcher
+from query_server.evaluation import CodememRun
 
-CUTOFF = 10
+__all__ = ["CodememRun", "GoldMatcher", "Metrics", "codemem_rankings", "evaluate", "first_gold_rank", "run_quality"]
+
 TARGET_VS_BM25 = 1.3
 TARGET_VS_RRF = 1.1
-
-
-@dataclass
-class Metrics:
-    """R@1, R@10 and MRR@10 of one method on one corpus."""
-
-    mrr: float
-    r1: float
-    r10: float
-    n: int
-
-    def as_dict(self) -> dict[str, float]:
-        return {"mrr": round(self.mrr, 4), "r1": round(self.r1, 4), "r10": round(self.r10, 4), "queries": self.n}
-
-
-def first_gold_rank(ranking: Sequence[int | None], gold: Sequence[int], cutoff: int = CUTOFF) -> int | None:
-    """1-based rank of the first gold id in the top ``cutoff``, or None."""
-    wanted = set(gold)
-    for r, doc in enumerate(ranking[:cutoff], 1):
-        if doc is not None and doc in wanted:
-            return r
-    return None
-
-
-def evaluate(rankings: Sequence[Sequence[int | None]], golds: Sequence[Sequence[int]]) -> Metrics:
-    """Metrics of rankings (one per query, best first) against gold id sets."""
-    ranks = [first_gold_rank(r, g) for r, g in zip(rankings, golds, strict=True)]
-    n = len(ranks)
-    if not n:
-        return Metrics(0.0, 0.0, 0.0, 0)
-    return Metrics(
-        mrr=sum(1.0 / r for r in ranks if r) / n,
-        r1=sum(1 for r in ranks if r == 1) / n,
-        r10=sum(1 for r in ranks if r) / n,
-        n=n,
-    )
 
 
 # -- baselines -----------------------------------------------------------------------------
@@ -96,50 +64,11 @@ def baseline_rankings(
 
 # -- codemem -------------------------------------------------------------------------------
 
-class GoldMatcher:
+class GoldMatcher(_GoldMatcher):
     """Maps a codemem hit to the corpus function it is (or None)."""
 
     def __init__(self, corpus: Corpus) -> None:
-        self.by_line: dict[tuple[str, int], int] = {}
-        self.by_name: dict[tuple[str, str], int] = {}
-        seen: dict[tuple[str, str], int] = {}
-        for fn in corpus.functions:
-            for line in range(fn.first_line, fn.def_line + 1):
-                self.by_line.setdefault((fn.path, line), fn.idx)
-            key = (fn.path, fn.local_qualified_name)
-            seen[key] = seen.get(key, 0) + 1
-            self.by_name.setdefault(key, fn.idx)
-        # A name defined twice in a file (overloads, redefinitions) is matched by line only.
-        self.by_name = {k: v for k, v in self.by_name.items() if seen[k] == 1}
-        self.names_by_path: dict[str, list[tuple[str, int]]] = {}
-        for (path, name), idx in self.by_name.items():
-            self.names_by_path.setdefault(path, []).append((name, idx))
-
-    def match(self, file_path: str, start_line: int, qualified_name: str = "", kind: str = "") -> int | None:
-        """The corpus function a hit is: by (file, line) first, else by a name unique in its file."""
-        if kind and kind not in ("function", "method"):
-            return None
-        idx = self.by_line.get((file_path, start_line))
-        if idx is not None:
-            return idx
-        best: tuple[int, int] | None = None  # (len(name), idx): the longest matching suffix wins
-        for name, idx in self.names_by_path.get(file_path, []):
-            if (qualified_name == name or qualified_name.endswith("." + name)) and (best is None or len(name) > best[0]):
-                best = (len(name), idx)
-        return best[1] if best else None
-
-
-@dataclass
-class CodememRun:
-    """What one codemem index + search pass produced."""
-
-    rankings: list[list[int | None]]
-    index_report: dict[str, Any]
-    index_seconds: float
-    search_seconds: float
-    search_modes: list[str]
-    indexed_gold: int  # gold functions that exist as symbols in codemem's index
-    gold_total: int
+        super().__init__(corpus.functions)
 
 
 def codemem_rankings(
@@ -154,49 +83,14 @@ def codemem_rankings(
         search: Optional replacement of ``svc.code_search`` (experiments): ``search(svc, query, limit)``
             returning hits with ``file_path``, ``start_line``, ``qualified_name``, ``kind``.
     """
-    from query_server.service import CodeMemService
-    from resources.schemas.tools import CodeSearchInput, IndexInput
+    from query_server.evaluation import index_and_search
     from resources.settings import Settings
 
     tmp = Path(tempfile.mkdtemp(prefix=f"codemem-bench-{corpus.name}-", dir=work_dir))
     project = fresh_copy(corpus, tmp / corpus.name)
-    state = tmp / "state"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    settings = Settings(project_root=project, state_dir=state, dense_embeddings=True)
-    svc = CodeMemService(settings)
-    try:
-        started = time.perf_counter()
-        report = svc.index(IndexInput(embed=True))
-        index_seconds = time.perf_counter() - started
-        matcher = GoldMatcher(corpus)
-        from pipelines.indexer import CODE_COLLECTION
-
-        points = svc.vectors.retrieve(CODE_COLLECTION, [s.id for s in svc.manifest.all_symbols()])
-        indexed = {
-            matcher.match(p.payload.get("file_path", ""), int(p.payload.get("start_line", -1)),
-                          p.payload.get("qualified_name", ""), p.payload.get("kind", ""))
-            for p in points
-        }
-        gold = {g for q in corpus.queries for g in q.gold}
-        rankings: list[list[int | None]] = []
-        modes: list[str] = []
-        started = time.perf_counter()
-        for q in corpus.queries:
-            if search is not None:
-                hits = search(svc, q.text, limit)
-                modes.append("custom")
-            else:
-                result = svc.code_search(CodeSearchInput(query=q.text[:100_000], limit=limit))
-                hits = result.results
-                modes.append(result.search_mode)
-            rankings.append([matcher.match(h.file_path, h.start_line, h.qualified_name, h.kind) for h in hits])
-        search_seconds = time.perf_counter() - started
-    finally:
-        svc.close()
-    return CodememRun(
-        rankings=rankings, index_report=report, index_seconds=index_seconds, search_seconds=search_seconds,
-        search_modes=modes, indexed_gold=len(gold & indexed), gold_total=len(gold),
-    )
+    settings = Settings(project_root=project, state_dir=tmp / "state", dense_embeddings=True)
+    return index_and_search(settings, corpus.queries, GoldMatcher(corpus), limit=limit, search=search)
 
 
 # -- report --------------------------------------------------------------------------------

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dagster import Definitions
 
 from pipelines.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
+from pipelines.design_assets import DESIGN_ASSETS
 from pipelines.sensors import file_change_sensor, index_buckets_job
 from resources.dagster_resources import BucketIOManager, CodememProject
 
 defs = Definitions(
-    assets=CODE_INDEX_ASSETS,
+    assets=[*CODE_INDEX_ASSETS, *DESIGN_ASSETS],
     asset_checks=CODE_INDEX_CHECKS,
     jobs=[index_buckets_job],
     sensors=[file_change_sensor],

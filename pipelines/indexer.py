@@ -76,6 +76,8 @@ class IndexReport:
     seconds: float = 0.0
     git_aware: bool = False
     notes: list[str] = field(default_factory=list)
+    design: dict[str, Any] | None = None
+    """What the design step (documents, links, patterns, anchors) did after the run."""
 
     @property
     def ok(self) -> bool:
@@ -103,6 +105,7 @@ class IndexReport:
             "seconds": round(self.seconds, 3),
             "git_aware": self.git_aware,
             "notes": self.notes,
+            "design": self.design,
         }
 
 

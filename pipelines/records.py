@@ -6,6 +6,7 @@ ordinal for overloads), so re-indexing the same content writes the same points a
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass
@@ -24,10 +25,15 @@ MAX_PAYLOAD_DOC = 2_000
 # texts are ~20% shorter to embed. Bump EMBEDDING_TEXT_VERSION when the recipe changes: an index
 # made with another recipe is rebuilt rather than mixing vectors of two recipes.
 MAX_EMBED_BODY_CHARS = 300
-EMBEDDING_TEXT_VERSION = 2
+EMBEDDING_TEXT_VERSION = 3  # 3: payloads carry requirement_ids, is_test and symbol_hash
 _LEADING_DOCSTRING = re.compile(r'^\s*[rRuUbB]{0,2}("""|\'\'\'|"|\')(?:.|\n)*?(?<!\\)\1', re.DOTALL)
 _SPLIT_IDENTIFIER = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
+REQUIREMENT_ID = re.compile(r"\bREQ-[A-Z0-9]+(?:-[A-Z0-9]+)*-\d{3,}\b", re.I)
+"""Requirement ids cited in code (comments, docstrings, markers); documents use the settings' patterns."""
+_REQUIREMENT_IN_NAME = re.compile(r"(?:^|_)req_([a-z0-9]+(?:_[a-z0-9]+)*?)_(\d{3,})(?=_|$)", re.I)
+_TEST_DIRS = {"tests", "test", "__tests__", "spec", "specs", "testing"}
+_TEST_FILE = re.compile(r"(^test_.*|.*_test\.[a-z]+|.*\.(test|spec)\.[a-z]+|.*Tests?\.(java|cs|kt))$")
 
 
 def symbol_id(path: str, local_qualified_name: str) -> str:
@@ -153,6 +159,24 @@ def sparse_text(parsed: ParsedFile, symbol: ParsedSymbol) -> str:
     return "\n".join(parts)
 
 
+def is_test_symbol(path: str, symbol: ParsedSymbol) -> bool:
+    """A test: a symbol in a test file or directory, or a function named ``test…``/class ``Test…``."""
+    parts = PurePosixPath(path).parts
+    if any(part in _TEST_DIRS for part in parts[:-1]) or _TEST_FILE.match(parts[-1]):
+        return True
+    return symbol.name.startswith("test_") or (symbol.kind in CLASS_KINDS and symbol.name.startswith("Test"))
+
+
+def cited_requirements(parsed: ParsedFile, symbol: ParsedSymbol) -> list[str]:
+    """Requirement ids a symbol cites in its own text: docstring, comments, decorators (pytest
+    markers) and its name (``test_req_auth_001_login``); a type's methods cite for themselves."""
+    own = class_outline(parsed, symbol) if symbol.kind in CLASS_KINDS else symbol.code
+    found = {m.group(0).upper(): None for m in REQUIREMENT_ID.finditer(f"{symbol.docstring or ''}\n{own}")}
+    for match in _REQUIREMENT_IN_NAME.finditer(symbol.name):
+        found[f"REQ-{match.group(1).upper().replace('_', '-')}-{match.group(2)}"] = None
+    return list(found)
+
+
 def build_symbol_records(
     parsed: ParsedFile, content_hash: str, indexed_at: str
 ) -> list[SymbolRecord]:
@@ -188,6 +212,9 @@ def build_symbol_records(
             "extends": symbol.extends,
             "implements": symbol.implements,
             "content_hash": content_hash,
+            "symbol_hash": hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest(),
+            "requirement_ids": cited_requirements(parsed, symbol),
+            "is_test": is_test_symbol(parsed.path, symbol),
             "indexed_at": indexed_at,
         }
         records.append(

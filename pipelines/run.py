@@ -44,6 +44,33 @@ def project_instance(state_dir: Path) -> Any:
     return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(state_dir))))
 
 
+def _materialize_design(handle: Any, report: IndexReport, instance: Any) -> None:
+    """Run the design assets (documents, links, patterns, anchors) after the code index."""
+    from dagster import materialize
+
+    from pipelines.design_assets import DESIGN_ASSETS
+    from resources.dagster_resources import INJECTED_HANDLES, CodememProject
+
+    root = str(handle.backend.ctx.settings.resolved_root())
+    INJECTED_HANDLES[root] = handle
+    try:
+        result = materialize(
+            DESIGN_ASSETS, instance=instance, resources={"codemem": CodememProject(project_root=root)},
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            tags={"codemem/trigger": "codemem index"}, raise_on_error=False,
+        )
+    finally:
+        INJECTED_HANDLES.pop(root, None)
+    if not result.success:
+        report.notes.append(f"design layer not refreshed: Dagster run {result.run_id} failed (the code index is up to date)")
+        return
+    design = dict(result.output_for_node("design_documents") or {})
+    for key, value in (result.output_for_node("design_links") or {}).items():
+        design[key] = design.get(key, 0) + value if isinstance(value, int) else (design.get(key) or []) + value
+    report.design = design
+    report.notes.extend(design.get("notes", [])[:20])
+
+
 def materialize_index(
     handle: Any, *, embed: bool = True, force: bool = False, progress: Progress = _no_progress, instance: Any = None
 ) -> IndexReport:
@@ -131,6 +158,7 @@ def materialize_index(
                 report.edges_removed = int(meta["edges_removed"].value)
             report.notes.append(f"Dagster run {result.run_id} over buckets {first}..{last}")
         progress("parse", changed_files, changed_files)
+    _materialize_design(handle, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
     report.files_unchanged = sum(p.unchanged for p in plans.values())
     report.skipped += [s for key, p in plans.items() if key not in ran for s in p.skipped]
     report.failed += [f for key, p in plans.items() if key not in ran for f in p.failed]

@@ -116,6 +116,15 @@ def print_summary(report: dict[str, Any]) -> None:
     table.add_row("symbols (written / total)", f"{report['symbols_written']} / {report['symbols_total']}")
     table.add_row("cross-file edges (+added / -removed / total)", f"+{report['edges_added']} / -{report['edges_removed']} / {report['edges_total']}")
     table.add_row("dense vectors", f"{report['dense_done']} / {report['dense_total']}")
+    design = report.get("design")
+    if design:
+        table.add_row(
+            "design layer",
+            f"{design.get('documents_changed', 0)}/{design.get('documents_seen', 0)} documents read: "
+            f"{design.get('requirements', 0)} requirements, {design.get('designs', 0)} designs, {design.get('chunks_written', 0)} doc chunks; "
+            f"{design.get('requirement_links', 0)} requirement links, {design.get('patterns', 0)} patterns, "
+            f"{design.get('components', 0)} components; {design.get('anchors_stale', 0)} stale anchored memories",
+        )
     table.add_row("time", f"{report['seconds']:.2f} s")
     console.print(table)
     reasons: dict[str, int] = {}
@@ -530,7 +539,7 @@ def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | No
 
 
 
-from . import cli_memory, cli_pipeline, cli_ui  # noqa: E402,F401 - register their commands on `main`
+from . import cli_design, cli_eval, cli_init, cli_memory, cli_pipeline, cli_ui  # noqa: E402,F401 - register their commands on `main`
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,7 @@ from rich.console import RenderableType
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from resources.schemas.memory import MEMORY_TYPES
+from resources.schemas.memory import DEFAULT_NOTES_REF, MEMORY_TYPES
 
 from .cli import (
     InputError,
@@ -198,35 +198,70 @@ def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...
         raise click.ClickException("normalization failed: " + "; ".join(job.errors) + " — nothing was applied")
 
 
+def _one_format(markdown: str | None, git_notes: bool, other: str | None, other_name: str) -> str:
+    chosen = [name for name, given in ((other_name, other), ("--markdown", markdown), ("--git-notes", git_notes)) if given]
+    if len(chosen) > 1:
+        raise InputError(f"pass one of {', '.join(chosen)}, not several")
+    return "markdown" if markdown else "git_notes" if git_notes else "jsonl"
+
+
+def _where(error: dict[str, Any]) -> str:
+    if "file" in error:
+        return str(error["file"])
+    if "note" in error:
+        return f"note on {str(error['note'])[:12]}"
+    if "memory_id" in error:
+        return f"memory {error['memory_id']}"
+    return f"line {error.get('line')}"
+
+
 @main.command(name="export")
 @click.option("--project", default=".", show_default=True)
 @click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
 @click.option("--output", default=None, help="File inside the project (default: JSONL on stdout).")
+@click.option("--markdown", "markdown_dir", default=None, metavar="DIR", help="Write one Markdown file per memory (YAML front matter) to DIR/<type>/<slug>-<id>.md, inside the project.")
+@click.option("--git-notes", "git_notes", is_flag=True, help="Attach session and design memories to commits as git notes (the commit in their metadata, else HEAD).")
+@click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
 @click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
-def export_command(project: str, types: tuple[str, ...], output: str | None, deleted: bool) -> None:
-    """Export memories as JSONL."""
+def export_command(project: str, types: tuple[str, ...], output: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, deleted: bool) -> None:
+    """Export memories as JSONL, as Markdown files (--markdown DIR) or as git notes (--git-notes)."""
     from resources.schemas.memory import ExportMemoryInput
 
-    result = _call(project, "export_memory", _request(ExportMemoryInput, memory_types=list(types) or None, output_path=output, include_deleted=deleted))
+    fmt = _one_format(markdown_dir, git_notes, output, "--output")
+    result = _call(project, "export_memory", _request(
+        ExportMemoryInput, memory_types=list(types) or None, output_path=markdown_dir or output, include_deleted=deleted,
+        format=fmt, notes_ref=notes_ref,
+    ))
     if result.data is not None:
         click.echo(result.data, nl=False)
-    console.print(f"exported {result.exported_count} memories" + (f" to {result.output_path}" if result.output_path else ""))
+    removed = ""
+    if result.removed_count:
+        removed = f" (removed {result.removed_count} " + ("stale files)" if fmt == "markdown" else "deleted memories from the notes)")
+    console.print(f"exported {result.exported_count} memories" + (f" to {result.output_path}" if result.output_path else "") + removed)
+    for error in result.errors[:20]:
+        console.print(Text(f"{_where(error)}: {error['error']}", style="yellow"))
 
 
 @main.command(name="import")
-@click.argument("path")
+@click.argument("path", required=False)
+@click.option("--markdown", "markdown_dir", default=None, metavar="DIR", help="Read the Markdown memory files under DIR (as `export --markdown` writes them).")
+@click.option("--git-notes", "git_notes", is_flag=True, help="Read the memories in the git notes of --ref.")
+@click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
 @click.option("--on-conflict", type=click.Choice(["skip", "overwrite", "error"]), default="skip", show_default=True)
 @_query_options
-def import_command(path: str, on_conflict: str, project: str, as_json: bool) -> None:
-    """Import memories from a JSONL file inside the project."""
+def import_command(path: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, on_conflict: str, project: str, as_json: bool) -> None:
+    """Import memories from a JSONL file inside the project, Markdown files (--markdown DIR) or git notes (--git-notes)."""
     from resources.schemas.memory import ImportMemoryInput
 
-    request = _request(ImportMemoryInput, input_path=path, conflict_resolution=on_conflict)
+    fmt = _one_format(markdown_dir, git_notes, path, "PATH")
+    if fmt == "jsonl" and not path:
+        raise InputError("pass PATH (a JSONL file inside the project), --markdown DIR or --git-notes")
+    request = _request(ImportMemoryInput, input_path=markdown_dir or path, conflict_resolution=on_conflict, format=fmt, notes_ref=notes_ref)
     result = _show(project, "import_memory", request, as_json, lambda r: [_key_values("import", [
         ("imported", r.imported), ("skipped", r.skipped), ("overwritten", r.overwritten), ("errors", len(r.errors)),
-    ])] + [Text(f"line {e['line']}: {e['error']}", style="red") for e in r.errors[:20]])
+    ])] + [Text(f"{_where(e)}: {e['error']}", style="red") for e in r.errors[:20]])
     if result.errors and on_conflict == "error":
-        raise InputError(f"{len(result.errors)} line(s) refused — nothing was imported")
+        raise InputError(f"{len(result.errors)} {'line(s)' if fmt == 'jsonl' else 'memories'} refused — nothing was imported")
 
 
 @main.command()

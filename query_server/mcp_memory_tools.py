@@ -119,12 +119,17 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
         expected_version: Annotated[
             int | None, Field(description="The version you read; refused with the current one if it moved on.")
         ] = None,
+        confirm_anchors: Annotated[
+            bool, Field(description="The memory still holds for the code it is anchored to: clear its stale flag (re-anchor to the code as indexed now).")
+        ] = False,
     ) -> MemoryUpdateResult:
         """Correct or extend a memory (a decision changed, a requirement was implemented). Pass
-        expected_version from memory_get so a concurrent edit is not overwritten silently."""
+        expected_version from memory_get so a concurrent edit is not overwritten silently. A memory
+        flagged stale (its anchored code changed) is confirmed with confirm_anchors=true."""
         return await call(
             "memory_update", MemoryUpdateInput, memory_id=memory_id, memory_type=memory_type, content=content or None,
             metadata=metadata, importance_score=importance_score, expected_version=expected_version,
+            confirm_anchors=confirm_anchors,
         )
 
     @server.tool(name="memory_delete")

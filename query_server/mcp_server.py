@@ -38,6 +38,7 @@ from resources.schemas.tools import (
     describe_validation_error,
 )
 
+from .mcp_design_tools import register_design_tools
 from .mcp_memory_tools import register_memory_tools
 from .ownership import ProjectHandle
 from .service import ToolError
@@ -243,6 +244,7 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
         )
 
     register_memory_tools(server, call)
+    register_design_tools(server, call)
     return server
 
 

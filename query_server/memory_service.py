@@ -36,6 +36,8 @@ from resources.ledger import (
     VersionConflict,
     content_hash,
 )
+from resources.memory_git_notes import NOTE_TYPES, GitNotes, GitNotesError, export_notes, import_notes
+from resources.memory_markdown import read_directory, write_directory
 from resources.memory_normalization import Normalizer
 from resources.memory_projection import (
     COLLECTIONS,
@@ -123,6 +125,7 @@ class MemoryService:
         graph: Any,
         embedder: Any,
         resolve_code: CodeResolver | None = None,
+        lookup_symbols: Callable[[list[str]], dict[str, dict[str, Any]]] | None = None,
     ) -> None:
         """Open the project's memory ledger and project it into ``vectors`` and ``graph``."""
         self.settings = settings
@@ -131,6 +134,7 @@ class MemoryService:
         self.vectors = vectors
         self.projector = MemoryProjector(self.ledger, vectors, graph, embedder)
         self.resolve_code = resolve_code
+        self.lookup_symbols = lookup_symbols
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._sync_thread: threading.Thread | None = None
@@ -297,11 +301,54 @@ class MemoryService:
         if report.failed:
             self._wake.set()
 
+    def _anchored(self, metadata: dict[str, Any], *, reanchor: bool = False) -> dict[str, Any]:
+        """Metadata with its ``anchors`` checked against the code index and each one's content
+        hash filled in (the indexed symbol's hash when omitted, or always with ``reanchor``)."""
+        anchors = metadata.get("anchors")
+        if anchors is None:
+            return metadata
+        if not isinstance(anchors, list) or not all(isinstance(a, (dict, str)) for a in anchors):
+            raise ToolError("metadata.anchors must be a list of {qualified_name, content_hash?} objects (or qualified names)")
+        if len(anchors) > 50:
+            raise ToolError(f"metadata.anchors holds {len(anchors)} anchors — at most 50; anchor the memory to the symbols it is about")
+        wanted = [a if isinstance(a, str) else str(a.get("qualified_name") or "") for a in anchors]
+        if not all(wanted):
+            raise ToolError("every anchor needs a qualified_name (from code_search or get_symbol)")
+        found = self.lookup_symbols(wanted) if self.lookup_symbols is not None else {}
+        missing = [name for name in wanted if name not in found]
+        if missing:
+            raise ToolError(
+                f"anchor(s) not in the code index: {', '.join(missing[:5])} — pass qualified names as code_search returns them "
+                "(e.g. package.module.Class.method), after the code is indexed"
+            )
+        normalized = []
+        for raw, name in zip(anchors, wanted, strict=True):
+            given = raw.get("content_hash") if isinstance(raw, dict) else None
+            normalized.append({"qualified_name": name, "content_hash": found[name].get("symbol_hash") if reanchor or not given else given,
+                               "file_path": found[name].get("file_path")})
+        return {**metadata, "anchors": normalized}
+
+    def _record_anchor_state(self, row: MemoryRow) -> None:
+        """Check a memory's anchors now (the pipeline re-checks them after every index run)."""
+        anchors = row.metadata.get("anchors") or []
+        if not anchors or self.lookup_symbols is None:
+            self.ledger.clear_anchor_state([row.id])
+            return
+        try:
+            current = self.lookup_symbols([a["qualified_name"] for a in anchors])
+        except Exception as exc:  # noqa: BLE001 - staleness is re-checked by the next index run
+            log.warning("anchor check deferred", memory_id=row.id, error=str(exc))
+            return
+        self.ledger.set_anchor_state([
+            (row.id, a["qualified_name"], str(a.get("content_hash") or ""), (current.get(a["qualified_name"]) or {}).get("symbol_hash"))
+            for a in anchors
+        ])
+
     # -- tools -------------------------------------------------------------------------------
     def memory_add(self, request: MemoryAddInput) -> MemoryAddResult:
         """Store a memory; returns its id and the stored memories it may duplicate or contradict."""
         memory_type = request.memory_type
-        metadata = self._validated_metadata(memory_type, request.metadata, request.content)
+        metadata = self._anchored(self._validated_metadata(memory_type, request.metadata, request.content))
         relationships = [self._resolve_target(spec) for spec in request.relationships]
         vector = self._embed_one(memory_type, request.content, metadata)
         conflicts = self._conflicts(memory_type, request.content, metadata, vector, None)
@@ -320,6 +367,8 @@ class MemoryService:
             )
         row = rows[0]
         fault_point("memory_add:after_ledger")
+        if row.metadata.get("anchors"):
+            self._record_anchor_state(row)
         self._project([row.id], {row.id: (text_digest(row.memory_type, row.content, row.metadata), vector)} if vector is not None and row.id == new.id else None)
         conflicts = [c for c in conflicts if c.memory_id != row.id]  # a retried request_id finds itself
         after = self.ledger.get(row.id) or row
@@ -372,6 +421,8 @@ class MemoryService:
         metadata = row.metadata
         if request.metadata is not None or request.content is not None:
             metadata = self._validated_metadata(request.memory_type, {**row.metadata, **(request.metadata or {})}, content)
+        if (request.metadata and "anchors" in request.metadata) or request.confirm_anchors or (request.content is not None and metadata.get("anchors")):
+            metadata = self._anchored(metadata, reanchor=request.confirm_anchors or request.content is not None)
         try:
             after, changed = self.ledger.update(
                 row.id,
@@ -387,6 +438,8 @@ class MemoryService:
         except MemoryNotFound as exc:
             raise _not_found(row.id) from exc
         conflicts: list[MemoryConflict] = []
+        if changed and (after.metadata.get("anchors") or row.metadata.get("anchors")):
+            self._record_anchor_state(after)
         if changed:
             vector = self._embed_one(after.memory_type, after.content, after.metadata) if request.content is not None else None
             if request.content is not None:
@@ -443,6 +496,7 @@ class MemoryService:
             access_count=row.access_count, importance_score=row.importance_score,
             sync_status=row.sync_status, deleted=row.deleted, deleted_at=row.deleted_at,  # type: ignore[arg-type]
             relationships=self._relationships(row) if with_relationships else None,
+            stale_anchors=self.ledger.stale_anchors([row.id]).get(row.id),
         )
 
     def memory_get(self, request: MemoryGetInput) -> MemoryRecord:
@@ -503,8 +557,9 @@ class MemoryService:
         hits: list[MemoryHit] = []
         budget = MAX_RESPONSE_TOKENS - 1_000
         truncated = False
+        stale = self.ledger.stale_anchors([row.id for _, row in page])
         for score, row in page:
-            hit = self._hit(row, score)
+            hit = self._hit(row, score, stale)
             hit.access_count += 1  # this retrieval
             cost = estimate_tokens(hit.model_dump_json())
             if cost > budget:
@@ -612,21 +667,47 @@ class MemoryService:
         return True
 
     def export_memory(self, request: ExportMemoryInput) -> ExportMemoryResult:
-        """Memories as JSONL (one per line, with relationships), to a project file or inline."""
+        """Memories as JSONL (one per line, with relationships), to a project file or inline; as Markdown
+        files in a project directory; or as git notes on commits (session and design memories)."""
         types = [str(t) for t in request.memory_types] if request.memory_types else None
-        lines: list[str] = []
+        if request.format == "git_notes":
+            refused = [t for t in types or () if t not in NOTE_TYPES]
+            if refused:
+                raise ToolError(f"git notes hold {' and '.join(NOTE_TYPES)} memories, not {', '.join(refused)} — use format markdown or jsonl for those")
+            types = types or list(NOTE_TYPES)
+        records: list[dict[str, Any]] = []
         for row in self.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted):
             if not self._matches(row, request.filters):
                 continue
             out, _ = self.ledger.relationships_of(row.id)
-            lines.append(json.dumps({
+            records.append({
                 **row.snapshot(),
                 "access_count": row.access_count,
                 "relationships": [
                     {"type": r.rel_type, "target_id": r.target_id, "target_kind": r.target_kind, "properties": r.properties}
                     for r in out
                 ],
-            }, ensure_ascii=False))
+            })
+        if request.format == "markdown":
+            assert request.output_path is not None  # the input model requires it
+            target = self._confined(request.output_path)
+            if target.exists() and not target.is_dir():
+                raise ToolError(f"{request.output_path} is a file — markdown export writes a directory; pass a directory path")
+            prune = [] if request.filters else (types or [str(t) for t in MEMORY_TYPES])
+            count, removed = write_directory(target, records, prune_types=prune)
+            return ExportMemoryResult(exported_count=count, output_path=str(target), removed_count=removed)
+        if request.format == "git_notes":
+            def deleted(memory_id: str) -> bool:
+                row = self.ledger.get(memory_id)
+                return row is not None and row.deleted and not request.include_deleted
+
+            try:
+                notes = GitNotes(self.settings.resolved_root(), request.notes_ref)
+                report = export_notes(notes, records, drop=deleted)
+            except GitNotesError as exc:
+                raise ToolError(str(exc)) from exc
+            return ExportMemoryResult(exported_count=report.exported, output_path=notes.ref, removed_count=report.removed, errors=report.errors)
+        lines = [json.dumps(record, ensure_ascii=False) for record in records]
         text = "".join(line + "\n" for line in lines)
         if request.output_path:
             path = self._confined(request.output_path)
@@ -645,8 +726,7 @@ class MemoryService:
             )
         return ExportMemoryResult(exported_count=len(lines), data=text)
 
-    def import_memory(self, request: ImportMemoryInput, *, request_id: str | None = None) -> ImportMemoryResult:
-        """Memories from JSONL; existing ids are skipped, overwritten or refused (nothing imported)."""
+    def _jsonl_items(self, request: ImportMemoryInput) -> list[tuple[dict[str, Any], Any]]:
         if request.input_path:
             path = self._confined(request.input_path)
             try:
@@ -655,23 +735,58 @@ class MemoryService:
                 raise ToolError(f"cannot read {request.input_path}: {exc.strerror} — pass a JSONL file inside the project") from exc
         else:
             text = request.data or ""
-        errors: list[dict[str, Any]] = []
-        fresh: list[NewMemory] = []
-        overwrite: list[tuple[MemoryRow, dict[str, Any]]] = []
-        skipped = 0
+        items: list[tuple[dict[str, Any], Any]] = []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(
-                        f"not valid JSON ({exc.msg} at column {exc.colno}) — each line must be one JSON object, "
-                        "as export_memory writes"
-                    ) from exc
-                if not isinstance(item, dict):
-                    raise ValueError("each line must be a JSON object with memory_type and content")
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                item = ValueError(
+                    f"not valid JSON ({exc.msg} at column {exc.colno}) — each line must be one JSON object, "
+                    "as export_memory writes"
+                )
+            if not isinstance(item, dict | Exception):
+                item = ValueError("each line must be a JSON object with memory_type and content")
+            items.append(({"line": number}, item))
+        return items
+
+    def _markdown_items(self, request: ImportMemoryInput) -> list[tuple[dict[str, Any], Any]]:
+        assert request.input_path is not None  # the input model requires it
+        source = self._confined(request.input_path)
+        if not source.exists():
+            raise ToolError(f"{request.input_path} does not exist — pass a directory written by `codemem export --markdown` (inside the project)")
+        root = self.settings.resolved_root()
+        return [
+            ({"file": path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)}, item)
+            for path, item in read_directory(source)
+        ]
+
+    def _git_note_items(self, request: ImportMemoryInput) -> list[tuple[dict[str, Any], Any]]:
+        try:
+            notes = GitNotes(self.settings.resolved_root(), request.notes_ref)
+            return [({"note": commit}, item) for commit, item in import_notes(notes)]
+        except GitNotesError as exc:
+            raise ToolError(str(exc)) from exc
+
+    def import_memory(self, request: ImportMemoryInput, *, request_id: str | None = None) -> ImportMemoryResult:
+        """Memories from JSONL, a directory of Markdown memory files, or git notes; existing ids are
+        skipped, overwritten or refused (then nothing is imported)."""
+        if request.format == "markdown":
+            items = self._markdown_items(request)
+        elif request.format == "git_notes":
+            items = self._git_note_items(request)
+        else:
+            items = self._jsonl_items(request)
+        errors: list[dict[str, Any]] = []
+        fresh: list[NewMemory] = []
+        overwrite: list[tuple[MemoryRow, dict[str, Any]]] = []
+        seen: dict[str, dict[str, Any]] = {}
+        skipped = 0
+        for where, item in items:
+            try:
+                if isinstance(item, Exception):
+                    raise item
                 memory_type = parse_memory_type(str(item.get("memory_type", "")))
                 content = item.get("content")
                 if not isinstance(content, str) or not content.strip():
@@ -686,16 +801,20 @@ class MemoryService:
                 if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
                     raise ValueError(f"importance_score must be a number from 0 to 1 (got {importance!r})")
                 importance = float(importance)
+                if memory_id in seen:
+                    first = ", ".join(f"{key} {value}" for key, value in seen[memory_id].items())
+                    raise ValueError(f"memory {memory_id} appears twice (first at {first}) — keep one of them")
             except (ValueError, TypeError, MemoryValidationError) as exc:
-                errors.append({"line": number, "error": str(exc)})
+                errors.append({**where, "error": str(exc)})
                 continue
+            seen[memory_id] = where
             existing = self.ledger.get(memory_id)
             if existing is not None:
                 if request.conflict_resolution == "skip":
                     skipped += 1
                     continue
                 if request.conflict_resolution == "error":
-                    errors.append({"line": number, "error": f"memory {memory_id} already exists (conflict_resolution='error')"})
+                    errors.append({**where, "error": f"memory {memory_id} already exists (conflict_resolution='error')"})
                     continue
                 overwrite.append((existing, {"content": content, "metadata": metadata, "importance_score": importance}))
                 continue
@@ -721,13 +840,20 @@ class MemoryService:
             self._project(touched[start : start + 128])
         return ImportMemoryResult(imported=len(added), skipped=skipped, overwritten=len(overwrite), errors=errors)
 
-    def _hit(self, row: MemoryRow, score: float) -> MemoryHit:
+    def _hit(self, row: MemoryRow, score: float, stale: dict[str, list[dict[str, Any]]] | None = None) -> MemoryHit:
         content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
+        changed = (stale or {}).get(row.id)
         return MemoryHit(
             id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=row.metadata,
             created_at=row.created_at, updated_at=row.updated_at, importance_score=row.importance_score,
             access_count=row.access_count,
-            provenance=MemoryProvenance(version=row.version, updated_at=row.updated_at, sync_status=row.sync_status),
+            provenance=MemoryProvenance(
+                version=row.version, updated_at=row.updated_at, sync_status=row.sync_status, stale=bool(changed),
+                stale_reason=(
+                    "anchored code changed since: " + ", ".join(a["qualified_name"] + (" (gone)" if a["current_hash"] is None else "") for a in changed)
+                    + " — re-check it, then memory_update with confirm_anchors=true (or update it)"
+                ) if changed else None,
+            ),
             content_truncated=cut,
         )
 

@@ -7,6 +7,21 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from resources.schemas.design import (
+    CheckConsistencyInput,
+    CheckConsistencyResult,
+    DesignContextInput,
+    DesignContextResult,
+    ImpactOfChangeInput,
+    ImpactOfChangeResult,
+    MemoryHealthResult,
+    RecordTestRunInput,
+    RecordTestRunResult,
+    TraceRequirementsInput,
+    TraceRequirementsResult,
+    ValidateFixInput,
+    ValidateFixResult,
+)
 from resources.schemas.memory import (
     BackupInput,
     BackupResult,
@@ -97,5 +112,13 @@ METHODS: dict[str, Method] = {
     "backup": Method(BackupInput, BackupResult),
     "restore": Method(RestoreInput, RestoreResult),
     "rebuild_projections": Method(None, None),
+    "check_consistency": Method(CheckConsistencyInput, CheckConsistencyResult, "A class or component against its patterns: deviations and a score."),
+    "validate_fix": Method(ValidateFixInput, ValidateFixResult, "A proposed fix against the ADRs, designs and requirements."),
+    "get_design_context": Method(DesignContextInput, DesignContextResult, "Designs, requirements, patterns and docs for a component or feature."),
+    "trace_requirements": Method(TraceRequirementsInput, TraceRequirementsResult, "A requirement's implementing code, tests (with results) and designs."),
+    "record_test_run": Method(RecordTestRunInput, RecordTestRunResult, "Record a JUnit XML report as test history."),
+    "impact_of_change": Method(ImpactOfChangeInput, ImpactOfChangeResult, "What a diff or file list affects: callers, tests, requirements, designs."),
+    "memory_health": Method(None, MemoryHealthResult, "Stale, orphaned, broken and duplicated memories."),
+    "refresh_design": Method(None, None),
 }
 """Name → method. ``index_status`` has no plain route: HTTP merges a job's state into it."""

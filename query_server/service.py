@@ -16,12 +16,14 @@ from typing import Any
 
 import structlog
 
+from pipelines.design import symbols_by_qualified_name
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION, IndexContext, IndexReport, Progress, embed_pending, index_project
 from pipelines.manifest import Manifest
 from pipelines.parsing import EXTENSIONS, parse_source
 from pipelines.records import embedding_text, file_id, graph_label
 from resources import sparse
+from resources.code_similarity import Candidate, score_candidates
 from resources.ranking import minmax_fuse
 from resources.schemas.tools import (
     CodeHit,
@@ -64,6 +66,11 @@ MEMORY_METHODS = (
     "normalize_status", "memory_list", "backup", "restore",
 )
 """Memory tools served by ``query_server.memory_service.MemoryService`` (the service exposes them)."""
+DESIGN_METHODS = (
+    "check_consistency", "validate_fix", "get_design_context", "trace_requirements", "record_test_run",
+    "impact_of_change", "memory_health",
+)
+"""Design-alignment tools served by ``query_server.design_service.DesignService``."""
 SNIPPET_LINES = 30
 
 
@@ -93,12 +100,18 @@ class CodeMemService:
         from .memory_service import MemoryService
 
         self.memory = MemoryService(
-            settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder, resolve_code=self._code_target
+            settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder, resolve_code=self._code_target,
+            lookup_symbols=lambda names: symbols_by_qualified_name(self.vectors, names),
         )
         self.memory.start_sync()
         for name in MEMORY_METHODS:
             setattr(self, name, getattr(self.memory, name))
         self.sync_memory = self.memory.sync
+        from .design_service import DesignService
+
+        self.design = DesignService(self)
+        for name in DESIGN_METHODS:
+            setattr(self, name, getattr(self.design, name))
         self._index_lock = threading.Lock()
         self._dense_thread: threading.Thread | None = None
         self._index_thread: threading.Thread | None = None
@@ -178,10 +191,27 @@ class CodeMemService:
                 report: IndexReport = index_project(self.ctx, progress=track, embed=embed, **options)
             finally:
                 self.background_index_progress = None
+        self._refresh_design(report)
         self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
         if not embed:
             self.start_background_embedding()
         return report
+
+    def _refresh_design(self, report: IndexReport) -> None:
+        """After an index run: documents, requirement links, patterns, components and anchors."""
+        try:
+            design = self.design.refresh()
+        except Exception as exc:  # noqa: BLE001 - the code index stands; the design layer says what failed
+            log.exception("design step failed", operation="design")
+            report.notes.append(f"design layer not refreshed: {type(exc).__name__}: {exc} (the code index is up to date)")
+            return
+        report.notes.extend(design.notes[:20])
+        report.design = design.as_dict()
+
+    def refresh_design(self) -> dict[str, Any]:
+        """Re-derive the design layer now (documents, links, patterns, components, anchors)."""
+        with self._index_lock:
+            return self.design.refresh().as_dict()
 
     # -- background index jobs -------------------------------------------------------------------
     def _scope_path(self, raw: str, *, want_dir: bool | None = None, allow_vanished: bool = False) -> str:
@@ -559,19 +589,33 @@ class CodeMemService:
         must: dict[str, list[Any]] = {"kind": ["function", "method"]}
         if request.language:
             must["language"] = [language]
+        # More candidates than wanted, re-scored by structure (resources.code_similarity): the
+        # embedding alone rates renamed copies low and same-shape opposites (min/max) high.
         dense_hits, _ = self.vectors.ranked_lists(
-            CODE_COLLECTION, dense=vector, sparse=None, candidates=request.limit, payload_filter=PayloadFilter(must)
+            CODE_COLLECTION, dense=vector, sparse=None, candidates=max(request.limit * 5, 50),
+            payload_filter=PayloadFilter(must),
         )
+        snippet = functions[0] if functions else None
+        scores = score_candidates(
+            snippet.code if snippet else request.code, snippet.name if snippet else None, language,
+            [
+                Candidate(hit.payload.get("code") or "", hit.payload.get("name"), hit.payload.get("language"),
+                          hit.score, bool(hit.payload.get("code_truncated")))
+                for hit in dense_hits
+            ],
+            self.embedder.embed_documents,
+        )
+        ranked = sorted(zip(dense_hits, scores, strict=True), key=lambda pair: -pair[1][0])
         duplicates = []
         budget = MAX_RESPONSE_TOKENS - 500
         truncated = False
-        for hit in dense_hits:
-            if hit.score < threshold:
+        for hit, (score, _comparison) in ranked[: request.limit]:
+            if score < threshold:
                 break
             payload = hit.payload
             advice = (
                 "near-identical: reuse it instead of writing a new one"
-                if hit.score >= 0.95
+                if score >= 0.95
                 else "similar: reuse or extend it rather than duplicating it"
             )
             duplicates.append(
@@ -580,7 +624,7 @@ class CodeMemService:
                     file_path=payload.get("file_path", ""), start_line=int(payload.get("start_line", 0)),
                     end_line=int(payload.get("end_line", 0)), signature=payload.get("signature", ""),
                     docstring=cut_text(payload["docstring"], 1_500, "get_symbol returns the whole")[0] if payload.get("docstring") else None,
-                    similarity=round(hit.score, 4),
+                    similarity=round(score, 4),
                     recommendation=f"{advice} ({payload.get('file_path')}:{payload.get('start_line')})",
                 )
             )

@@ -76,6 +76,11 @@ class CodememProject(ConfigurableResource):
         handle = self.handle
         return handle.backend.ctx if handle.is_owner else None
 
+    def design_stores(self) -> Any | None:
+        """The design step's stores (``pipelines.design.DesignStores``) when this run owns them."""
+        handle = self.handle
+        return handle.backend.design.stores() if handle.is_owner else None
+
     def manifest(self) -> Any:
         """The manifest to plan against: the owned one, or a read-only connection to the file."""
         ctx = self.index_context()

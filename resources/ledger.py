@@ -85,6 +85,17 @@ CREATE TABLE IF NOT EXISTS outbox (
     last_error TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS anchor_state (
+    memory_id TEXT NOT NULL,
+    qualified_name TEXT NOT NULL,
+    anchored_hash TEXT NOT NULL,
+    current_hash TEXT,
+    stale INTEGER NOT NULL DEFAULT 0,
+    checked_at TEXT NOT NULL,
+    PRIMARY KEY (memory_id, qualified_name)
+);
+CREATE INDEX IF NOT EXISTS anchor_state_stale ON anchor_state(stale);
+CREATE INDEX IF NOT EXISTS memories_origin ON memories(memory_type, json_extract(metadata, '$.origin'));
 """
 
 _COLUMNS = (
@@ -608,6 +619,26 @@ class Ledger:
                 result[memory_type] = {"total": total, "active": total - (deleted or 0), "deleted": deleted or 0}
         return result
 
+    def all_relationships(self) -> list[Relationship]:
+        """Every relationship memories declare (for health checks)."""
+        with self._lock:
+            return [
+                Relationship(source, rel_type, target, kind, json.loads(props), at)
+                for source, rel_type, target, kind, props, at in self._conn.execute(
+                    "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships"
+                )
+            ]
+
+    def duplicate_groups(self, limit: int = 100) -> list[tuple[str, list[str]]]:
+        """Live memories of one type with identical content: (type, ids), largest groups first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT memory_type, group_concat(id) FROM memories WHERE deleted=0 GROUP BY memory_type, content_hash "
+                "HAVING count(*) > 1 ORDER BY count(*) DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [(memory_type, ids.split(",")) for memory_type, ids in rows]
+
     def sync_counts(self) -> dict[str, int]:
         """How many memories are synced, pending or failed."""
         result = {"synced": 0, "pending": 0, "failed": 0}
@@ -706,6 +737,51 @@ class Ledger:
         """Record a ledger-level setting."""
         with self._transaction() as conn:
             conn.execute("INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+    def anchored_memories(self) -> list[MemoryRow]:
+        """Live memories that carry code anchors (``metadata.anchors``)."""
+        with self._lock:
+            return [
+                _row(values)
+                for values in self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE deleted=0 AND json_extract(metadata, '$.anchors') IS NOT NULL"
+                )
+            ]
+
+    def set_anchor_state(self, states: Sequence[tuple[str, str, str, str | None]]) -> None:
+        """Record each anchor's check: (memory id, qualified name, anchored hash, current hash or None
+        when the symbol is gone). Anchors of those memories not listed are dropped."""
+        at = now_iso()
+        with self._transaction() as conn:
+            for memory_id in {s[0] for s in states}:
+                conn.execute("DELETE FROM anchor_state WHERE memory_id=?", (memory_id,))
+            conn.executemany(
+                "INSERT INTO anchor_state(memory_id, qualified_name, anchored_hash, current_hash, stale, checked_at) "
+                "VALUES (?,?,?,?,?,?)",
+                [(m, q, a, c, int(c != a), at) for m, q, a, c in states],
+            )
+
+    def clear_anchor_state(self, memory_ids: Sequence[str]) -> None:
+        """Forget the anchor checks of memories (re-anchored, or no longer anchored)."""
+        with self._transaction() as conn:
+            conn.executemany("DELETE FROM anchor_state WHERE memory_id=?", [(m,) for m in memory_ids])
+
+    def stale_anchors(self, memory_ids: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Memory id → its anchors whose code changed or vanished since it was anchored."""
+        sql = "SELECT memory_id, qualified_name, anchored_hash, current_hash, checked_at FROM anchor_state WHERE stale=1"
+        params: list[Any] = []
+        if memory_ids is not None:
+            if not memory_ids:
+                return {}
+            sql += f" AND memory_id IN ({','.join('?' * len(memory_ids))})"
+            params = list(memory_ids)
+        found: dict[str, list[dict[str, Any]]] = {}
+        with self._lock:
+            for memory_id, name, anchored, current, at in self._conn.execute(sql, params):
+                found.setdefault(memory_id, []).append(
+                    {"qualified_name": name, "anchored_hash": anchored, "current_hash": current, "checked_at": at}
+                )
+        return found
 
     def changed_since(self, at: str) -> set[str]:
         """Ids of memories with an audited change at or after ``at``."""

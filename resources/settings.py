@@ -52,6 +52,14 @@ class Settings(BaseSettings):
             memory of the same type as a possible duplicate.
         memory_dedup_threshold: Cosine similarity at which normalization merges two memories.
         memory_recency_half_life_days: Age at which recency halves a memory's ranking boost.
+        doc_globs: Gitignore-style globs of the documents ingested as requirements, designs
+            (ADRs) and searchable doc chunks.
+        requirement_id_patterns: Regular expressions of requirement ids (the first group, or
+            the whole match, is the id); the default matches REQ-XXX-NNN.
+        component_depth: Directory depth that makes a component (1: ``agents/``, 2:
+            ``src/agents/``); packages deeper than that belong to their ancestor.
+        pattern_min_implementations: A base class or interface with at least this many
+            implementations becomes a code_pattern memory (a Template).
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
@@ -99,6 +107,14 @@ class Settings(BaseSettings):
     memory_conflict_threshold: float = Field(default=0.85, ge=0.5, le=1.0)
     memory_dedup_threshold: float = Field(default=0.95, ge=0.8, le=1.0)
     memory_recency_half_life_days: float = Field(default=90.0, gt=0)
+    doc_globs: tuple[str, ...] = (
+        "docs/**/*.md", "docs/**/*.rst", "docs/**/*.txt", "doc/**/*.md", "doc/**/*.rst",
+        "adr/**/*.md", "**/adr/**/*.md", "**/decisions/**/*.md", "*.md", "*.rst",
+        "requirements*.md", "**/requirements*.md", "REQUIREMENTS*",
+    )
+    requirement_id_patterns: tuple[str, ...] = (r"\bREQ-[A-Z0-9]+(?:-[A-Z0-9]+)*-\d{3,}\b",)
+    component_depth: int = Field(default=1, ge=1, le=4)
+    pattern_min_implementations: int = Field(default=3, ge=2)
 
     def resolved_root(self) -> Path:
         """The project root, absolute with symlinks resolved."""

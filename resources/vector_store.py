@@ -28,6 +28,7 @@ EXACT_SEARCH_KB = 160_000
 KEYWORD_FIELDS: tuple[str, ...] = (
     "file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type",
     "metadata.status", "metadata.priority", "metadata.design_type", "metadata.category", "metadata.component_id",
+    "requirement_ids", "extends", "implements", "qualified_name", "container",
 )
 FLOAT_FIELDS: tuple[str, ...] = ("created_ts", "updated_ts", "importance_score")
 """Payload indexes of every collection (code fields, then the memory collections' filters: an
@@ -135,6 +136,10 @@ class VectorStore(Protocol):
 
     def ids(self, collection: str) -> set[str]:
         """All point ids of the collection."""
+        ...
+
+    def scroll(self, collection: str, payload_filter: PayloadFilter | None = None, *, limit: int = 10_000) -> list[VectorHit]:
+        """Points matching the filter with their payloads (score 0), at most ``limit``, in id order."""
         ...
 
     def flush(self) -> None:
@@ -446,6 +451,24 @@ class EdgeVectorStore:
                 if offset is None:
                     return found
 
+    def scroll(self, collection: str, payload_filter: PayloadFilter | None = None, *, limit: int = 10_000) -> list[VectorHit]:
+        """See ``VectorStore.scroll``."""
+        import qdrant_edge as qe
+
+        shard = self._shard(collection)
+        flt = self._filter(payload_filter)
+        hits: list[VectorHit] = []
+        offset = None
+        with self._lock:
+            while len(hits) < limit:
+                records, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=min(1024, limit - len(hits)), filter=flt, with_payload=True, with_vector=False)
+                )
+                hits.extend(VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records)
+                if offset is None:
+                    break
+        return hits
+
     def flush(self) -> None:
         """Persist pending writes of every open collection."""
         with self._lock:
@@ -635,6 +658,20 @@ class ServerVectorStore:
             found.update(str(r.id) for r in records)
             if offset is None:
                 return found
+
+    def scroll(self, collection: str, payload_filter: PayloadFilter | None = None, *, limit: int = 10_000) -> list[VectorHit]:
+        """See ``VectorStore.scroll``."""
+        hits: list[VectorHit] = []
+        offset = None
+        while len(hits) < limit:
+            records, offset = self._client.scroll(
+                collection, scroll_filter=self._filter(payload_filter), limit=min(1024, limit - len(hits)),
+                offset=offset, with_payload=True,
+            )
+            hits.extend(VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records)
+            if offset is None:
+                break
+        return hits
 
     def flush(self) -> None:
         """Nothing to do: the server persists on write."""

@@ -23,11 +23,17 @@ def _snapshot(svc) -> dict:  # noqa: ANN001
     ids = sorted(ctx.vectors.ids(CODE_COLLECTION))
     payloads = {h.id: {k: v for k, v in h.payload.items() if k not in ("indexed_at",)} for h in ctx.vectors.retrieve(CODE_COLLECTION, ids)}
     dense = ctx.vectors.dense_vectors(CODE_COLLECTION, ids)
-    _, nodes, _ = ctx.graph.read_query("MATCH (n) RETURN labels(n)[0] AS label, n.id AS id ORDER BY id", {}, 100_000)
+    code = "(n:File OR n:Module OR n:Class OR n:Function)"
+    _, nodes, _ = ctx.graph.read_query(f"MATCH (n) WHERE {code} RETURN labels(n)[0] AS label, n.id AS id ORDER BY id", {}, 100_000)
     _, edges, _ = ctx.graph.read_query(
-        "MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b ORDER BY a, t, b", {}, 100_000
+        f"MATCH (a)-[r]->(n) WHERE {code} RETURN a.id AS a, type(r) AS t, n.id AS b ORDER BY a, t, b", {}, 100_000
+    )
+    # the design layer's memories (components, patterns) get fresh UUIDs per project: compare their shape
+    _, memory_nodes, _ = ctx.graph.read_query(
+        f"MATCH (n) WHERE NOT {code} RETURN labels(n)[0] AS label, count(*) AS n ORDER BY label", {}, 1_000
     )
     return {
+        "memory_nodes": memory_nodes,
         "files": files, "symbols": symbols, "edges": sorted(ctx.manifest.resolved_edges()), "ids": ids,
         "payloads": payloads, "dense": {k: [round(x, 5) for x in v] for k, v in dense.items()},
         "nodes": nodes, "graph_edges": edges,
@@ -41,12 +47,12 @@ def python_repo(tmp_path: Path) -> Path:
     return root
 
 
-def test_defs_load_with_five_assets_checks_job_and_sensor() -> None:
+def test_defs_load_with_the_assets_checks_job_and_sensor() -> None:
     from pipelines.definitions import defs
 
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
-    assert keys == ["embedded_symbols", "graph_loaded", "normalized_graph", "parsed_files", "source_files"]
+    assert keys == ["design_documents", "design_links", "embedded_symbols", "graph_loaded", "normalized_graph", "parsed_files", "source_files"]
     assert {c.name for c in graph.asset_check_keys} == {"bucket_matches_disk", "stores_agree", "no_dangling_edges", "counts_match_parse"}
     assert defs.resolve_job_def("index_buckets") is not None
     assert defs.resolve_sensor_def("file_change_sensor") is not None
@@ -88,8 +94,9 @@ def test_dagster_run_and_plain_indexer_build_identical_stores(python_repo: Path,
             assert got == expected
             again = materialize_index(handle, instance=instance)
             assert again.files_indexed == 0 and again.files_unchanged == len(expected["files"])
-            assert not any("Dagster run" in n for n in again.notes)  # nothing pending: no run at all
-            runs = instance.get_runs()
+            assert not any("Dagster run" in n for n in again.notes)  # nothing pending: no code-index run
+            runs = [r for r in instance.get_runs() if "dagster/asset_partition_range_start" in r.tags]
+            assert len(instance.get_runs()) == 3  # the code run, then one (cheap) design run per index
             assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] <= runs[0].tags["dagster/asset_partition_range_end"]
     finally:
         handle.close()

@@ -23,7 +23,7 @@ from resources.schemas.tools import IndexInput
 from tests.conftest import write_files
 
 CODE = {
-    "auth/session.py": textwrap.dedent(
+    "session.py": textwrap.dedent(  # at the root: no directory, so the pipeline derives no component memory
         '''
         def issue_token(user):
             """Create a signed session token for the user."""
@@ -58,7 +58,7 @@ def test_add_get_search_round_trip(svc) -> None:  # noqa: ANN001
     design = _add(
         svc, "design", "Sessions are JWTs signed with a rotating key; expiry is enforced by the gateway",
         metadata={"design_type": "ADR", "title": "ADR-7 session tokens", "status": "Accepted"},
-        relationships=[{"type": "ADDRESSES", "target_id": "REQ-AUTH-001"}, {"type": "RELATES_TO", "target_id": "auth.session.issue_token"}],
+        relationships=[{"type": "ADDRESSES", "target_id": "REQ-AUTH-001"}, {"type": "RELATES_TO", "target_id": "session.issue_token"}],
     )
     _add(svc, "user_preference", "Use pytest fixtures rather than setUp methods",
          metadata={"category": "Tool", "key": "test_style", "value": "pytest fixtures", "scope": "Project"})
@@ -84,7 +84,7 @@ def test_add_get_search_round_trip(svc) -> None:  # noqa: ANN001
     _, rows, _ = svc.graph.read_query(
         "MATCH (d:Design)-[:RELATES_TO]->(f:Function) RETURN d.title AS title, f.qualified_name AS fn", {}, 10
     )
-    assert rows == [{"title": "ADR-7 session tokens", "fn": "auth.session.issue_token"}]
+    assert rows == [{"title": "ADR-7 session tokens", "fn": "session.issue_token"}]
 
 
 def test_conflicts_duplicates_and_contradictions(svc) -> None:  # noqa: ANN001

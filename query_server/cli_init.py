@@ -1,0 +1,60 @@
+"""``codemem init``: set a project up for Claude Code (MCP server, hooks, CLAUDE.md section,
+.gitignore), show it as a diff first with ``--dry-run``, take it back with ``--undo``.
+
+A thin command over ``claude_setup``, which computes and applies the changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import claude_setup as setup
+from .cli import InputError, main
+
+
+@main.command()
+@click.option("--project", default=".", show_default=True, help="The project to set up.")
+@click.option("--dry-run", is_flag=True, help="Print a unified diff of every file it would change; change nothing.")
+@click.option("--undo", is_flag=True, help="Remove what init added (both scopes); your own content stays as it was.")
+@click.option(
+    "--scope", type=click.Choice(setup.SCOPES), default="project", show_default=True,
+    help="project: .mcp.json, .claude/settings.json and CLAUDE.md, shared through git; "
+         "local: .claude/settings.local.json and CLAUDE.local.md, gitignored, for you only.",
+)
+def init(project: str, dry_run: bool, undo: bool, scope: str) -> None:
+    """Set this project up for Claude Code: the codemem MCP server, the hooks (session start and
+    end, file reads and edits, compaction, a guard on .codemem/), a CLAUDE.md section saying when
+    to use which tool, and .codemem/ in .gitignore. Running it again adds nothing."""
+    try:
+        plan = setup.plan_undo(Path(project)) if undo else setup.plan_init(Path(project), scope)
+    except setup.SetupError as exc:
+        raise InputError(str(exc)) from exc
+    what = "init --undo" if undo else f"init ({scope} scope)"
+    if dry_run:
+        click.echo(setup.render_diff(plan), nl=False)
+        if plan.record_changed:
+            click.echo(f"(and {'remove' if plan.record is None else 'write'} {setup.RECORD_PATH}, "
+                       "the record undo works from)")
+        for note in plan.notes:
+            click.echo(f"note: {note}")
+        click.echo(f"dry run of codemem {what}: nothing changed" if not plan.empty
+                   else f"dry run of codemem {what}: nothing to change")
+        return
+    try:
+        done = setup.apply_plan(plan)
+    except OSError as exc:
+        raise click.ClickException(f"writing {exc.filename or 'a file'} failed: {exc.strerror or exc}") from exc
+    for line in done:
+        click.echo(line)
+    for note in plan.notes:
+        click.echo(f"note: {note}")
+    if undo:
+        click.echo("codemem removed from this project's Claude Code setup" if done
+                   else "nothing to undo: no codemem entries found")
+    elif done:
+        approve = " and approve the `codemem` MCP server when asked" if scope == "project" else ""
+        click.echo(f"done — restart Claude Code in this project{approve}; `codemem init --undo` takes it all back")
+    else:
+        click.echo("already set up: nothing to change")

@@ -1,0 +1,511 @@
+"""Structural similarity of two functions, for duplicate detection (REQ-MEM-VER-003).
+
+A sentence-embedding model rates ``sum_positive`` and ``sum_negative`` as near-identical and a
+renamed copy of a function as only loosely related (all-MiniLM-L6-v2 reads the name words
+first). Token structure says the opposite, and says it reliably:
+
+* **clone** — with local identifiers abstracted, both functions have the same tokens, in any
+  order (renamed identifiers, reordered independent statements): a duplicate.
+* **variant** — the same shape with a few *semantic* tokens changed (an operator, a literal, an
+  API or member name: ``<`` vs ``>``, ``LOCK_EX`` vs ``LOCK_UN``, ``1000`` vs ``1024``), or the same
+  tokens with two variables swapped (``b - a`` vs ``a - b``): similar code, different behaviour.
+* **other** — different shapes (a loop rewritten as a comprehension, say): the embedding decides,
+  unless the two names say the functions do opposite things (``lock``/``unlock``, ``encode``/
+  ``decode``, ``x_to_y``/``y_to_x``), which the embedding cannot see.
+
+Tokens come from one regular expression for every supported language (comments and Python
+docstrings dropped). Identifiers are abstracted to ``ID`` unless they are keywords, member or
+path names (after ``.``, ``?.``, ``::``) or called names (before ``(``): those name APIs, which a
+copy keeps and a variant swaps. Members of ``self``/``this``/a Go receiver are the type's own
+state and are abstracted like locals. The function's own name is abstracted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+Verdict = Literal["clone", "variant", "other"]
+
+MAX_VARIANT_EDIT = 16
+"""Most token edits (multiset difference) a variant may have; more is a rewrite, not a tweak."""
+MIN_VARIANT_SEQUENCE = 0.8
+"""Least sequence ratio for a variant: the same statements in the same order, a few tokens changed."""
+MIN_CLONE_BAG = 0.9
+"""Least token-bag overlap (Dice) for a clone whose differences are syntax only."""
+MIN_TOKENS = 12
+"""Functions shorter than this (in tokens) are too small for a structural verdict."""
+CLONE_FLOOR = 0.96
+"""A clone's score is at least this (above every threshold ``find_duplicates`` accepts)."""
+VARIANT_PENALTY = 0.2
+"""Subtracted from a variant's cosine, which puts it under the default threshold (0.85)."""
+OPPOSITE_NAMES_PENALTY = 0.15
+"""Subtracted from the cosine of differently shaped functions whose names are opposites."""
+STRUCTURE_COSINE_FLOOR = 0.4
+"""Candidates below this index cosine are not compared (noise); the lowest clone seen was 0.50."""
+CODE_COSINE_FLOOR = 0.6
+"""Differently shaped candidates below this index cosine are not re-embedded (they keep it)."""
+MAX_CODE_EMBEDDINGS = 8
+"""Most candidates re-embedded per query (the best by index cosine): bounds the latency."""
+
+_COMMON_KEYWORDS = frozenset(
+    "if else for while do return break continue switch case default try catch finally throw "
+    "true false null new this super class const let var in of".split()
+)
+_KEYWORDS: dict[str, frozenset[str]] = {
+    "python": frozenset(
+        "if elif else for while return break continue def lambda class in not and or is with as try "
+        "except finally raise yield await async True False None from import pass global nonlocal del "
+        "assert self".split()
+    ),
+    "java": frozenset(
+        "if else for while do return break continue switch case default try catch finally throw throws "
+        "new class interface enum extends implements static final public private protected void this "
+        "super instanceof true false null var yield synchronized".split()
+    ),
+    "go": frozenset(
+        "if else for range return break continue switch case default func go defer select chan map "
+        "struct interface type var const package import true false nil fallthrough goto".split()
+    ),
+    "rust": frozenset(
+        "if else for while loop in return break continue match fn let mut ref move impl trait struct "
+        "enum pub use mod self Self super crate as where unsafe async await dyn true false Some None "
+        "Ok Err".split()
+    ),
+    "csharp": _COMMON_KEYWORDS
+    | frozenset("foreach is as out ref static public private protected void var using namespace async await".split()),
+}
+_JS_KEYWORDS = _COMMON_KEYWORDS | frozenset(
+    "function async await typeof instanceof undefined delete void yield export import from as type "
+    "interface extends implements public private protected readonly static".split()
+)
+for _lang in ("javascript", "typescript", "tsx"):
+    _KEYWORDS[_lang] = _JS_KEYWORDS
+
+# Keywords that change what code computes, counted with operators and literals.
+_SEMANTIC_KEYWORDS = frozenset(
+    "true false True False None null nil undefined not and or is in Some None Ok Err".split()
+)
+_SYNTAX = frozenset("( ) { } [ ] , ; : . => -> :: = := ?. ? <g >g".split())
+_SELF = frozenset({"self", "this"})
+_OPERATORS = sorted(
+    "=== !== **= <<= >>= ... => -> :: == != <= >= && || ++ -- += -= *= /= %= &= |= ^= << >> ** // ?? ?. :=".split(),
+    key=len,
+    reverse=True,
+)
+_STRING = (
+    r'[rRbBuUfF]{0,2}"(?:\\.|[^"\\\n])*"'
+    r"|`(?:\\.|[^`\\])*`"
+)
+_QUOTED = r"|[rRbBuUfF]{0,2}'(?:\\.|[^'\\\n])*'"
+_RUST_CHAR = r"|b?'(?:\\.|[^'\\])'"
+_TAIL = (
+    r"|(?P<num>\d[\d_]*(?:\.\d[\d_]*)?(?:[eE][+-]?\d+)?\w*)"
+    r"|(?P<id>[^\W\d]\w*)"
+    r"|(?P<op>" + "|".join(re.escape(o) for o in _OPERATORS) + r")"
+    r"|(?P<ch>\S)"
+)
+_C_COMMENT = r"(?P<doc>//[^\n]*|/\*(?:.|\n)*?\*/)|"
+_PYTHON_TOKEN = re.compile(
+    r'(?P<doc>#[^\n]*|[rRbBuUfF]{0,2}(?:"""(?:.|\n)*?"""|\'\'\'(?:.|\n)*?\'\'\'))'
+    r"|(?P<str>" + _STRING + _QUOTED + ")" + _TAIL
+)
+_C_TOKEN = re.compile(_C_COMMENT + r"(?P<str>" + _STRING + _QUOTED + ")" + _TAIL)
+_RUST_TOKEN = re.compile(_C_COMMENT + r"(?P<str>" + _STRING + _RUST_CHAR + r")|(?P<life>'\w+)" + _TAIL)
+_INTERPOLATION = re.compile(r"\{([^{}]*)\}")
+_WORD = re.compile(r"[^\W\d]\w*")
+_GO_RECEIVER = re.compile(r"^\s*func\s*\(\s*(\w+)\s")
+_GENERIC_INSIDE = frozenset(", [ ] ? & :: . | : ( ) ... => extends super keyof".split())
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of a function: its abstracted text, class, and (for identifiers) its name."""
+
+    text: str
+    kind: Literal["id", "syntax", "semantic"]
+    name: str | None = None
+
+
+def _generic_brackets(raw: list[tuple[str, str]]) -> set[int]:
+    """Indexes of ``<``/``>`` (and ``>>``) that delimit type arguments, not comparisons."""
+    marked: set[int] = set()
+    for start, (_, text) in enumerate(raw):
+        if text != "<" or start == 0 or (raw[start - 1][0] != "id" and raw[start - 1][1] != "::"):
+            continue
+        depth, inside = 0, []
+        for index in range(start, min(start + 60, len(raw))):
+            tkind, ttext = raw[index]
+            if ttext == "<":
+                depth += 1
+            elif ttext in (">", ">>"):
+                depth -= 1 if ttext == ">" else 2
+            elif not (tkind in ("id", "life") or ttext in _GENERIC_INSIDE):
+                break
+            inside.append(index)
+            if depth <= 0:
+                if depth == 0:
+                    marked.update(i for i in inside if raw[i][1] in ("<", ">", ">>"))
+                break
+    return marked
+
+
+def _scanner(language: str) -> re.Pattern[str]:
+    return {"python": _PYTHON_TOKEN, "rust": _RUST_TOKEN}.get(language, _C_TOKEN)
+
+
+def code_without_comments(code: str, language: str) -> str:
+    """The code with comments and Python docstrings removed and blank lines dropped.
+
+    What the duplicate check embeds for differently shaped candidates: the index's vectors lead
+    with the name and the docstring, which is right for search by description and wrong for
+    comparing two implementations.
+    """
+    kept, last = [], 0
+    for match in _scanner(language.lower()).finditer(code):
+        if match.lastgroup == "doc":
+            kept.append(code[last : match.start()])
+            last = match.end()
+    kept.append(code[last:])
+    return "\n".join(line.rstrip() for line in "".join(kept).splitlines() if line.strip())
+
+
+def code_tokens(code: str, language: str, own_name: str | None = None) -> list[Token]:
+    """The abstracted tokens of a function's code.
+
+    Args:
+        code: The function's source (signature and body).
+        language: Its language (``python``, ``typescript``, ``go``, ...); picks the comment
+            syntax and the keywords.
+        own_name: The function's name, abstracted wherever it is not a member name (its
+            definition and recursive calls).
+
+    Returns:
+        Tokens in source order: keywords, operators and punctuation as written; string literals
+        with quotes normalized and interpolated names abstracted; identifiers as ``ID`` unless
+        they name an API (member, path or called name).
+    """
+    return list(_code_tokens(code, language.lower(), own_name))
+
+
+@lru_cache(maxsize=4096)
+def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token, ...]:
+    """:func:`code_tokens`, cached: a server compares the same candidates again and again."""
+    keywords = _KEYWORDS.get(language, _COMMON_KEYWORDS)
+    raw = [(m.lastgroup or "ch", m.group()) for m in _scanner(language).finditer(code) if m.lastgroup != "doc"]
+    generics = _generic_brackets(raw) if language != "python" else set()
+    receiver = _GO_RECEIVER.match(code) if language == "go" else None
+    own_state = _SELF | ({receiver.group(1)} if receiver else set())
+    # A called name that also appears as a plain value (a parameter or local holding a function)
+    # is a local, not an API.
+    plain = {
+        text for index, (kind, text) in enumerate(raw)
+        if kind == "id" and (index == 0 or raw[index - 1][1] not in (".", "?.", "::"))
+        and (index + 1 == len(raw) or raw[index + 1][1] != "(")
+    }
+    tokens: list[Token] = []
+    for index, (kind, text) in enumerate(raw):
+        before = raw[index - 1][1] if index else ""
+        before_object = raw[index - 2][1] if index > 1 else ""
+        after = raw[index + 1][1] if index + 1 < len(raw) else ""
+        if kind == "id":
+            if text in keywords:
+                tokens.append(Token(text, "semantic" if text in _SEMANTIC_KEYWORDS else "syntax"))
+            elif before in (".", "?.") and before_object in own_state:
+                tokens.append(Token("ID", "id", "." + text))
+            elif before in (".", "?.", "::"):
+                tokens.append(Token(text, "semantic"))
+            elif text == own_name:
+                tokens.append(Token("ID", "id", text))
+            elif after == "(" and text not in plain:
+                tokens.append(Token(text, "semantic"))
+            else:
+                tokens.append(Token("ID", "id", text))
+        elif kind == "str":
+            body = re.sub(r"^[rRbBuUfF]{0,2}", "", text)[1:-1]
+            body = _INTERPOLATION.sub(lambda m: "{" + _WORD.sub("ID", m.group(1)) + "}", body)
+            tokens.append(Token(f'"{body}"', "semantic"))
+        elif kind == "num":
+            tokens.append(Token(text, "semantic"))
+        elif kind == "life":
+            tokens.append(Token("'", "syntax"))
+        elif index in generics:
+            tokens.extend(Token("<g" if text == "<" else ">g", "syntax") for _ in range(2 if text == ">>" else 1))
+        else:
+            tokens.append(Token(text, "syntax" if text in _SYNTAX else "semantic"))
+    return tuple(tokens)
+
+
+def _swapped_variables(a: list[Token], b: list[Token]) -> int:
+    """Positions where identical token sequences bind names inconsistently (``b - a`` vs ``a - b``).
+
+    Pairs up the identifiers at the same positions; a position counts when its name on each side
+    is paired with more than one name on the other side. Swapping two variables yields at least
+    two such positions; shadowing (``let text = text.trim()``) is ambiguous on one side only.
+    """
+    pairs = [(x.name, y.name) for x, y in zip(a, b, strict=True) if x.kind == "id"]
+    forward: dict[str | None, set[str | None]] = {}
+    backward: dict[str | None, set[str | None]] = {}
+    for x, y in pairs:
+        forward.setdefault(x, set()).add(y)
+        backward.setdefault(y, set()).add(x)
+    return sum(1 for x, y in pairs if len(forward[x]) > 1 and len(backward[y]) > 1)
+
+
+# -- names -------------------------------------------------------------------------------------
+
+_NAME_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_OPPOSITES = (
+    "min max|minimum maximum|lowest highest|low high|smallest largest|small large|shortest longest|"
+    "short long|first last|head tail|start end|begin end|before after|prev next|previous next|"
+    "older newer|oldest newest|earliest latest|early late|asc desc|ascending descending|"
+    "increasing decreasing|increment decrement|inc dec|up down|top bottom|left right|front back|"
+    "upper lower|uppercase lowercase|positive negative|pos neg|plus minus|add remove|add subtract|"
+    "add delete|insert delete|insert remove|push pop|enqueue dequeue|get set|read write|load save|"
+    "load store|open close|lock unlock|acquire release|start stop|enable disable|show hide|"
+    "visible hidden|on off|allow deny|grant revoke|accept reject|include exclude|inclusive exclusive|"
+    "encode decode|encrypt decrypt|compress decompress|serialize deserialize|marshal unmarshal|"
+    "pack unpack|wrap unwrap|escape unescape|quote unquote|connect disconnect|attach detach|"
+    "bind unbind|register unregister|subscribe unsubscribe|import export|input output|in out|"
+    "send receive|upload download|src dst|source target|source destination|parent child|"
+    "leading trailing|prefix suffix|horizontal vertical|width height|row column|rows columns|"
+    "inner outer|internal external|local remote|success failure|valid invalid|active inactive|"
+    "online offline|expand collapse|grow shrink|ceil floor|forward backward|undo redo|login logout|"
+    "create destroy|create delete|alloc free|allocate deallocate|setup teardown|hot cold|"
+    "hottest coldest|even odd|buy sell|credit debit|deposit withdraw|gross net|with without|"
+    "keep drop|any all|some every|union intersection|join split|merge split|little big|le be|"
+    "read unread|pin unpin|archive unarchive|publish unpublish|mount unmount|follow unfollow|"
+    "true false|yes no|enter exit|open closed|opened closed|locked unlocked|public private"
+)
+_OPPOSITE_PAIRS = frozenset(
+    frozenset(pair.split()) for pair in _OPPOSITES.split("|")
+)
+_NEGATORS = frozenset({"not", "no", "non", "un"})
+_NEGATING_PREFIXES = ("un", "de", "dis", "in", "non")
+_DIRECTION_WORDS = frozenset({"to", "from", "2", "into", "as"})
+
+
+def name_words(name: str) -> list[str]:
+    """Lower-cased words of an identifier (``snake_case``, ``camelCase``, ``HTTPServer``)."""
+    return [p.lower() for chunk in name.split("_") for p in _NAME_PART.findall(chunk)]
+
+
+def opposite_names(name_a: str, name_b: str) -> str | None:
+    """Why two function names say opposite things, or None.
+
+    * a word of one name is the opposite of a word of the other (``lock``/``unlock``,
+      ``min``/``max``, ``encode``/``decode``; a word with a negating prefix counts too);
+    * one name has a negation the other lacks (``is_valid``/``is_not_valid``);
+    * the same words in another order around ``to``/``from`` (``celsius_to_fahrenheit``/
+      ``fahrenheit_to_celsius``): the inverse conversion.
+    """
+    words_a, words_b = name_words(name_a), name_words(name_b)
+    set_a, set_b = set(words_a), set(words_b)
+    only_a, only_b = set_a - set_b, set_b - set_a
+    for x in only_a:
+        for y in only_b:
+            if frozenset((x, y)) in _OPPOSITE_PAIRS:
+                return f"{x}/{y}"
+            for prefix in _NEGATING_PREFIXES:
+                if x == prefix + y or y == prefix + x:
+                    return f"{x}/{y}"
+    if (only_a & _NEGATORS) or (only_b & _NEGATORS):
+        return "negated"
+    if set_a == set_b and words_a != words_b and set_a & _DIRECTION_WORDS:
+        return "inverse conversion"
+    return None
+
+
+# -- comparison --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CodeComparison:
+    """What differs between two functions, and the structural verdict.
+
+    Attributes:
+        verdict: ``clone``, ``variant`` or ``other`` (see the module docstring).
+        bag: Dice overlap of the two token multisets (1.0: same tokens, any order).
+        sequence: ``difflib`` ratio of the token sequences (order-sensitive); computed only
+            when it decides (a few edits, some semantic), else None.
+        edits: Tokens in one multiset and not the other (both directions).
+        semantic_edits: The same, counting operators, literals and API names only.
+        swapped: Positions where identical sequences bind variables inconsistently.
+        opposite: Why the names are opposites (``lock/unlock``), or None.
+        only_existing / only_new: Up to 5 semantic tokens found in one function only.
+    """
+
+    verdict: Verdict
+    bag: float
+    sequence: float | None
+    edits: int
+    semantic_edits: int
+    swapped: int = 0
+    opposite: str | None = None
+    only_existing: list[str] = field(default_factory=list)
+    only_new: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """A short account of the difference, for a tool's recommendation text."""
+        if self.verdict == "clone":
+            return "same code up to names and statement order"
+        parts = []
+        if self.only_existing or self.only_new:
+            parts.append(f"{' '.join(self.only_existing) or '∅'} → {' '.join(self.only_new) or '∅'}")
+        if self.swapped:
+            parts.append("variables swapped")
+        if self.opposite:
+            parts.append(f"opposite names ({self.opposite})")
+        return "; ".join(parts) or "different structure"
+
+
+def compare_code(
+    existing: str | list[Token], new: str | list[Token], language: str,
+    existing_name: str | None = None, new_name: str | None = None,
+) -> CodeComparison:
+    """Compare an existing function with new code and classify the pair.
+
+    Args:
+        existing: The indexed function's code (or its :func:`code_tokens`).
+        new: The code about to be written, its first function (or its :func:`code_tokens`,
+            computed once when it is compared with many candidates).
+        language: The language of both.
+        existing_name / new_name: The functions' names (abstracted in the tokens, compared for
+            opposite meanings).
+    """
+    a = code_tokens(existing, language, existing_name) if isinstance(existing, str) else existing
+    b = code_tokens(new, language, new_name) if isinstance(new, str) else new
+    texts_a, texts_b = [t.text for t in a], [t.text for t in b]
+    count_a, count_b = Counter(texts_a), Counter(texts_b)
+    total = len(texts_a) + len(texts_b)
+    bag = 2 * sum((count_a & count_b).values()) / total if total else 0.0
+    edits = sum(((count_a - count_b) + (count_b - count_a)).values())
+    semantic_a = Counter(t.text for t in a if t.kind == "semantic")
+    semantic_b = Counter(t.text for t in b if t.kind == "semantic")
+    only_a, only_b = semantic_a - semantic_b, semantic_b - semantic_a
+    semantic_edits = sum(only_a.values()) + sum(only_b.values())
+    # the order-sensitive ratio matters for the variant rule only (and costs the most)
+    sequence = (
+        difflib.SequenceMatcher(None, texts_a, texts_b, autojunk=False).ratio()
+        if semantic_edits and edits <= MAX_VARIANT_EDIT else None
+    )
+    swapped = _swapped_variables(a, b) if texts_a == texts_b else 0
+    opposite = opposite_names(existing_name, new_name) if existing_name and new_name else None
+    if min(len(texts_a), len(texts_b)) < MIN_TOKENS:
+        verdict: Verdict = "other"
+    elif swapped >= 2 or (sequence is not None and sequence >= MIN_VARIANT_SEQUENCE):
+        verdict = "variant"
+    elif not semantic_edits and bag >= MIN_CLONE_BAG:
+        verdict = "clone"
+    else:
+        verdict = "other"
+    return CodeComparison(
+        verdict=verdict, bag=round(bag, 4), sequence=None if sequence is None else round(sequence, 4),
+        edits=edits, semantic_edits=semantic_edits, swapped=swapped, opposite=opposite,
+        only_existing=sorted(only_a)[:5], only_new=sorted(only_b)[:5],
+    )
+
+
+def duplicate_score(cosine: float, comparison: CodeComparison, use_names: bool = True) -> float:
+    """The duplicate score of a candidate: its embedding cosine corrected by structure.
+
+    A clone scores at least ``CLONE_FLOOR`` (whatever the cosine: renamed copies embed poorly);
+    a variant loses ``VARIANT_PENALTY``; differently shaped code keeps its cosine, less
+    ``OPPOSITE_NAMES_PENALTY`` when the names are opposites (``use_names``).
+    """
+    if comparison.verdict == "clone":
+        return max(cosine, CLONE_FLOOR + (1 - CLONE_FLOOR) * comparison.bag)
+    if comparison.verdict == "variant":
+        return max(0.0, cosine - VARIANT_PENALTY)
+    if use_names and comparison.opposite:
+        return max(0.0, cosine - OPPOSITE_NAMES_PENALTY)
+    return cosine
+
+
+# -- ranking candidates ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Candidate:
+    """An indexed function found near the new code by the vector store.
+
+    Attributes:
+        code: Its code (the payload's copy).
+        name: Its name.
+        language: Its language.
+        cosine: The store's cosine between its vector and the new code's.
+        truncated: The payload's copy of the code is cut (structure not comparable).
+    """
+
+    code: str
+    name: str | None
+    language: str | None
+    cosine: float
+    truncated: bool = False
+
+
+def score_candidates(
+    new_code: str,
+    new_name: str | None,
+    language: str,
+    candidates: Sequence[Candidate],
+    embed: Callable[[list[str]], np.ndarray],
+    *,
+    use_names: bool = True,
+) -> list[tuple[float, CodeComparison | None]]:
+    """Duplicate scores of candidates for new code, in the candidates' order.
+
+    Each candidate is compared structurally (:func:`compare_code`). Differently shaped ones
+    (verdict ``other``) whose index cosine reaches ``CODE_COSINE_FLOOR`` are scored on the
+    cosine of their code with the new code (comments and docstrings removed, one batch through
+    ``embed``, at most ``MAX_CODE_EMBEDDINGS``); the others keep the index cosine. Then
+    :func:`duplicate_score` applies the verdict.
+
+    Args:
+        new_code: The code about to be written (its first function when it has one).
+        new_name: That function's name, if any.
+        language: The new code's language.
+        candidates: The vector store's candidates.
+        embed: The embedder's ``embed_documents`` (texts to unit vectors, cache first).
+        use_names: Whether opposite names lower the score (off for ablations only).
+
+    Returns:
+        ``(score, comparison)`` per candidate; comparison is None when the candidate's code is
+        missing or cut, its language differs, or its cosine is under ``STRUCTURE_COSINE_FLOOR``
+        (its score is then its index cosine).
+    """
+    new_tokens = code_tokens(new_code, language, new_name)
+    comparisons: list[CodeComparison | None] = []
+    for candidate in candidates:
+        if (
+            not candidate.code or candidate.truncated or candidate.cosine < STRUCTURE_COSINE_FLOOR
+            or (candidate.language or language) != language
+        ):
+            comparisons.append(None)
+        elif len(new_tokens) < MIN_TOKENS:  # too short for structure: names only
+            opposite = opposite_names(candidate.name, new_name) if candidate.name and new_name else None
+            comparisons.append(CodeComparison("other", 0.0, None, 0, 0, opposite=opposite))
+        else:
+            comparisons.append(compare_code(candidate.code, new_tokens, language, candidate.name, new_name))
+    cosines = [c.cosine for c in candidates]
+    reembed = sorted(
+        (i for i, comp in enumerate(comparisons)
+         if comp is not None and comp.verdict == "other" and candidates[i].cosine >= CODE_COSINE_FLOOR),
+        key=lambda i: -candidates[i].cosine,
+    )[:MAX_CODE_EMBEDDINGS]
+    if reembed:
+        texts = [code_without_comments(new_code, language)]
+        texts += [code_without_comments(candidates[i].code, language) for i in reembed]
+        vectors = np.asarray(embed(texts), dtype=np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        for row, i in enumerate(reembed, start=1):
+            cosines[i] = float(vectors[row] @ vectors[0])
+    return [
+        (candidate.cosine if comp is None else duplicate_score(cosine, comp, use_names), comp)
+        for candidate, comp, cosine in zip(candidates, comparisons, cosines, strict=True)
+    ]

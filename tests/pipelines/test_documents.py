@@ -1,0 +1,148 @@
+"""Documents as requirements, ADRs, design sections and chunks (pipelines.documents), and the
+design step's incremental ingest into the ledger (pipelines.design) with real stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines.documents import RequirementIds, parse_document, sections
+from resources.settings import Settings
+
+IDS = RequirementIds(Settings().requirement_id_patterns)
+
+REQUIREMENTS = """# Requirements
+
+The service routes tasks (see REQ-OPS-009 for operations).
+
+### REQ-AUTH-001: Tokens expire
+A token MUST expire after one hour.
+Priority: Critical
+Status: Implemented
+
+```
+### REQ-FAKE-001: inside a code fence, not a requirement
+```
+
+| ID | Title | Priority | Status | Description |
+|----|-------|----------|--------|-------------|
+| REQ-AUTH-002 | Lockout | Low | Draft | Five failures lock the account. |
+
+- **REQ-AUTH-003**: Passwords SHOULD be hashed with argon2.
+"""
+
+NYGARD = """# 7. Use argon2 for password hashing
+
+## Status
+
+Superseded by ADR 9
+
+## Context
+
+bcrypt is slow to tune. Addresses REQ-AUTH-003.
+
+## Decision
+
+We will hash passwords with argon2id. Never store plain passwords.
+
+## Consequences
+
+Migration needed.
+"""
+
+MADR = """---
+status: proposed
+---
+# Retries with tenacity
+
+## Context and Problem Statement
+
+Calls fail.
+
+## Decision Outcome
+
+Chosen option: "tenacity", because it is tested.
+
+### Consequences
+
+* Good, because consistent
+"""
+
+
+def test_requirements_in_headings_tables_and_lines() -> None:
+    doc = parse_document("docs/requirements.md", REQUIREMENTS, IDS)
+    found = {r.requirement_id: r for r in doc.requirements}
+    assert sorted(found) == ["REQ-AUTH-001", "REQ-AUTH-002", "REQ-AUTH-003"]
+    first = found["REQ-AUTH-001"]
+    assert (first.title, first.priority, first.status, first.line) == ("Tokens expire", "Critical", "Implemented", 5)
+    assert first.description == "A token MUST expire after one hour."
+    assert (found["REQ-AUTH-002"].title, found["REQ-AUTH-002"].priority, found["REQ-AUTH-002"].status) == ("Lockout", "Low", "Draft")
+    assert found["REQ-AUTH-003"].priority == "Medium"  # SHOULD, no explicit priority
+    assert doc.citations[0] == "REQ-OPS-009"  # mentioned in prose (or a code fence): a citation, not a definition
+
+
+def test_nygard_and_madr_adrs() -> None:
+    nygard = parse_document("docs/adr/0007-argon2.md", NYGARD, IDS).designs
+    assert len(nygard) == 1
+    adr = nygard[0]
+    assert (adr.design_type, adr.title, adr.status) == ("ADR", "Use argon2 for password hashing", "Superseded")
+    assert adr.decision.startswith("We will hash passwords with argon2id") and adr.related_requirements == ["REQ-AUTH-003"]
+    assert adr.context.startswith("bcrypt") and adr.consequences == "Migration needed."
+    madr = parse_document("docs/decisions/0002-retries.md", MADR, IDS).designs[0]
+    assert (madr.title, madr.status) == ("Retries with tenacity", "Proposed")
+    assert madr.decision.startswith('Chosen option: "tenacity"') and "Good, because" in madr.consequences
+
+
+def test_design_documents_and_prose_chunks() -> None:
+    design = parse_document("docs/architecture.md", "# Architecture\n\n## Components\n\nThe router calls agents (REQ-AUTH-001).\n\n## Data\n\nSQLite.\n", IDS)
+    assert [d.title for d in design.designs] == ["Architecture — Components", "Architecture — Data"]
+    assert design.designs[0].related_requirements == ["REQ-AUTH-001"] and not design.chunks
+    prose = parse_document("README.md", "Intro line.\n\n# Guide\n\n" + "word " * 900 + "\n\nInstall it.\n", IDS)
+    assert not prose.designs and len(prose.chunks) >= 2 and all(len(c.text) <= 2_000 for c in prose.chunks)
+    rst = sections("Title\n=====\n\nBody.\n\nSub\n---\n\nMore.\n")
+    assert [(s.level, s.title) for s in rst] == [(1, "Title"), (2, "Sub")]
+
+
+@pytest.mark.slow
+def test_ingest_is_incremental_and_soft_deletes_removed_documents(tmp_path: Path) -> None:
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "project"
+    (root / "docs" / "adr").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    (root / "docs" / "adr" / "0007-argon2.md").write_text(NYGARD)
+    (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        first = service.index(IndexInput())["design"]
+        assert (first["requirements"], first["designs"], first["memories_written"]) == (3, 1, 4)
+        again = service.refresh_design()
+        assert (again["documents_changed"], again["memories_written"]) == (0, 0)
+        ledger = service.memory.ledger
+        row = ledger.find_by_metadata("requirements", "requirement_id", "REQ-AUTH-001")[0]
+        (root / "docs" / "requirements.md").write_text(REQUIREMENTS.replace("one hour", "thirty minutes"))
+        changed = service.refresh_design()
+        assert (changed["documents_changed"], changed["memories_written"]) == (1, 1)
+        updated = ledger.get(row.id)
+        assert updated.version == row.version + 1 and "thirty minutes" in updated.content
+        (root / "docs" / "adr" / "0007-argon2.md").unlink()
+        removed = service.refresh_design()
+        assert removed["documents_removed"] == 1 and removed["memories_deleted"] == 1
+        adr = [r for r in ledger.iter_memories(memory_types=["design"]) if r.metadata.get("source_document") == "docs/adr/0007-argon2.md"]
+        assert len(adr) == 1 and adr[0].deleted  # soft-deleted, kept 30 days
+        trace = service.trace_requirements(__import__("resources.schemas.design", fromlist=["x"]).TraceRequirementsInput(requirement_id="REQ-AUTH-001"))
+        assert [s.name for s in trace.implementing_components] == ["check_token"]
+    finally:
+        service.close()
+
+
+def test_design_assets_are_in_the_dagster_lineage() -> None:
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    assert {"design_documents", "design_links"} <= keys
+    parents = {key.to_user_string() for key in graph.get(__import__("dagster").AssetKey("design_links")).parent_keys}
+    assert parents == {"design_documents", "normalized_graph"}

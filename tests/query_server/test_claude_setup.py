@@ -1,0 +1,567 @@
+"""`codemem init` and the Claude Code plugin layout, checked against Claude Code's documented formats.
+
+The models below are written from Claude Code's documentation, not from our code:
+- hooks in settings files and plugin ``hooks/hooks.json``: docs.claude.com/en/docs/claude-code/hooks
+  (``hooks`` → event → matcher groups → ``{"type": "command", "command", "timeout"}``, the timeout
+  in seconds, ``matcher`` only for tool events) and code.claude.com/docs/en/plugins-reference (a
+  plugin's hooks.json wraps the events in a top-level ``hooks`` object, with an optional
+  ``description``; a file without the wrapper fails to load: "Hook load failed ... path hooks");
+- ``.mcp.json``: docs.claude.com/en/docs/claude-code/mcp (``mcpServers`` → name → stdio
+  ``{type?, command, args, env}`` or remote ``{type: http|sse, url, headers}``);
+- ``.claude-plugin/plugin.json``: code.claude.com/docs/en/plugins/manifest-reference (``name``
+  required, kebab-case; semver ``version``; ``author`` object with ``name``; component paths
+  relative, starting with ``./``, no ``..``);
+- ``.claude-plugin/marketplace.json``: code.claude.com/docs/en/plugins/marketplace-reference
+  (``name``, ``owner.name``, ``plugins[]`` with ``name`` and ``source``; a relative source starts
+  with ``./`` and resolves from the marketplace root);
+- ``commands/*.md``: slash commands with YAML frontmatter (``description``, ``argument-hint``,
+  ``allowed-tools``, ``model``, ``disable-model-invocation``) and ``$ARGUMENTS``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+
+from query_server import claude_setup as setup
+from query_server.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+# ------------------------------------------------------------------ the documented formats
+
+HookEvent = Literal[
+    "PreToolUse", "PostToolUse", "Notification", "UserPromptSubmit", "Stop", "SubagentStop",
+    "PreCompact", "SessionStart", "SessionEnd",
+]
+DOC_TOOL_EVENTS = {"PreToolUse", "PostToolUse"}  # the events whose matcher is a tool-name pattern
+CLAUDE_TOOLS = ("Read", "Edit", "MultiEdit", "Write", "Bash", "Glob", "Grep", "Task", "WebFetch", "WebSearch")
+KEBAB = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+SEMVER = r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class CommandHook(Strict):
+    type: Literal["command"]
+    command: str = Field(min_length=1)
+    timeout: PositiveInt | None = None
+
+
+class MatcherGroup(Strict):
+    matcher: str | None = None
+    hooks: list[CommandHook] = Field(min_length=1)
+
+
+HooksObject = dict[HookEvent, list[MatcherGroup]]
+
+
+class SettingsFile(BaseModel):  # other settings keys are the user's: allowed, untouched
+    model_config = ConfigDict(extra="allow")
+    hooks: HooksObject = {}
+
+
+class PluginHooksFile(Strict):
+    description: str | None = None
+    hooks: HooksObject
+
+
+class StdioServer(Strict):
+    type: Literal["stdio"] | None = None
+    command: str = Field(min_length=1)
+    args: list[str] = []
+    env: dict[str, str] | None = None
+
+
+class RemoteServer(Strict):
+    type: Literal["http", "sse"]
+    url: str
+    headers: dict[str, str] | None = None
+
+
+class McpFile(Strict):
+    mcpServers: dict[str, StdioServer | RemoteServer]
+
+
+def _relative_path(value: str) -> str:
+    assert value.startswith("./"), f"{value!r}: plugin paths are relative and start with ./"
+    assert ".." not in value.split("/") and "\\" not in value, f"{value!r}: no .. and no backslashes"
+    return value
+
+
+RelPath = Annotated[str, AfterValidator(_relative_path)]
+
+
+class Author(Strict):
+    name: str = Field(min_length=1)
+    email: str | None = None
+    url: str | None = None
+
+
+class PluginManifest(Strict):
+    name: str = Field(pattern=KEBAB)
+    version: str | None = Field(default=None, pattern=SEMVER)
+    description: str | None = None
+    author: Author | None = None
+    homepage: str | None = None
+    repository: str | None = None
+    license: str | None = None
+    keywords: list[str] | None = None
+    commands: RelPath | list[RelPath] | None = None
+    agents: RelPath | list[RelPath] | None = None
+    skills: RelPath | list[RelPath] | None = None
+    outputStyles: RelPath | list[RelPath] | None = None
+    hooks: RelPath | dict[str, Any] | None = None
+    mcpServers: RelPath | dict[str, Any] | None = None
+
+
+# names the marketplace docs reserve for official marketplaces (a subset is enough here)
+RESERVED_MARKETPLACES = {
+    "claude-code-marketplace", "claude-code-plugins", "claude-plugins-official", "anthropic-marketplace",
+    "anthropic-plugins", "agent-skills", "life-sciences", "official", "inline", "builtin", "npm", "github",
+}
+
+
+class MarketplaceEntry(Strict):
+    name: str = Field(pattern=KEBAB)
+    source: RelPath | dict[str, Any]
+    description: str | None = None
+    version: str | None = Field(default=None, pattern=SEMVER)
+    author: Author | None = None
+    category: str | None = None
+    keywords: list[str] | None = None
+    homepage: str | None = None
+    repository: str | None = None
+    license: str | None = None
+
+
+class Marketplace(Strict):
+    schema_: str | None = Field(default=None, alias="$schema")
+    name: str = Field(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
+    owner: Author
+    description: str | None = None
+    version: str | None = None
+    plugins: list[MarketplaceEntry] = Field(min_length=1)
+
+
+class CommandFrontmatter(Strict):
+    description: str = Field(min_length=1, max_length=80)
+    argument_hint: str | None = Field(default=None, alias="argument-hint")
+    allowed_tools: str | list[str] | None = Field(default=None, alias="allowed-tools")
+    model: str | None = None
+    disable_model_invocation: bool | None = Field(default=None, alias="disable-model-invocation")
+
+
+def check_hooks(hooks: dict[str, list[MatcherGroup]]) -> list[str]:
+    """Every handler is a documented event's ``codemem hook <event>`` with a sane matcher; returns
+    the events that have a codemem hook."""
+    ours = []
+    for event, groups in hooks.items():
+        for group in groups:
+            for handler in group.hooks:
+                if not handler.command.startswith("codemem "):
+                    continue
+                assert handler.command == f"codemem hook {event}", (event, handler.command)
+                assert handler.timeout is not None and handler.timeout <= 60, "short timeouts, in seconds"
+                ours.append(event)
+                if event in DOC_TOOL_EVENTS:
+                    assert group.matcher, f"{event} needs a tool matcher"
+                    pattern = re.compile(group.matcher)
+                    matched = {tool for tool in CLAUDE_TOOLS if pattern.fullmatch(tool)}
+                    expected = {"PreToolUse": {"Edit", "Write", "MultiEdit", "Bash"},
+                                "PostToolUse": {"Read", "Edit", "Write", "MultiEdit"}}[event]
+                    assert matched == expected, (event, matched)
+                else:
+                    assert group.matcher is None, f"{event}: no tool matcher"
+    return ours
+
+
+def registered_tools() -> set[str]:
+    names: set[str] = set()
+    for path in (REPO / "query_server").glob("*.py"):
+        names |= set(re.findall(r"""tool\(\s*name\s*=\s*["'](\w+)["']""", path.read_text(encoding="utf-8")))
+    return names
+
+
+# design tools another change adds (the CLAUDE.md section and the commands already name them)
+PENDING_TOOLS = {"check_consistency", "validate_fix", "get_design_context", "trace_requirements",
+                 "impact_of_change", "record_test_run", "memory_health"}
+MEMORY_TYPES = {"requirements", "design", "code_pattern", "component", "function", "test_history", "session", "user_preference"}
+
+# ------------------------------------------------------------------ a project with the user's own setup
+
+USER_SETTINGS = """{
+  "permissions": {
+    "allow": ["Bash(npm run test:*)", "Read(~/.zshrc)"],
+    "deny": ["Read(./.env)"]
+  },
+  "model": "opus",
+  "hooks": {
+    "PostToolUse": [
+      {"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "npx prettier --write \\"$CLAUDE_PROJECT_DIR\\"", "timeout": 30}]}
+    ],
+    "Stop": [
+      {"hooks": [{"type": "command", "command": "notify-send done"}]}
+    ]
+  }
+}
+"""
+USER_MCP = '{\n    "mcpServers": {\n        "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}\n    }\n}\n'
+USER_CLAUDE_MD = "# Shop service\n\n- Run `make test` before committing.\n- Money is in cents, never floats.\n"
+USER_GITIGNORE = "node_modules/\n.env\n*.log"  # no final newline on purpose
+USER_FILES = {".claude/settings.json": USER_SETTINGS, ".mcp.json": USER_MCP, "CLAUDE.md": USER_CLAUDE_MD, ".gitignore": USER_GITIGNORE}
+
+
+@pytest.fixture
+def user_project(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    for rel, text in USER_FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+    (root / "app.py").write_text("def total(cents: int) -> int:\n    return cents\n")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def init(root: Path, scope: str = "project") -> setup.Plan:
+    plan = setup.plan_init(root, scope)
+    setup.apply_plan(plan)
+    return plan
+
+
+def undo(root: Path) -> setup.Plan:
+    plan = setup.plan_undo(root)
+    setup.apply_plan(plan)
+    return plan
+
+
+# ------------------------------------------------------------------ codemem init
+
+
+def test_init_merges_with_the_users_setup(user_project: Path) -> None:
+    plan = init(user_project)
+    assert {c.rel: c.action for c in plan.changes} == {
+        ".mcp.json": "update", ".claude/settings.json": "update", "CLAUDE.md": "update", ".gitignore": "update",
+    }
+
+    mcp = McpFile.model_validate_json((user_project / ".mcp.json").read_text())
+    assert set(mcp.mcpServers) == {"github", "codemem"}
+    assert json.loads((user_project / ".mcp.json").read_text())["mcpServers"]["github"] == json.loads(USER_MCP)["mcpServers"]["github"]
+    server = mcp.mcpServers["codemem"]
+    assert isinstance(server, StdioServer) and server.type == "stdio"
+    assert [server.command, *server.args] == ["codemem", "mcp", "--project", "."]
+    assert {"--project"} <= {opt for p in main.commands["mcp"].params for opt in p.opts}  # the command it launches exists
+
+    raw = json.loads((user_project / ".claude/settings.json").read_text())
+    original = json.loads(USER_SETTINGS)
+    assert raw["permissions"] == original["permissions"] and raw["model"] == "opus"
+    assert raw["hooks"]["PostToolUse"][0] == original["hooks"]["PostToolUse"][0]
+    assert raw["hooks"]["Stop"] == original["hooks"]["Stop"]
+    settings = SettingsFile.model_validate(raw)
+    assert sorted(check_hooks(settings.hooks)) == sorted(spec.event for spec in setup.HOOKS)
+    assert {spec.event for spec in setup.HOOKS} == {"SessionStart", "PostToolUse", "PreCompact", "SessionEnd", "PreToolUse"}
+
+    claude_md = (user_project / "CLAUDE.md").read_text()
+    assert claude_md.startswith(USER_CLAUDE_MD)
+    assert claude_md.count(setup.SECTION_BEGIN) == 1 and claude_md.count(setup.SECTION_END) == 1
+
+    gitignore = (user_project / ".gitignore").read_text()
+    assert gitignore.startswith(USER_GITIGNORE + "\n")
+    assert ".codemem/" in gitignore.splitlines()
+
+    record = json.loads((user_project / setup.RECORD_PATH).read_text())
+    assert set(record["files"]) == set(USER_FILES)
+
+
+def test_init_twice_adds_nothing(user_project: Path) -> None:
+    init(user_project)
+    after_first = snapshot(user_project)
+    again = setup.plan_init(user_project)
+    assert again.empty and render_is_empty(again)
+    setup.apply_plan(again)
+    assert snapshot(user_project) == after_first
+
+
+def render_is_empty(plan: setup.Plan) -> bool:
+    return setup.render_diff(plan) == ""
+
+
+def test_init_keeps_a_users_own_codemem_entries(user_project: Path) -> None:
+    """A codemem hook the user tuned (timeout, matcher) and a codemem server of their own stay."""
+    settings = json.loads(USER_SETTINGS)
+    settings["hooks"]["SessionStart"] = [{"hooks": [{"type": "command", "command": "codemem hook SessionStart", "timeout": 55}]}]
+    (user_project / ".claude/settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+    mcp = json.loads(USER_MCP)
+    mcp["mcpServers"]["codemem"] = {"command": "/opt/codemem/bin/codemem", "args": ["mcp", "--project", "."]}
+    (user_project / ".mcp.json").write_text(json.dumps(mcp, indent=2) + "\n")
+    plan = init(user_project)
+    assert ".mcp.json" not in {c.rel for c in plan.changes}
+    assert any("kept the existing `codemem` server" in note for note in plan.notes)
+    written = json.loads((user_project / ".claude/settings.json").read_text())
+    assert written["hooks"]["SessionStart"] == settings["hooks"]["SessionStart"]
+
+
+def test_dry_run_shows_a_diff_and_changes_nothing(user_project: Path) -> None:
+    before = snapshot(user_project)
+    result = CliRunner().invoke(main, ["init", "--project", str(user_project), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for rel in USER_FILES:
+        assert f"--- a/{rel}\n+++ b/{rel}\n" in out
+    assert re.search(r'^\+\s+"command": "codemem hook PreToolUse",$', out, re.MULTILINE)
+    assert f"+{setup.SECTION_BEGIN}\n" in out and "+.codemem/\n" in out
+    assert "nothing changed" in out
+    assert snapshot(user_project) == before
+    assert not (user_project / ".codemem").exists()
+
+
+def test_dry_run_on_a_bare_project_shows_new_files(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", "--project", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    for rel in (".mcp.json", ".claude/settings.json", "CLAUDE.md", ".gitignore"):
+        assert f"--- /dev/null\n+++ b/{rel}\n" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_undo_restores_every_file_byte_for_byte(user_project: Path) -> None:
+    before = snapshot(user_project)
+    init(user_project)
+    result = CliRunner().invoke(main, ["init", "--project", str(user_project), "--undo"])
+    assert result.exit_code == 0, result.output
+    assert snapshot(user_project) == before
+    assert not (user_project / ".codemem").exists()
+    assert setup.plan_undo(user_project).empty  # and a second undo has nothing left to do
+
+
+def test_undo_removes_files_and_directories_init_created(tmp_path: Path) -> None:
+    (tmp_path / "main.go").write_text("package main\n")
+    before = snapshot(tmp_path)
+    init(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {"main.go", ".mcp.json", ".claude", "CLAUDE.md", ".gitignore", ".codemem"}
+    undo(tmp_path)
+    assert snapshot(tmp_path) == before
+    assert {p.name for p in tmp_path.iterdir()} == {"main.go"}
+
+
+def test_undo_after_the_user_edited_keeps_their_edits(user_project: Path) -> None:
+    init(user_project)
+    settings_path = user_project / ".claude/settings.json"
+    settings = json.loads(settings_path.read_text())
+    settings["permissions"]["allow"].append("Bash(make lint)")
+    settings_path.write_text(json.dumps(settings, indent=2) + "\n")
+    claude_md = user_project / "CLAUDE.md"
+    claude_md.write_text(claude_md.read_text() + "\n- Prefer small PRs.\n")
+    gitignore = user_project / ".gitignore"
+    gitignore.write_text(gitignore.read_text() + "dist/\n")
+
+    undo(user_project)
+    restored = json.loads(settings_path.read_text())
+    expected = json.loads(USER_SETTINGS)
+    expected["permissions"]["allow"].append("Bash(make lint)")
+    assert restored == expected  # codemem's hooks gone, the user's hooks and the new permission kept
+    text = claude_md.read_text()
+    assert setup.SECTION_BEGIN not in text and text.startswith(USER_CLAUDE_MD) and "- Prefer small PRs." in text
+    assert "codemem" not in gitignore.read_text() and gitignore.read_text().rstrip().endswith("dist/")
+    assert (user_project / ".mcp.json").read_bytes() == USER_MCP.encode()  # untouched since init: restored
+
+
+def test_undo_without_the_record_recognises_codemems_entries(user_project: Path) -> None:
+    """A teammate's clone has the committed files but not .codemem/init.json."""
+    init(user_project)
+    (user_project / setup.RECORD_PATH).unlink()
+    undo(user_project)
+    assert json.loads((user_project / ".claude/settings.json").read_text()) == json.loads(USER_SETTINGS)
+    assert json.loads((user_project / ".mcp.json").read_text()) == json.loads(USER_MCP)
+    assert (user_project / "CLAUDE.md").read_text() == USER_CLAUDE_MD  # ended with a newline: exact
+    assert (user_project / ".gitignore").read_text().rstrip("\n") == USER_GITIGNORE
+
+
+def test_local_scope_stays_out_of_git(user_project: Path) -> None:
+    before = snapshot(user_project)
+    plan = init(user_project, "local")
+    assert {c.rel for c in plan.changes} == {".claude/settings.local.json", "CLAUDE.local.md", ".gitignore"}
+    assert any("claude mcp add --scope local codemem -- codemem mcp --project ." in n for n in plan.notes)
+    local = SettingsFile.model_validate_json((user_project / ".claude/settings.local.json").read_text())
+    assert sorted(check_hooks(local.hooks)) == sorted(spec.event for spec in setup.HOOKS)
+    assert (user_project / ".claude/settings.json").read_text() == USER_SETTINGS
+    assert setup.SECTION_BEGIN in (user_project / "CLAUDE.local.md").read_text()
+
+    subprocess.run(["git", "init", "-q", str(user_project)], check=True)
+    ignored = subprocess.run(
+        ["git", "-C", str(user_project), "check-ignore", ".codemem/init.json", "CLAUDE.local.md", ".claude/settings.local.json", "CLAUDE.md"],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()
+    assert ignored == [".codemem/init.json", "CLAUDE.local.md", ".claude/settings.local.json"]
+    shutil.rmtree(user_project / ".git")
+
+    init(user_project, "project")  # both scopes, then one undo takes both back
+    undo(user_project)
+    assert snapshot(user_project) == before
+
+
+def test_gitignore_entry_already_present_is_not_repeated(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("/.codemem\nbuild/\n")
+    plan = setup.plan_init(tmp_path)
+    assert ".gitignore" not in {c.rel for c in plan.changes}
+
+
+def test_claude_md_in_dot_claude_is_used_when_it_is_the_only_one(tmp_path: Path) -> None:
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude/CLAUDE.md").write_text("# Notes\n")
+    plan = setup.plan_init(tmp_path)
+    assert ".claude/CLAUDE.md" in {c.rel for c in plan.changes} and "CLAUDE.md" not in {c.rel for c in plan.changes}
+
+
+def test_bad_json_is_named_with_its_line_and_nothing_changes(user_project: Path) -> None:
+    broken = USER_SETTINGS.replace('"model": "opus",', '"model": "opus",,')
+    (user_project / ".claude/settings.json").write_text(broken)
+    before = snapshot(user_project)
+    with pytest.raises(setup.SetupError) as caught:
+        setup.plan_init(user_project)
+    message = str(caught.value)
+    assert message.startswith(".claude/settings.json: not valid JSON at line 6") and "nothing was changed" in message
+    result = CliRunner().invoke(main, ["init", "--project", str(user_project)])
+    assert result.exit_code == 2 and ".claude/settings.json" in result.output and "line 6" in result.output
+    assert "Traceback" not in result.output
+    assert snapshot(user_project) == before
+
+
+@pytest.mark.parametrize("rel, text, needle", [
+    (".mcp.json", '["not", "an", "object"]', "expected a JSON object"),
+    (".claude/settings.json", '{"hooks": []}', "`hooks` must be an object"),
+    (".claude/settings.json", '{"hooks": {"SessionStart": {}}}', "`hooks.SessionStart` must be an array"),
+    ("CLAUDE.md", f"# x\n{setup.SECTION_BEGIN}\nno end marker\n", "expected one `<!-- codemem:begin -->`"),
+])
+def test_other_bad_input_is_refused_before_any_write(tmp_path: Path, rel: str, text: str, needle: str) -> None:
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    before = snapshot(tmp_path)
+    with pytest.raises(setup.SetupError, match=re.escape(needle)):
+        setup.plan_init(tmp_path)
+    assert snapshot(tmp_path) == before
+
+
+def test_missing_project_directory_is_an_input_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", "--project", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "not a directory" in result.output
+
+
+def test_cli_init_end_to_end(user_project: Path) -> None:
+    runner = CliRunner()
+    first = runner.invoke(main, ["init", "--project", str(user_project)])
+    assert first.exit_code == 0, first.output
+    assert "updated .claude/settings.json" in first.output and "codemem init --undo" in first.output
+    second = runner.invoke(main, ["init", "--project", str(user_project)])
+    assert second.exit_code == 0 and "already set up" in second.output
+
+
+def test_codemem_init_as_a_real_subprocess(user_project: Path) -> None:
+    exe = Path(sys.executable).with_name("codemem")
+    if not exe.exists():
+        pytest.skip(f"no console script at {exe} (install the package: pip install -e .)")
+    before = snapshot(user_project)
+    done = subprocess.run([str(exe), "init", "--project", str(user_project)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    settings = SettingsFile.model_validate_json((user_project / ".claude/settings.json").read_text())
+    assert len(check_hooks(settings.hooks)) == len(setup.HOOKS)
+    undone = subprocess.run([str(exe), "init", "--project", str(user_project), "--undo"], capture_output=True, text=True, timeout=120, check=False)
+    assert undone.returncode == 0, undone.stderr
+    assert snapshot(user_project) == before
+
+
+def test_claude_md_section_is_short_and_names_real_tools() -> None:
+    lines = setup.CLAUDE_SECTION.strip().splitlines()
+    assert lines[0] == setup.SECTION_BEGIN and lines[-1] == setup.SECTION_END and len(lines) <= 25
+    named = set(re.findall(r"`([a-z]+(?:_[a-z]+)+)`", setup.CLAUDE_SECTION)) - MEMORY_TYPES
+    known = registered_tools() | PENDING_TOOLS
+    assert named <= known, named - known
+    for tool in ("code_search", "find_duplicates", "memory_search", "memory_add", "validate_fix",
+                 "check_consistency", "trace_requirements", "get_design_context"):
+        assert f"`{tool}`" in setup.CLAUDE_SECTION
+
+
+def test_every_hook_event_is_one_codemem_hook_handles() -> None:
+    hooks = pytest.importorskip("query_server.hooks", reason="`codemem hook` is added by another change")
+    assert {spec.event for spec in setup.HOOKS} == set(hooks.EVENTS)
+
+
+# ------------------------------------------------------------------ the plugin at the repository root
+
+
+def test_plugin_manifest_follows_the_documented_schema() -> None:
+    manifest = PluginManifest.model_validate_json((REPO / ".claude-plugin/plugin.json").read_text())
+    assert manifest.name == "codemem" and manifest.author is not None
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert manifest.version == version
+    # the standard locations load without being named (naming ./hooks/hooks.json again loads it twice)
+    assert manifest.hooks is None and manifest.mcpServers is None and manifest.commands is None
+    with pytest.raises(ValidationError):
+        PluginManifest.model_validate({"name": "Code Mem"})
+    with pytest.raises(ValidationError):
+        PluginManifest.model_validate({"name": "codemem", "commands": "commands"})
+
+
+def test_marketplace_lists_the_plugin_at_the_repository_root() -> None:
+    market = Marketplace.model_validate_json((REPO / ".claude-plugin/marketplace.json").read_text())
+    assert market.name not in RESERVED_MARKETPLACES
+    (entry,) = market.plugins
+    assert entry.name == "codemem" and entry.source == "./"
+    assert (REPO / entry.source / ".claude-plugin/plugin.json").is_file()
+
+
+def test_plugin_hooks_are_the_ones_init_writes() -> None:
+    raw = json.loads((REPO / "hooks/hooks.json").read_text())
+    hooks = PluginHooksFile.model_validate(raw)
+    assert sorted(check_hooks(hooks.hooks)) == sorted(spec.event for spec in setup.HOOKS)
+    assert raw["hooks"] == setup.hooks_config()
+    with pytest.raises(ValidationError):  # events at the top level: Claude Code refuses to load it
+        PluginHooksFile.model_validate(raw["hooks"])
+
+
+def test_plugin_mcp_server_and_the_example() -> None:
+    plugin = McpFile.model_validate_json((REPO / ".mcp.json").read_text())
+    server = plugin.mcpServers["codemem"]
+    assert isinstance(server, StdioServer) and server.command == "codemem"
+    assert server.args == ["mcp", "--project", "${CLAUDE_PROJECT_DIR:-.}"]
+    example = json.loads((REPO / "docs/examples/mcp.json").read_text())
+    McpFile.model_validate(example)
+    assert example == {"mcpServers": {setup.SERVER_NAME: setup.MCP_SERVER}}
+
+
+def test_plugin_commands() -> None:
+    files = sorted((REPO / "commands").glob("*.md"))
+    assert [p.stem for p in files] == ["context", "health", "recall", "remember"]
+    known = registered_tools() | PENDING_TOOLS
+    for path in files:
+        assert re.fullmatch(KEBAB, path.stem)
+        text = path.read_text(encoding="utf-8")
+        match = re.match(r"---\n(.*?)\n---\n(.+)", text, re.DOTALL)
+        assert match, f"{path.name}: YAML frontmatter between --- lines"
+        front = CommandFrontmatter.model_validate(yaml.safe_load(match.group(1)))
+        body = match.group(2)
+        if front.argument_hint:
+            assert "$ARGUMENTS" in body, path.name
+        tools = set(re.findall(r"MCP tool `(\w+)`", body))
+        assert tools and tools <= known, (path.name, tools - known)
+    assert "memory_search" in (REPO / "commands/recall.md").read_text() and "code_search" in (REPO / "commands/recall.md").read_text()
+    assert "memory_add" in (REPO / "commands/remember.md").read_text()
+    assert {"memory_health", "index_status"} <= set(re.findall(r"`(\w+)`", (REPO / "commands/health.md").read_text()))
+    assert "token" in (REPO / "commands/context.md").read_text()

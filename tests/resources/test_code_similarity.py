@@ -1,0 +1,245 @@
+"""Structural similarity for duplicate detection, on real code in several languages."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from resources.code_similarity import (
+    CLONE_FLOOR,
+    Candidate,
+    code_tokens,
+    code_without_comments,
+    compare_code,
+    duplicate_score,
+    opposite_names,
+    score_candidates,
+)
+
+SUM_POSITIVE = textwrap.dedent(
+    '''
+    def sum_positive(values):
+        """Sum of the strictly positive numbers in values."""
+        total = 0
+        for value in values:
+            if value > 0:  # zero is not positive
+                total += value
+        return total
+    '''
+)
+SUM_NEGATIVE = SUM_POSITIVE.replace("sum_positive", "sum_negative").replace("value > 0", "value < 0")
+RENAMED = textwrap.dedent(
+    """
+    def positive_total(numbers):
+        acc = 0
+        for n in numbers:
+            if n > 0:
+                acc += n
+        return acc
+    """
+)
+COMPREHENSION = textwrap.dedent(
+    """
+    def sum_positive(values):
+        return sum(v for v in values if v > 0)
+    """
+)
+
+
+def texts(code: str, language: str, name: str | None = None) -> list[str]:
+    return [t.text for t in code_tokens(code, language, name)]
+
+
+# -- tokens --------------------------------------------------------------------------------------
+
+def test_tokens_abstract_locals_and_keep_apis_operators_literals() -> None:
+    assert texts(SUM_POSITIVE, "python", "sum_positive") == [
+        "def", "ID", "(", "ID", ")", ":", "ID", "=", "0", "for", "ID", "in", "ID", ":",
+        "if", "ID", ">", "0", ":", "ID", "+=", "ID", "return", "ID",
+    ]
+    go = 'func Open(path string) (*os.File, error) {\n\treturn os.OpenFile(path, os.O_RDONLY, 0o644)\n}\n'
+    assert texts(go, "go", "Open") == [
+        "func", "ID", "(", "ID", "ID", ")", "(", "*", "ID", ".", "File", ",", "ID", ")", "{",
+        "return", "ID", ".", "OpenFile", "(", "ID", ",", "ID", ".", "O_RDONLY", ",", "0o644", ")", "}",
+    ]
+
+
+def test_comments_and_docstrings_go_but_strings_stay_whole() -> None:
+    python = 'def f(line):\n    """Skip # comments."""\n    return line.startswith("#")  # a comment\n'
+    assert texts(python, "python", "f") == ["def", "ID", "(", "ID", ")", ":", "return", "ID", ".", "startswith", "(", '"#"', ")"]
+    ts = 'function f(u: string) {\n  /* block */ return u.split("//"); // tail\n}\n'
+    assert '"//"' in texts(ts, "typescript") and "block" not in texts(ts, "typescript")
+    assert code_without_comments(python, "python") == 'def f(line):\n    return line.startswith("#")'
+
+
+def test_interpolated_names_are_abstracted_in_strings() -> None:
+    a = texts('def f(user, host):\n    return f"{user}@{host}"\n', "python", "f")
+    b = texts('def g(name, domain):\n    return f"{name}@{domain}"\n', "python", "g")
+    assert a == b and '"{ID}@{ID}"' in a
+
+
+def test_own_state_members_are_local_but_other_members_are_apis() -> None:
+    go_a = "func (s *Stack) Pop() int {\n\tv := s.items[len(s.items)-1]\n\ts.items = s.items[:len(s.items)-1]\n\treturn v\n}\n"
+    go_b = go_a.replace("(s *Stack)", "(st *IntStack)").replace("s.items", "st.data")
+    assert texts(go_a, "go", "Pop") == texts(go_b, "go", "Pop")
+    python = "def close(self):\n    self.conn.close()\n"
+    assert texts(python, "python", "close") == [
+        "def", "ID", "(", "self", ")", ":", "self", ".", "ID", ".", "close", "(", ")"
+    ]
+
+
+def test_a_called_parameter_is_a_local_not_an_api() -> None:
+    a = "function run(fn: () => void) {\n  fn();\n  fn();\n}\n"
+    b = "function go(callback: () => void) {\n  callback();\n  callback();\n}\n"
+    assert texts(a, "typescript", "run") == texts(b, "typescript", "go")
+    assert "setTimeout" in texts("function f() {\n  setTimeout(f, 1);\n}\n", "typescript", "f")
+
+
+def test_type_arguments_are_not_comparisons() -> None:
+    java = "List<Map<String, Integer>> f(int a, int b) {\n  return a < b ? List.of() : null;\n}\n"
+    tokens = code_tokens(java, "java", "f")
+    assert [t.text for t in tokens if t.kind == "semantic" and t.text in ("<", ">")] == ["<"]
+    rust = "fn f<'a>(x: &'a str) -> Vec<&'a str> {\n    vec![x]\n}\n"
+    assert not [t for t in code_tokens(rust, "rust", "f") if t.kind == "semantic" and t.text in ("<", ">")]
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("a", "b", "why"),
+    [
+        ("lock_file", "unlock_file", "lock/unlock"),
+        ("MinInt", "MaxInt", "min/max"),
+        ("sortFeedAscending", "sortFeedDescending", "ascending/descending"),
+        ("markRead", "markUnread", "read/unread"),
+        ("is_valid", "is_not_valid", "negated"),
+        ("celsius_to_fahrenheit", "fahrenheit_to_celsius", "inverse conversion"),
+        ("isActive", "isInactive", "active/inactive"),
+    ],
+)
+def test_opposite_names(a: str, b: str, why: str) -> None:
+    assert opposite_names(a, b) == why
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("normalize_email", "canonical_address"), ("group_by_category", "names_by_category"), ("parse", "parse"),
+     ("active_user_emails", "emails_of_active_users")],
+)
+def test_names_that_are_not_opposites(a: str, b: str) -> None:
+    assert opposite_names(a, b) is None
+
+
+# -- verdicts ------------------------------------------------------------------------------------
+
+def test_renamed_copy_is_a_clone() -> None:
+    comparison = compare_code(SUM_POSITIVE, RENAMED, "python", "sum_positive", "positive_total")
+    assert comparison.verdict == "clone" and comparison.bag == 1.0 and comparison.edits == 0
+    assert duplicate_score(0.6, comparison) >= CLONE_FLOOR
+
+
+def test_reordered_statements_are_a_clone() -> None:
+    a = textwrap.dedent(
+        """
+        func DefaultConfig() Config {
+        \tvar cfg Config
+        \tcfg.ListenAddr = ":8080"
+        \tcfg.ReadTimeout = 5 * time.Second
+        \tcfg.LogLevel = "info"
+        \treturn cfg
+        }
+        """
+    )
+    b = a.replace('\tcfg.ListenAddr = ":8080"\n', "").replace('\treturn cfg', '\tcfg.ListenAddr = ":8080"\n\treturn cfg')
+    comparison = compare_code(a, b, "go", "DefaultConfig", "DefaultConfig")
+    assert comparison.verdict == "clone" and comparison.sequence is None and comparison.bag == 1.0
+
+
+def test_flipped_comparison_is_a_variant_and_scores_under_the_threshold() -> None:
+    comparison = compare_code(SUM_POSITIVE, SUM_NEGATIVE, "python", "sum_positive", "sum_negative")
+    assert comparison.verdict == "variant"
+    assert comparison.only_existing == [">"] and comparison.only_new == ["<"]
+    assert comparison.opposite == "positive/negative"
+    assert "> → <" in comparison.describe()
+    assert duplicate_score(0.95, comparison) < 0.85
+
+
+def test_changed_api_constant_is_a_variant() -> None:
+    lock = "func LockFile(f *os.File) error {\n\treturn syscall.Flock(int(f.Fd()), syscall.LOCK_EX)\n}\n"
+    unlock = lock.replace("LockFile", "UnlockFile").replace("LOCK_EX", "LOCK_UN")
+    comparison = compare_code(lock, unlock, "go", "LockFile", "UnlockFile")
+    assert comparison.verdict == "variant" and comparison.only_new == ["LOCK_UN"]
+
+
+def test_swapped_comparator_arguments_are_a_variant() -> None:
+    newest = "function sortFeed(posts: Post[]): Post[] {\n  return [...posts].sort((a, b) => b.time - a.time);\n}\n"
+    oldest = newest.replace("sortFeed", "sortOldest").replace("b.time - a.time", "a.time - b.time")
+    comparison = compare_code(newest, oldest, "typescript", "sortFeed", "sortOldest")
+    assert comparison.edits == 0 and comparison.swapped >= 2 and comparison.verdict == "variant"
+
+
+def test_shadowing_is_not_a_swap() -> None:
+    a = "fn parse(text: &str) -> usize {\n    let text = text.trim();\n    text.len() + text.len()\n}\n"
+    b = "fn measure(input: &str) -> usize {\n    let s = input.trim();\n    s.len() + s.len()\n}\n"
+    comparison = compare_code(a, b, "rust", "parse", "measure")
+    assert comparison.swapped == 0 and comparison.verdict == "clone"
+
+
+def test_a_rewrite_is_left_to_the_embedding() -> None:
+    comparison = compare_code(SUM_POSITIVE, COMPREHENSION, "python", "sum_positive", "sum_positive")
+    assert comparison.verdict == "other" and comparison.opposite is None
+    assert duplicate_score(0.91, comparison) == 0.91
+    lock = textwrap.dedent(
+        """
+        def lock_file(handle, blocking=True):
+            flags = fcntl.LOCK_EX
+            if not blocking:
+                flags |= fcntl.LOCK_NB
+            fcntl.flock(handle.fileno(), flags)
+            return True
+        """
+    )
+    release = "def unlock_file(handle):\n    try:\n        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)\n    except OSError:\n        return False\n    return True\n"
+    opposite = compare_code(lock, release, "python", "lock_file", "unlock_file")
+    assert opposite.verdict == "other" and opposite.opposite == "lock/unlock"
+    assert duplicate_score(0.91, opposite) < 0.8 and duplicate_score(0.91, opposite, use_names=False) == 0.91
+
+
+def test_tiny_functions_get_no_structural_verdict() -> None:
+    comparison = compare_code("def a(x):\n    return x\n", "def b(y):\n    return y\n", "python", "a", "b")
+    assert comparison.verdict == "other"
+
+
+# -- scoring candidates ----------------------------------------------------------------------
+
+def test_score_candidates_with_the_real_model() -> None:
+    from resources.embeddings.local import LocalMiniLMEmbedder
+
+    embedder = LocalMiniLMEmbedder(threads=1)
+    candidates = [
+        Candidate(SUM_POSITIVE, "sum_positive", "python", 0.62),  # clone of RENAMED
+        Candidate(SUM_NEGATIVE, "sum_negative", "python", 0.93),  # variant
+        Candidate(COMPREHENSION, "sum_positive", "python", 0.70),  # rewrite: re-embedded
+        Candidate(SUM_POSITIVE, "sum_positive", "java", 0.99),  # another language: cosine kept
+        Candidate(SUM_POSITIVE, "sum_positive", "python", 0.30),  # below the floor: cosine kept
+    ]
+    scores = score_candidates(RENAMED, "positive_total", "python", candidates, embedder.embed_documents)
+    (clone, c1), (variant, c2), (rewrite, c3), (other_language, c4), (noise, c5) = scores
+    assert clone >= CLONE_FLOOR and c1.verdict == "clone"
+    assert variant < 0.85 and c2.verdict == "variant"
+    assert c3.verdict == "other" and rewrite != 0.70 and 0.0 < rewrite <= 1.0
+    assert (other_language, c4) == (0.99, None) and (noise, c5) == (0.30, None)
+
+
+def test_score_candidates_embeds_nothing_when_structure_decides() -> None:
+    def no_embedding(texts: list[str]) -> np.ndarray:
+        raise AssertionError(f"embedded {texts}")
+
+    scores = score_candidates(
+        RENAMED, "positive_total", "python",
+        [Candidate(SUM_POSITIVE, "sum_positive", "python", 0.7), Candidate(SUM_NEGATIVE, "sum_negative", "python", 0.9)],
+        no_embedding,
+    )
+    assert [c.verdict for _, c in scores] == ["clone", "variant"]
