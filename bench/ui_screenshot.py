@@ -37,6 +37,7 @@ def pages(bucket: str, sensor_run: str | None) -> list[tuple[str, str, str]]:
     listed = [
         ("01-global-lineage", "/asset-groups", "normalized_graph"),
         ("02-group-lineage", "/locations/codemem/asset-groups/code_index", "embedded_symbols"),
+        ("02b-design-lineage", "/locations/codemem/asset-groups/design", "design_links"),
         ("03-catalog", "/assets", "graph_loaded"),
         ("04-graph_loaded-partitions", f"/assets/graph_loaded?view=partitions&partition={bucket}", "indexed_versions"),
         ("05-graph_loaded-checks", "/assets/graph_loaded?view=checks", "bucket_matches_disk"),

@@ -64,6 +64,8 @@ class DesignStores:
     ledger: Ledger
     projector: MemoryProjector
     embedder: Any
+    local_ledger: Ledger | None = None
+    """The project's local memory scope, when it has one (its anchored memories are checked too)."""
 
 
 @dataclass
@@ -349,8 +351,9 @@ def _replace_derived_edges(stores: DesignStores, edges: list[GraphEdge], report:
     stale = [GraphEdge(type=t, source_id=s, target_id=d) for t, s, d in previous - now]
     if stale:
         report.edges_removed += stores.graph.remove_edges(stale)
-    if edges:
-        report.edges_added += stores.graph.add_edges(edges)
+    if edges:  # all of them (MERGE: idempotent), so a rebuilt graph gets them back; report the new ones
+        stores.graph.add_edges(edges)
+        report.edges_added += len(now - previous)
     stores.ledger.set_meta(DERIVED_EDGES_KEY, json.dumps(sorted(now)))
 
 
@@ -584,17 +587,20 @@ def symbols_by_qualified_name(vectors: VectorStore, names: Sequence[str]) -> dic
 def refresh_anchors(stores: DesignStores) -> DesignReport:
     """Compare every anchored memory's anchors with the indexed code; flag the changed ones."""
     report = DesignReport()
-    rows = stores.ledger.anchored_memories()
-    anchors = [(row.id, a) for row in rows for a in (row.metadata.get("anchors") or []) if isinstance(a, dict) and a.get("qualified_name")]
-    current = symbols_by_qualified_name(stores.vectors, [a["qualified_name"] for _, a in anchors])
-    states = []
-    for memory_id, anchor in anchors:
-        symbol = current.get(anchor["qualified_name"])
-        now = symbol.get("symbol_hash") if symbol else None
-        states.append((memory_id, anchor["qualified_name"], str(anchor.get("content_hash") or ""), now))
-    stores.ledger.set_anchor_state(states)
-    report.anchors_checked = len(states)
-    report.anchors_stale = sum(1 for s in states if s[2] != s[3])
+    for ledger in (stores.ledger, stores.local_ledger):
+        if ledger is None:
+            continue
+        rows = ledger.anchored_memories()
+        anchors = [(row.id, a) for row in rows for a in (row.metadata.get("anchors") or []) if isinstance(a, dict) and a.get("qualified_name")]
+        current = symbols_by_qualified_name(stores.vectors, [a["qualified_name"] for _, a in anchors])
+        states = []
+        for memory_id, anchor in anchors:
+            symbol = current.get(anchor["qualified_name"])
+            now = symbol.get("symbol_hash") if symbol else None
+            states.append((memory_id, anchor["qualified_name"], str(anchor.get("content_hash") or ""), now))
+        ledger.set_anchor_state(states)
+        report.anchors_checked += len(states)
+        report.anchors_stale += sum(1 for s in states if s[2] != s[3])
     return report
 
 

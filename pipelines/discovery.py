@@ -249,8 +249,15 @@ def confine_path(root: Path, candidate: str | Path) -> Path:
         DiscoveryError: if the resolved path (symlinks included) leaves the project root.
     """
     root = root.resolve()
-    path = Path(candidate)
-    resolved = (path if path.is_absolute() else root / path).resolve()
+    try:
+        path = Path(candidate)
+        resolved = (path if path.is_absolute() else root / path).resolve()
+        resolved.exists()  # a name too long for the file system raises here, not in the caller
+    except (OSError, RuntimeError, ValueError) as exc:  # NUL byte, symlink loop, name too long
+        reason = "symlink loop" if isinstance(exc, RuntimeError) else (getattr(exc, "strerror", None) or str(exc))
+        raise DiscoveryError(
+            f"path {str(candidate)[:200]!r} cannot be resolved ({reason}) — give a plain path inside the project"
+        ) from exc
     if resolved != root and not resolved.is_relative_to(root):
         raise DiscoveryError(
             f"path {str(candidate)!r} resolves outside the project root {root} — only files inside "

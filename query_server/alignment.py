@@ -41,11 +41,13 @@ _PUBLIC_METHOD = re.compile(
     r"\bpublic\s+(?:\S+\s+){0,2}?(?:method|methods|function|api)\b|\b(?:method|helper|function)\b(?:\s+\S+){0,4}?\s+public\b", re.I
 )
 _SWALLOW = re.compile(r"\bexcept\b[^:\n]{0,40}:\s*(?:pass|continue|\.\.\.)\b|\bcatch\s*\([^)]*\)\s*\{\s*\}", re.I)
+_SQL = re.compile(r"\bSELECT\b[^;]{1,200}?\bFROM\b|\bINSERT\s+INTO\b|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b|\bCREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\b", re.I)
 _PRONOUN_REMOVAL = re.compile(r"\b(?:remove|delete|drop|get rid of|rip out)\s+(?:it|them|this|that)\b", re.I)
 _REMOVAL = re.compile(
     r"\b(remove|removes|removing|drop|drops|dropping|delete|deletes|deleting|bypass|bypasses|bypassing|skip|skips|skipping|"
     r"disable|disables|disabling|circumvent|avoid|avoiding|get rid of|instead of|rather than|without|replace|replaces|replacing|"
-    r"strip|stripping|go around|going around|sidestep|sidestepping|ditch|rip out)\b",
+    r"strip|stripping|go around|going around|sidestep|sidestepping|ditch|rip out|didn't want|did not want|don't want|"
+    r"no need for|not worth|skipped)\b",
     re.I,
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -58,8 +60,8 @@ STOPWORDS = frozenset(
     "get gets set sets have has had if else because way ones thing things need needs".split()
 )
 CONCEPTS: dict[str, tuple[str, ...]] = {
-    "database": ("database", "db", "sql", "sqlite", "sqlite3", "postgres", "postgresql", "mysql", "query", "queries", "table",
-                 "tables", "cursor", "select", "insert", "commit", "orm", "sqlalchemy", "psycopg", "psycopg2", "execute", "schema"),
+    "database": ("database", "databases", "db", "sql", "sqlite", "sqlite3", "postgres", "postgresql", "mysql", "cursor", "orm",
+                 "sqlalchemy", "psycopg", "psycopg2", "db connection", "database connection"),
     "repository": ("repository", "repositories", "repo", "dao", "taskrepository", "data access"),
     "sleep": ("sleep", "time.sleep", "sleeps", "sleeping", "wait", "waits", "waiting", "busy-wait", "delay", "pause"),
     "loop": ("loop", "loops", "while", "for", "spin", "poll", "polling"),
@@ -76,7 +78,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "swallow": ("swallow", "swallows", "swallowing", "silence", "silently", "except: pass", "suppress", "suppressing"),
     "failure_result": ("agentresult.failure", "failure result", "result.failure", "failure(", "return a failure", "failed result"),
     "http": ("http", "https", "requests", "httpx", "urllib", "aiohttp", "fetch", "endpoint", "url", "get(", "post("),
-    "client": ("client", "ratelimitedclient", "rate-limited client", "session", "rate limiter", "limiter", "rate limit", "rate-limit", "throttle"),
+    "client": ("client", "clients", "ratelimitedclient", "rate-limited client", "session", "rate limiter", "limiter", "rate limit", "rate-limit", "throttle"),
     "subclass": ("subclass", "subclasses", "inherit", "inherits", "extend", "extends", "baseagent", "base class"),
     "validation": ("validate", "validates", "validation", "validating", "check", "checks", "checking", "verify", "sanitize"),
     "global_state": ("global", "globals", "singleton", "module-level", "shared state", "mutable default"),
@@ -84,11 +86,13 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "cache": ("cache", "caches", "caching", "memoize", "lru_cache"),
     "success_result": ("agentresult.success", "result.success", "success(", "return success", "returning success", "report success", "mark it as success", "empty success"),
     "catch": ("catch", "catches", "catching", "except", "try/except", "try:", "rescue"),
+    "shared": ("shared", "injected", "self.client", "self._client", "common client", "existing client", "the same client"),
     "no_default": ("no default", "without a default", "without default"),
     "default_value": ("default value", "as a default", "as the default", "default it to", "defaults to", "default to", "fall back to",
                       "falls back to", "fallback to", "default it", "a default of"),
-    "public_method": ("public method", "public methods", "public api"),
-    "direct": ("directly", "direct", "bypass", "bypasses", "bypassing", "straight to", "straight into", "circumvent", "go around", "going around"),
+    "public_method": ("public method", "public methods", "public api", "expose it", "expose them", "exposes it", "make it public",
+                      "made public", "make them public"),
+    "direct": ("directly", "direct", "bypass", "bypasses", "bypassing", "straight to", "straight into", "straight from", "circumvent", "go around", "going around"),
 }
 _PHRASES = sorted(((term, concept) for concept, terms in CONCEPTS.items() for term in terms if (" " in term or "." in term or "(" in term or "-" in term or ":" in term)), key=lambda tc: -len(tc[0]))
 _TERM_CONCEPT = {term: concept for concept, terms in CONCEPTS.items() for term in terms if " " not in term}
@@ -117,13 +121,18 @@ def concepts(text: str, *, plain_words: bool = False) -> set[str]:
         found.add("public_method")
     if _SWALLOW.search(text):
         found.add("swallow")
+    if _SQL.search(text):
+        found.add("database")
     for phrase, concept in _PHRASES:
-        if phrase in text.lower():
+        pattern = (r"\b" if phrase[0].isalnum() else "") + re.escape(phrase) + (r"\b" if phrase[-1].isalnum() else "")
+        if re.search(pattern, text, re.I):
             found.add(concept)
-            text = re.sub(re.escape(phrase), " ", text, flags=re.I)
+            text = re.sub(pattern, " ", text, flags=re.I)
     for raw in _WORD.findall(text):
         if raw.lower() in _TERM_CONCEPT:
             found.add(_TERM_CONCEPT[raw.lower()])
+            if _identifier(raw):
+                found.add(raw.lower())
             continue
         if _identifier(raw):
             found.add(raw.lower())
@@ -240,7 +249,7 @@ def read_fix(description: str, diff: str | None) -> FixReading:
         introduced |= added_concepts - dropped_concepts
         removed |= dropped_concepts - added_concepts
     lower = description.lower()
-    bypass = bool(re.search(r"\b(directly|bypass\w*|around the|straight (?:to|into)|raw)\b", lower))
+    bypass = bool(re.search(r"\b(directly|bypass\w*|around the|straight (?:to|into|from)|raw)\b", lower))
     words = concepts(introduced_text + "\n" + (diff or ""), plain_words=True)
     return FixReading(introduced=introduced - removed, removed=removed, bypass=bypass, words=words)
 
@@ -254,8 +263,8 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 def judge(rule: Rule, fix: FixReading, design_required: set[str]) -> tuple[str, str | None]:
     """'conflicts' (with the reason), 'supports' or 'related' for one relevant rule.
 
-    ``design_required``: what the rule's whole design requires (the alternative it offers to
-    what it prohibits).
+    ``design_required``: what the rule's design requires on the same topic (the alternative it
+    offers to what it prohibits).
     """
     required_key = rule.required - GENERIC_CONCEPTS
     prohibited_key = rule.prohibited - GENERIC_CONCEPTS
@@ -340,6 +349,7 @@ def assess_fix(
     naming_rules: Sequence[NamingRule] = (),
     known_classes: set[str] | None = None,
     signature_rules: Sequence[SignatureRule] = (),
+    context: str = "",
 ) -> Any:
     """Score a fix against the rules of the given designs and requirements (see module doc)."""
     rules = [r for row in designs for r in rules_of(row)] + [r for row in requirements for r in rules_of(row)]
@@ -358,16 +368,26 @@ def assess_fix(
     component = {c.lower() for c in component_terms}
     statements: dict[str, list[Any]] = {"design": [], "requirements": []}
     conflicts = []
-    design_required: dict[str, set[str]] = {}
+    by_design: dict[str, list[Rule]] = {}
     for rule in rules:
-        design_required.setdefault(rule.row.id, set()).update(rule.required - GENERIC_CONCEPTS)
+        by_design.setdefault(rule.row.id, []).append(rule)
+
+    def alternatives(rule: Rule) -> set[str]:
+        """What the rule's own design requires on the same topic (the allowed way to do it)."""
+        topic = rule.prohibited - GENERIC_CONCEPTS
+        found: set[str] = set()
+        for other in by_design[rule.row.id]:
+            if other is not rule and (other.required | other.prohibited) & topic:
+                found |= other.required - GENERIC_CONCEPTS
+        return found
+
     for rule, score in zip(rules, relevance, strict=True):
         shared = (rule.required | rule.prohibited) & (fix.introduced | fix.removed)
         specific = (shared - GENERIC_CONCEPTS) | (shared & fix.removed)
         topical = score >= RELEVANCE_THRESHOLD or bool(specific) or any(c in rule.sentence.lower() for c in component)
         if not topical or (not specific and score < RELEVANCE_THRESHOLD + 0.1):
             continue
-        verdict, reason = judge(rule, fix, design_required[rule.row.id])
+        verdict, reason = judge(rule, fix, alternatives(rule))
         statement = statement_model(
             memory_id=rule.row.id, memory_type=rule.row.memory_type, source=rule.source,
             source_document=rule.row.metadata.get("source_document"), statement=rule.sentence,
@@ -389,7 +409,7 @@ def assess_fix(
             statements["design"].append(statement)
             conflicts.append(statement)
     for contract in signature_rules:
-        drifted = signature_conflicts(contract, f"{description}\n{added}")
+        drifted = signature_conflicts(contract, f"{context}\n{description}\n{added}")
         if drifted:
             expected = "; ".join(f"{m}({', '.join(p)})" for m, p in contract.contract.items())
             statement = statement_model(

@@ -56,6 +56,11 @@ def _handle(project: str):  # noqa: ANN202 - lazy import keeps `codemem --help` 
     except ToolError as exc:
         raise click.ClickException(str(exc)) from exc
     except Exception as exc:
+        from .cli_repair import describe_broken_state
+
+        broken = describe_broken_state(settings.resolved_state_dir())
+        if broken:
+            raise click.ClickException(f"opening the project's stores failed: {broken}") from exc
         raise _failure("opening the project's stores", exc) from exc
 
 
@@ -177,6 +182,15 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     except KeyboardInterrupt:
         console.print("[yellow]interrupted — the index stays consistent; run `codemem index` again to finish[/yellow]")
         sys.exit(130)
+    except click.ClickException:
+        raise
+    except Exception as exc:  # a corrupted state file names itself; anything else is one line, no traceback
+        from .cli_repair import describe_broken_state
+
+        broken = describe_broken_state(handle.state_dir)
+        if broken:
+            raise click.ClickException(f"indexing failed: {broken}") from exc
+        raise _failure("indexing", exc) from exc
     finally:
         handle.close()
     if as_json:
@@ -362,7 +376,8 @@ def health(project: str, as_json: bool) -> None:
 @click.option("--kind", default=None, help="Only this kind: function, method, class, ...")
 @click.option("--limit", default=10, show_default=True)
 @click.option("--cursor", default=None, help="The next_cursor of a previous page (see --json).")
-def search(query: str, project: str, as_json: bool, language: str | None, path_prefix: str | None, kind: str | None, limit: int, cursor: str | None) -> None:
+@click.option("--full", is_flag=True, help="Whole docstrings and 30-line snippets in --json (default: summaries).")
+def search(query: str, project: str, as_json: bool, language: str | None, path_prefix: str | None, kind: str | None, limit: int, cursor: str | None, full: bool) -> None:
     """Search the indexed code by meaning and words."""
     from resources.schemas.tools import CodeSearchInput
 
@@ -375,7 +390,7 @@ def search(query: str, project: str, as_json: bool, language: str | None, path_p
             table.add_row(f"{hit.score:.4f}", hit.kind, Text(hit.qualified_name), where, Text(hit.signature))
         yield table if result.results else Text(f"no results ({result.search_mode})")
 
-    request = _request(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor)
+    request = _request(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor, detail="full" if full else "summary")
     _show(project, "code_search", request, as_json, render)
 
 
@@ -539,7 +554,11 @@ def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | No
 
 
 
-from . import cli_design, cli_eval, cli_init, cli_memory, cli_pipeline, cli_ui  # noqa: E402,F401 - register their commands on `main`
+from . import cli_design, cli_eval, cli_init, cli_memory, cli_pipeline, cli_repair, cli_ui  # noqa: E402,F401 - register their commands on `main`
 
 if __name__ == "__main__":
-    main()
+    # `python -m query_server.cli` runs this file as __main__: the commands of the modules above
+    # registered themselves on the importable module's `main`, so run that one
+    from query_server.cli import main as _registered_main
+
+    _registered_main()

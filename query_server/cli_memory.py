@@ -13,7 +13,7 @@ from rich.console import RenderableType
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from resources.schemas.memory import DEFAULT_NOTES_REF, MEMORY_TYPES
+from resources.schemas.memory import DEFAULT_NOTES_REF, MEMORY_SCOPES, MEMORY_TYPES
 
 from .cli import (
     InputError,
@@ -30,6 +30,8 @@ from .cli import (
 )
 
 TYPE_CHOICE = click.Choice([str(t) for t in MEMORY_TYPES], case_sensitive=False)
+SCOPE_CHOICE = click.Choice(list(MEMORY_SCOPES), case_sensitive=False)
+SCOPE_HELP = "project (default: shared with the team through exports), local (personal, never shared) or global (yours, in every project)."
 
 
 def _hits_table(title: str, hits: Any, *, scored: bool) -> RenderableType:
@@ -43,7 +45,8 @@ def _hits_table(title: str, hits: Any, *, scored: bool) -> RenderableType:
         text.append(hit.content[:300] + ("…" if len(hit.content) > 300 else ""))
         if hit.provenance.stale:
             text.append(" (stale)", style="yellow")
-        cells = ([f"{hit.score:.3f}"] if scored else []) + [hit.memory_type, text, hit.updated_at[:19], hit.id]
+        kind = hit.memory_type if hit.scope == "project" else f"{hit.memory_type} ({hit.scope})"
+        cells = ([f"{hit.score:.3f}"] if scored else []) + [kind, text, hit.updated_at[:19], hit.id]
         table.add_row(*cells)
     return table
 
@@ -60,15 +63,16 @@ def memory() -> None:
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="A metadata field (repeatable); VALUE is JSON when it parses.")
 @click.option("--importance", type=float, default=None, help="Importance 0-1 (default 0.5).")
 @click.option("--link", "links", multiple=True, metavar="TYPE=TARGET", help="A relationship, e.g. ADDRESSES=REQ-AUTH-001 (repeatable).")
-def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta: tuple[str, ...], importance: float | None, links: tuple[str, ...]) -> None:
+@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True, help=SCOPE_HELP)
+def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta: tuple[str, ...], importance: float | None, links: tuple[str, ...], scope: str) -> None:
     """Store a memory, e.g. `codemem memory add design "Use JWTs" --meta title="ADR-7" --meta design_type=ADR --meta status=Accepted`."""
     from resources.schemas.memory import MemoryAddInput
 
     relationships = [{"type": k, "target_id": v} for k, v in _parse_params(links).items()]
-    request = _request(MemoryAddInput, memory_type=memory_type, content=content, metadata=_parse_params(meta), relationships=relationships, importance_score=importance)
+    request = _request(MemoryAddInput, memory_type=memory_type, content=content, metadata=_parse_params(meta), relationships=relationships, importance_score=importance, scope=scope)
 
     def render(result: Any) -> Iterable[RenderableType]:
-        yield _key_values("memory stored", [("id", result.memory_id), ("type", result.memory_type), ("sync", result.sync_status)])
+        yield _key_values("memory stored", [("id", result.memory_id), ("type", result.memory_type), ("scope", result.scope), ("sync", result.sync_status)])
         if result.conflicts:
             table = _table("kind", "similarity", "existing memory", "what to do", title="possible conflicts")
             for c in result.conflicts:
@@ -88,7 +92,7 @@ def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, re
     from resources.schemas.memory import MemoryGetInput
 
     def render(result: Any) -> Iterable[RenderableType]:
-        rows = [("id", result.id), ("type", result.memory_type), ("version", result.version),
+        rows = [("id", result.id), ("type", result.memory_type), ("scope", result.scope), ("version", result.version),
                 ("created", result.created_at), ("updated", result.updated_at), ("importance", result.importance_score),
                 ("accessed", result.access_count), ("sync", result.sync_status)]
         if result.deleted:
@@ -112,11 +116,13 @@ def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, re
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Exact match on a metadata field (repeatable).")
 @click.option("--limit", default=10, show_default=True)
 @click.option("--cursor", default=None, help="The next_cursor of a previous page (see --json).")
-def memory_search(query: str, project: str, as_json: bool, types: tuple[str, ...], filters: tuple[str, ...], limit: int, cursor: str | None) -> None:
-    """Find memories by meaning."""
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all).")
+@click.option("--full", is_flag=True, help="Up to 4,000 characters per memory in --json (default: ~300-character summaries).")
+def memory_search(query: str, project: str, as_json: bool, types: tuple[str, ...], filters: tuple[str, ...], limit: int, cursor: str | None, scopes: tuple[str, ...], full: bool) -> None:
+    """Find memories by meaning (project, local and global)."""
     from resources.schemas.memory import MemorySearchInput
 
-    request = _request(MemorySearchInput, query=query, memory_types=list(types) or None, metadata_filters=_parse_params(filters) or None, limit=limit, cursor=cursor)
+    request = _request(MemorySearchInput, query=query, memory_types=list(types) or None, metadata_filters=_parse_params(filters) or None, limit=limit, cursor=cursor, scopes=list(scopes) or None, detail="full" if full else "summary")
     _show(project, "memory_search", request, as_json, lambda r: [_hits_table(f"memories: {query} ({r.search_mode})", r.results, scored=True)])
 
 
@@ -126,12 +132,44 @@ def memory_search(query: str, project: str, as_json: bool, types: tuple[str, ...
 @click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
 @click.option("--limit", default=20, show_default=True)
 @click.option("--cursor", default=None)
-def memory_list(project: str, as_json: bool, types: tuple[str, ...], deleted: bool, limit: int, cursor: str | None) -> None:
-    """List memories, most recently updated first."""
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all).")
+def memory_list(project: str, as_json: bool, types: tuple[str, ...], deleted: bool, limit: int, cursor: str | None, scopes: tuple[str, ...]) -> None:
+    """List memories of every scope, most recently updated first."""
     from resources.schemas.memory import MemoryListInput
 
-    request = _request(MemoryListInput, memory_types=list(types) or None, include_deleted=deleted, limit=limit, cursor=cursor)
+    request = _request(MemoryListInput, memory_types=list(types) or None, include_deleted=deleted, limit=limit, cursor=cursor, scopes=list(scopes) or None)
     _show(project, "memory_list", request, as_json, lambda r: [_hits_table("memories", r.results, scored=False)])
+
+
+@memory.command(name="context")
+@click.argument("topic")
+@_query_options
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all).")
+@click.option("--max-tokens", default=4_000, show_default=True, help="Token budget of the whole context.")
+def memory_context(topic: str, project: str, as_json: bool, types: tuple[str, ...], scopes: tuple[str, ...], max_tokens: int) -> None:
+    """A topic's memories grouped by type, most relevant first, with token estimates (what /codemem:context shows)."""
+    from resources.schemas.memory import MemoryContextInput
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        if not result.groups:
+            yield Text(f"no memories about {topic!r} ({result.search_mode})")
+            return
+        for group in result.groups:
+            table = _table("score", "memory", "importance", "id", title=Text(f"{group.memory_type} — {group.count} memories, ≈ {group.tokens} tokens"))
+            for entry in group.memories:
+                text = Text(f"{entry.title}: " if entry.title else "", style="bold")
+                text.append(entry.content)
+                if entry.scope != "project":
+                    text.append(f" ({entry.scope})", style="cyan")
+                if entry.stale:
+                    text.append(" (stale)", style="yellow")
+                table.add_row(f"{entry.score:.3f}", text, f"{entry.importance_score:.2f}", entry.id)
+            yield table
+        yield Text(f"≈ {result.total_tokens} tokens in total (budget {result.max_tokens})" + (f"; {result.next}" if result.next else ""))
+
+    request = _request(MemoryContextInput, topic=topic, memory_types=list(types) or None, scopes=list(scopes) or None, max_tokens=max_tokens)
+    _show(project, "memory_context", request, as_json, render)
 
 
 @memory.command(name="delete")
@@ -162,6 +200,12 @@ def stats(project: str, as_json: bool) -> None:
         yield _key_values("sync", [*result.sync_status.items(), ("outbox", result.outbox.get("pending")),
                                    ("last error", result.outbox.get("last_error"))])
         yield _key_values("cache", list(result.cache.items()))
+        if set(result.scopes) != {"project"}:
+            table = _table("scope", "active", "deleted", "ledger", title="scopes")
+            for name, scope in result.scopes.items():
+                counts = scope.get("memory_counts", {}).values()
+                table.add_row(name, str(sum(c["active"] for c in counts)), str(sum(c["deleted"] for c in counts)), Text(str(scope.get("ledger"))))
+            yield table
 
     _show(project, "memory_statistics", None, as_json, render)
 
@@ -174,13 +218,25 @@ def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...
     """Deduplicate, clean up and rebuild the memory store (a job; progress until it ends)."""
     from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
 
-    job = _call(project, "normalize_memory", _request(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run))
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("normalizing", total=100)
-        while job.status == "running":
-            time.sleep(0.5)
-            job = _call(project, "normalize_status", NormalizeStatusInput(job_id=job.job_id))
-            bar.update(task, completed=job.percent, description=f"normalizing: {job.phase}")
+    from .cli import _failure, _handle
+    from .service import ToolError
+
+    request = _request(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run)
+    handle = _handle(project)  # one handle for the whole job: without a server, this process owns the job
+    try:
+        job = handle.call("normalize_memory", request)
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("normalizing", total=100)
+            while job.status == "running":
+                time.sleep(0.5)
+                job = handle.call("normalize_status", NormalizeStatusInput(job_id=job.job_id))
+                bar.update(task, completed=job.percent, description=f"normalizing: {job.phase}")
+    except ToolError as exc:
+        raise InputError(str(exc)) from exc
+    except Exception as exc:
+        raise _failure("normalize_memory", exc) from exc
+    finally:
+        handle.close()
     if as_json:
         click.echo(json.dumps(job.model_dump(mode="json"), indent=2))
     else:
@@ -223,14 +279,15 @@ def _where(error: dict[str, Any]) -> str:
 @click.option("--git-notes", "git_notes", is_flag=True, help="Attach session and design memories to commits as git notes (the commit in their metadata, else HEAD).")
 @click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
 @click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
-def export_command(project: str, types: tuple[str, ...], output: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, deleted: bool) -> None:
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all for JSONL, project for --markdown and --git-notes).")
+def export_command(project: str, types: tuple[str, ...], output: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, deleted: bool, scopes: tuple[str, ...]) -> None:
     """Export memories as JSONL, as Markdown files (--markdown DIR) or as git notes (--git-notes)."""
     from resources.schemas.memory import ExportMemoryInput
 
     fmt = _one_format(markdown_dir, git_notes, output, "--output")
     result = _call(project, "export_memory", _request(
         ExportMemoryInput, memory_types=list(types) or None, output_path=markdown_dir or output, include_deleted=deleted,
-        format=fmt, notes_ref=notes_ref,
+        format=fmt, notes_ref=notes_ref, scopes=list(scopes) or None,
     ))
     if result.data is not None:
         click.echo(result.data, nl=False)
@@ -248,15 +305,16 @@ def export_command(project: str, types: tuple[str, ...], output: str | None, mar
 @click.option("--git-notes", "git_notes", is_flag=True, help="Read the memories in the git notes of --ref.")
 @click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
 @click.option("--on-conflict", type=click.Choice(["skip", "overwrite", "error"]), default="skip", show_default=True)
+@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Import into this scope (default: the scope each JSONL line names, else project).")
 @_query_options
-def import_command(path: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, on_conflict: str, project: str, as_json: bool) -> None:
+def import_command(path: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, on_conflict: str, scope: str | None, project: str, as_json: bool) -> None:
     """Import memories from a JSONL file inside the project, Markdown files (--markdown DIR) or git notes (--git-notes)."""
     from resources.schemas.memory import ImportMemoryInput
 
     fmt = _one_format(markdown_dir, git_notes, path, "PATH")
     if fmt == "jsonl" and not path:
         raise InputError("pass PATH (a JSONL file inside the project), --markdown DIR or --git-notes")
-    request = _request(ImportMemoryInput, input_path=markdown_dir or path, conflict_resolution=on_conflict, format=fmt, notes_ref=notes_ref)
+    request = _request(ImportMemoryInput, input_path=markdown_dir or path, conflict_resolution=on_conflict, format=fmt, notes_ref=notes_ref, scope=scope)
     result = _show(project, "import_memory", request, as_json, lambda r: [_key_values("import", [
         ("imported", r.imported), ("skipped", r.skipped), ("overwritten", r.overwritten), ("errors", len(r.errors)),
     ])] + [Text(f"{_where(e)}: {e['error']}", style="red") for e in r.errors[:20]])

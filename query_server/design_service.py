@@ -87,9 +87,10 @@ class DesignService:
 
     def stores(self) -> DesignStores:
         """The stores the pipeline's design step writes to."""
+        local = self.memory.scopes.store("local")
         return DesignStores(
             settings=self.settings, vectors=self.vectors, graph=self.graph, ledger=self.ledger,
-            projector=self.memory.projector, embedder=self.embedder,
+            projector=self.memory.projector, embedder=self.embedder, local_ledger=local.ledger if local else None,
         )
 
     def refresh(self, *, force: bool = False) -> DesignReport:
@@ -531,6 +532,7 @@ class DesignService:
         if request.affected_component:
             classes = self._classes_for(request.affected_component)
             component_terms = [c["name"] for c in classes] + [PurePosixPath(c["file_path"]).stem for c in classes]
+        context = " ".join(t for t in component_terms if t and t[0].isupper())  # the classes being fixed
         naming = [
             NamingRule(row=row, base=str(row.metadata.get("base_class") or "").split(".")[-1], naming=row.metadata["naming"])
             for row in self.ledger.iter_memories(memory_types=["code_pattern"], include_deleted=False)
@@ -550,6 +552,7 @@ class DesignService:
         return assess_fix(
             self.embedder, request.fix_description, request.diff, designs, requirements, component_terms,
             AlignmentStatement, ValidateFixResult, naming_rules=naming, known_classes=known, signature_rules=contracts,
+            context=context,
         )
 
     # -- impact_of_change ------------------------------------------------------------------------------

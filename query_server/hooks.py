@@ -40,7 +40,7 @@ MEMORIES_PER_FILE = 3
 HOOK_FILE_MAX_AGE_S = 7 * 86_400
 """Per-session hook state older than this is pruned at SessionStart."""
 BUSY_TIMEOUT_S = 0.02
-MTIME_CHECK_BUDGET_S = 0.002
+MTIME_CHECK_BUDGET_S = 0.001
 LOG_MAX_BYTES = 1_000_000
 TOOLS_LINE = (
     "Tools: before changing code, memory_search (decisions, patterns, gotchas) and code_search / get_symbol / "
@@ -313,7 +313,7 @@ def _index_section(project: Project) -> list[str]:
         files = conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
         if not files:
             return ["Index: empty — run `codemem index .`."]
-        recent = conn.execute("SELECT path, mtime_ns, indexed_at FROM files ORDER BY rowid DESC LIMIT 2000").fetchall()
+        recent = conn.execute("SELECT path, mtime_ns, indexed_at FROM files ORDER BY rowid DESC LIMIT 1000").fetchall()
     finally:
         conn.close()
     last = max(row[2] for row in recent)

@@ -21,6 +21,8 @@ from resources.schemas.memory import (
     MemoryAddResult,
     MemoryBulkAddInput,
     MemoryBulkAddResult,
+    MemoryContextInput,
+    MemoryContextResult,
     MemoryDeleteInput,
     MemoryDeleteResult,
     MemoryGetInput,
@@ -37,6 +39,12 @@ from resources.schemas.memory import (
     RelationshipSpec,
     TimeRange,
 )
+
+SCOPE_HELP = (
+    "project (default): this project's memories, shared with the team through exports; local: your personal "
+    "notes on this project, never shared; global: yours, seen from every project (e.g. your coding preferences)."
+)
+Scope = Literal["project", "local", "global"]
 
 TYPES_HELP = (
     "requirements (REQ-XXX-NNN statements), design (ADRs and decisions), code_pattern (templates and "
@@ -62,16 +70,18 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
         ] = None,
         importance_score: Annotated[float | None, Field(description="0-1, default 0.5.")] = None,
         request_id: Annotated[str | None, Field(description="Idempotency key for safe retries.")] = None,
+        scope: Annotated[Scope, Field(description=SCOPE_HELP)] = "project",
     ) -> MemoryAddResult:
         """Write down something worth remembering across sessions: a requirement, a design decision
         or ADR, a code pattern, a test outcome, a user preference, a session summary.
 
         Call it right after deciding or learning something. The result lists `conflicts`: stored
         memories that say the same thing (update them instead) or contradict it (same preference
-        key or requirement id with other content)."""
+        key or requirement id with other content). `scope` says who sees it: this project (default),
+        only you in this project (local), or you in every project (global)."""
         return await call(
             "memory_add", MemoryAddInput, memory_type=memory_type, content=content, metadata=metadata or {},
-            relationships=relationships or [], importance_score=importance_score, request_id=request_id,
+            relationships=relationships or [], importance_score=importance_score, request_id=request_id, scope=scope,
         )
 
     @server.tool(name="memory_search")
@@ -86,14 +96,42 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
         limit: Annotated[int, Field(description="Results per page, 1-100.")] = 10,
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
         include_deleted: Annotated[bool, Field(description="Also soft-deleted memories.")] = False,
+        scopes: Annotated[
+            list[Scope] | None, Field(description="Only these scopes: project, local, global (all when omitted).")
+        ] = None,
+        detail: Annotated[
+            Literal["summary", "full"],
+            Field(description="summary (default, cheap): ~300 characters per hit, `next` names the memory_get call for the rest; full: up to 4,000."),
+        ] = "summary",
     ) -> MemorySearchResult:
         """Recall project memories by meaning: requirements, ADRs and designs, patterns, past test
         failures and fixes, preferences, earlier sessions. Use it BEFORE implementing or fixing
-        something, to follow what was decided. Ranked by similarity x importance x recency."""
+        something, to follow what was decided. Ranked by similarity x importance x recency. Searches
+        the project, your local and your global memories (each hit says its `scope`); hits are
+        summaries — memory_get reads one in full."""
         return await call(
             "memory_search", MemorySearchInput, query=query, memory_types=memory_types, time_range=time_range,
             metadata_filters=metadata_filters, min_importance=min_importance, limit=limit, cursor=cursor,
-            include_deleted=include_deleted,
+            include_deleted=include_deleted, scopes=scopes, detail=detail,
+        )
+
+    @server.tool(name="memory_context")
+    async def memory_context(
+        topic: Annotated[str, Field(description="The feature, component, requirement or question to load the context of.")],
+        memory_types: Annotated[list[str] | None, Field(description="Only these types: " + TYPES_HELP)] = None,
+        scopes: Annotated[
+            list[Scope] | None, Field(description="Only these scopes: project, local, global (all when omitted).")
+        ] = None,
+        max_tokens: Annotated[int, Field(description="Token budget of the whole answer (200-40,000).")] = 4_000,
+        min_score: Annotated[float | None, Field(description="Leave out memories scoring below this (0-1).")] = None,
+    ) -> MemoryContextResult:
+        """Load what the project remembers about a topic before working on it: its memories grouped
+        by type (requirements, designs, patterns, test history, sessions, preferences...), the most
+        relevant first, with a token estimate per group and in total, kept within max_tokens (long
+        memories are summarized; memory_get reads one in full)."""
+        return await call(
+            "memory_context", MemoryContextInput, topic=topic, memory_types=memory_types, scopes=scopes,
+            max_tokens=max_tokens, min_score=min_score,
         )
 
     @server.tool(name="memory_get")
@@ -150,10 +188,11 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
             list[MemoryAddInput], Field(description="1-1000 memories, each as memory_add's arguments.")
         ],
         request_id: Annotated[str | None, Field(description="Idempotency key for safe retries.")] = None,
+        scope: Annotated[Scope | None, Field(description="Scope of the memories that name none (default project); one batch, one scope. " + SCOPE_HELP)] = None,
     ) -> MemoryBulkAddResult:
         """Store several memories at once, all or nothing: if one is invalid, none is stored and
         `errors` says which and why."""
-        return await call("memory_bulk_add", MemoryBulkAddInput, memories=memories, request_id=request_id)
+        return await call("memory_bulk_add", MemoryBulkAddInput, memories=memories, request_id=request_id, scope=scope)
 
     @server.tool(name="memory_statistics")
     async def memory_statistics() -> MemoryStatisticsResult:
@@ -167,27 +206,44 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
         filters: Annotated[dict[str, Any] | None, Field(description="Exact match on metadata keys.")] = None,
         include_deleted: Annotated[bool, Field(description="Also soft-deleted memories.")] = False,
         output_path: Annotated[
-            str | None, Field(description="File inside the project; the JSONL comes back inline when omitted.")
+            str | None, Field(description="File (jsonl) or directory (markdown) inside the project; jsonl comes back inline when omitted.")
+        ] = None,
+        format: Annotated[
+            Literal["jsonl", "markdown", "git_notes"],
+            Field(description="jsonl (one per line); markdown (one readable file per memory with YAML front matter); git_notes (session and design memories as notes on commits)."),
+        ] = "jsonl",
+        notes_ref: Annotated[str, Field(description="git_notes: the notes ref.")] = "refs/notes/codemem",
+        scopes: Annotated[
+            list[Scope] | None,
+            Field(description="Only these scopes. Default: all for jsonl; project only for markdown and git_notes (they get committed)."),
         ] = None,
     ) -> ExportMemoryResult:
-        """Export memories as JSONL (one per line, with relationships) for backup or sharing."""
+        """Export memories for backup, review or sharing: JSONL, Markdown files (readable, diffable,
+        committable) or git notes on the commits they belong to."""
         return await call(
             "export_memory", ExportMemoryInput, memory_types=memory_types, filters=filters,
-            include_deleted=include_deleted, output_path=output_path,
+            include_deleted=include_deleted, output_path=output_path, format=format, notes_ref=notes_ref, scopes=scopes,
         )
 
     @server.tool(name="import_memory")
     async def import_memory(
-        input_path: Annotated[str, Field(description="JSONL file inside the project.")] = "",
+        input_path: Annotated[str, Field(description="JSONL file, or Markdown directory, inside the project.")] = "",
         data: Annotated[str, Field(description="JSONL text instead of a file.")] = "",
         conflict_resolution: Annotated[
             Literal["skip", "overwrite", "error"], Field(description="When an id exists: skip, overwrite or error.")
         ] = "skip",
+        format: Annotated[
+            Literal["jsonl", "markdown", "git_notes"], Field(description="What export_memory wrote: jsonl, markdown or git_notes.")
+        ] = "jsonl",
+        notes_ref: Annotated[str, Field(description="git_notes: the notes ref.")] = "refs/notes/codemem",
+        scope: Annotated[
+            Scope | None, Field(description="Scope to import into (default: the scope each JSONL line names, else project).")
+        ] = None,
     ) -> ImportMemoryResult:
-        """Import memories from JSONL (as export_memory writes); exactly one of input_path or data."""
+        """Import memories as export_memory writes them (jsonl: exactly one of input_path or data)."""
         return await call(
             "import_memory", ImportMemoryInput, input_path=input_path or None, data=data or None,
-            conflict_resolution=conflict_resolution,
+            conflict_resolution=conflict_resolution, format=format, notes_ref=notes_ref, scope=scope,
         )
 
     @server.tool(name="normalize_memory")

@@ -104,17 +104,23 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
         kind: Annotated[CodeKind | None, Field(description="Only this kind of symbol.")] = None,
         limit: Annotated[int, Field(description="Results per page, 1-100.")] = 10,
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
+        detail: Annotated[
+            Literal["summary", "full"],
+            Field(description="summary (default, cheap): signature, first docstring paragraph, 8 lines of code; full: whole docstring, 30 lines."),
+        ] = "summary",
     ) -> CodeSearchResult:
         """Find functions, methods and classes in this repository by meaning and by name.
 
         Use it BEFORE writing new code (an existing function may already do it), to locate where
         something is implemented, or to find examples of a pattern. Results carry file path,
         lines, signature, docstring, a snippet, and provenance (stale=true means the file changed
-        since indexing). Combines semantic (dense) and keyword (sparse) search.
+        since indexing). Combines semantic (dense) and keyword (sparse) search. Hits are summaries
+        by default; get_symbol (include_code=true) reads one in full, detail="full" widens all.
         """
         return await call(
             "code_search", CodeSearchInput,
             query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor,
+            detail=detail,
         )
 
     @server.tool(name="graph_query")

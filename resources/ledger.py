@@ -157,6 +157,9 @@ class MemoryRow:
     deleted: bool
     deleted_at: str | None
     sync_status: str
+    scope: str = "project"
+    """The memory scope whose ledger holds the row (``project``, ``local`` or ``global``); not a
+    column: each scope has its own ledger file."""
 
     def snapshot(self) -> dict[str, Any]:
         """The row as JSON-ready dict (what the audit and exports record)."""
@@ -210,7 +213,7 @@ class Merge:
     similarity: float = 1.0
 
 
-def _row(values: Sequence[Any]) -> MemoryRow:
+def _row(values: Sequence[Any], scope: str = "project") -> MemoryRow:
     return MemoryRow(
         id=values[0],
         memory_type=values[1],
@@ -226,6 +229,7 @@ def _row(values: Sequence[Any]) -> MemoryRow:
         deleted=bool(values[11]),
         deleted_at=values[12],
         sync_status=values[13],
+        scope=scope,
     )
 
 
@@ -244,10 +248,18 @@ def _scope(memory_types: Sequence[str] | None, include_deleted: bool) -> tuple[l
 class Ledger:
     """The SQLite memory ledger of one project (thread-safe; one connection, serialized)."""
 
-    def __init__(self, path: Path) -> None:
-        """Open (creating if needed) the ledger at ``path``."""
+    def __init__(self, path: Path, *, scope: str = "project") -> None:
+        """Open (creating if needed) the ledger at ``path``; its rows say they belong to ``scope``
+        (``project``; ``local`` and ``global`` scopes are ledgers of their own, see
+        ``resources.memory_scopes``)."""
         self.path = path
+        self.scope = scope
         path.parent.mkdir(parents=True, exist_ok=True)
+        wal = path.with_name(path.name + "-wal")
+        if path.exists() and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+            # SQLite would read it as a new, empty ledger: every memory would vanish without a word
+            raise LedgerError(f"{path} is empty (truncated?) — run `codemem repair`: it restores the latest "
+                              "`codemem backup` or keeps the file aside")
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
@@ -299,7 +311,7 @@ class Ledger:
 
     def _fetch(self, conn: sqlite3.Connection, memory_id: str) -> MemoryRow | None:
         values = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id=?", (memory_id,)).fetchone()
-        return _row(values) if values else None
+        return _row(values, self.scope) if values else None
 
     # -- writes ----------------------------------------------------------------------------
     def add(self, memories: Sequence[NewMemory], *, request_id: str | None = None) -> list[MemoryRow]:
@@ -509,7 +521,7 @@ class Ledger:
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 for values in self._conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
-                    row = _row(values)
+                    row = _row(values, self.scope)
                     found[row.id] = row
         return found
 
@@ -522,7 +534,7 @@ class Ledger:
         while True:
             with self._lock:
                 rows = [
-                    _row(values)
+                    _row(values, self.scope)
                     for values in self._conn.execute(
                         f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} AND (created_at, id) > (?, ?) "
                         "ORDER BY created_at, id LIMIT ?",
@@ -541,7 +553,7 @@ class Ledger:
         where, params = _scope(memory_types, include_deleted)
         with self._lock:
             return [
-                _row(values)
+                _row(values, self.scope)
                 for values in self._conn.execute(
                     f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY updated_at DESC, id "
                     "LIMIT ? OFFSET ?",
@@ -553,7 +565,7 @@ class Ledger:
         """Live memories of a type with exactly this content."""
         with self._lock:
             return [
-                _row(values)
+                _row(values, self.scope)
                 for values in self._conn.execute(
                     f"SELECT {_COLUMNS} FROM memories WHERE memory_type=? AND content_hash=? AND deleted=0",
                     (memory_type, digest),
@@ -567,7 +579,7 @@ class Ledger:
             raise LedgerError(f"metadata key {key!r} must be a plain identifier")
         with self._lock:
             return [
-                _row(values)
+                _row(values, self.scope)
                 for values in self._conn.execute(
                     # the literal JSON path lets SQLite use the expression indexes
                     f"SELECT {_COLUMNS} FROM memories WHERE memory_type=? AND json_extract(metadata, '$.{key}') = ? "
@@ -742,7 +754,7 @@ class Ledger:
         """Live memories that carry code anchors (``metadata.anchors``)."""
         with self._lock:
             return [
-                _row(values)
+                _row(values, self.scope)
                 for values in self._conn.execute(
                     f"SELECT {_COLUMNS} FROM memories WHERE deleted=0 AND json_extract(metadata, '$.anchors') IS NOT NULL"
                 )
@@ -787,6 +799,49 @@ class Ledger:
         """Ids of memories with an audited change at or after ``at``."""
         with self._lock:
             return {r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM audit WHERE at >= ?", (at,))}
+
+    def last_audit_seq(self) -> int:
+        """The sequence number of the latest audit entry (0 when none): it grows with every change
+        of a memory, whichever process made it (what a replica compares to know it is behind)."""
+        with self._lock:
+            return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
+
+    def audited_since(self, seq: int) -> set[str]:
+        """Ids of memories with an audit entry after ``seq``."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM audit WHERE seq > ?", (seq,))}
+
+    def replicate(
+        self, rows: Sequence[MemoryRow], relationships: dict[str, Sequence[Relationship]], gone: Sequence[str]
+    ) -> int:
+        """Make this ledger a replica of another's rows, in one transaction: ``rows`` are stored as
+        they are (same id, version and times; their outgoing relationships replaced by
+        ``relationships[id]``), ``gone`` ids are removed, and every one is queued for projection.
+        Not audited: a replica is derived data (the source ledger keeps the audit).
+
+        Returns:
+            How many memories were queued.
+        """
+        with self._transaction() as conn:
+            at = now_iso()
+            for row in rows:
+                conn.execute(
+                    f"INSERT OR REPLACE INTO memories({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,'pending')",
+                    (
+                        row.id, row.memory_type, row.content, json.dumps(row.metadata), row.content_hash,
+                        row.importance_score, row.access_count, row.last_accessed_at, row.version, row.created_at,
+                        row.updated_at, int(row.deleted), row.deleted_at,
+                    ),
+                )
+                conn.execute("DELETE FROM relationships WHERE source_id=?", (row.id,))
+                for rel in relationships.get(row.id, ()):
+                    self._put_relationship(conn, row.id, rel, at)
+                self._enqueue(conn, row.id, at)
+            for memory_id in gone:
+                conn.execute("DELETE FROM memories WHERE id=?", (memory_id,))
+                conn.execute("DELETE FROM relationships WHERE source_id=?", (memory_id,))
+                self._enqueue(conn, memory_id, at)
+            return len(rows) + len(gone)
 
     def apply_normalization(
         self,

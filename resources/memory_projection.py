@@ -41,9 +41,13 @@ COLLECTIONS: dict[str, str] = {
 GENERATION_KEY = "memory_generation"
 
 
-def collection_name(memory_type: str, generation: int) -> str:
-    """The collection of a memory type in a generation (generation 0 uses the seed's plain names)."""
+def collection_name(memory_type: str, generation: int, scope: str = "project") -> str:
+    """The collection of a memory type in a generation (generation 0 uses the seed's plain names);
+    the ``local`` and ``global`` scopes have collections of their own (``<name>_local``,
+    ``<name>_global``) in the project's vector store."""
     base = COLLECTIONS[memory_type]
+    if scope != "project":
+        base = f"{base}_{scope}"
     return base if generation == 0 else f"{base}_g{generation}"
 
 
@@ -144,16 +148,20 @@ class MemoryProjector:
         vectors: VectorStore,
         graph: GraphStore | None,
         embedder: Embedder,
+        *,
+        scope: str = "project",
     ) -> None:
         """Project ``ledger`` into ``vectors`` and ``graph`` with ``embedder``.
 
         Args:
-            ledger: The system of record.
+            ledger: The system of record (for the global scope: this project's replica of it).
             vectors: Where memory vectors go (one collection per type).
             graph: Where memory nodes and relationships go (None: no graph projection).
             embedder: The active embedding model.
+            scope: The memory scope of ``ledger``: it names the collections and is in every payload.
         """
         self.ledger = ledger
+        self.scope = scope
         self.vectors = vectors
         self.graph = graph
         self.embedder = embedder
@@ -177,7 +185,7 @@ class MemoryProjector:
     def collection(self, memory_type: str, generation: int | None = None) -> str:
         """The collection of a memory type (of the live generation unless given), created on first
         use with the model's dimension."""
-        name = collection_name(memory_type, self.generation if generation is None else generation)
+        name = collection_name(memory_type, self.generation if generation is None else generation, self.scope)
         if name not in self._ready:
             self.vectors.ensure_collection(name, self.embedder.dimension)
             self._ready.add(name)
@@ -192,6 +200,7 @@ class MemoryProjector:
         payload = {
             "memory_id": row.id,
             "memory_type": row.memory_type,
+            "scope": self.scope,
             "deleted": row.deleted,
             "status": "deleted" if row.deleted else "active",  # qdrant-edge matches bools as ints; filter on this
             "created_ts": epoch(row.created_at),
@@ -275,6 +284,7 @@ class MemoryProjector:
                 properties={
                     "memory_id": row.id,
                     "memory_type": row.memory_type,
+                    "memory_scope": self.scope,
                     "importance_score": row.importance_score,
                     "created_at": row.created_at,
                     "updated_at": row.updated_at,
@@ -330,17 +340,21 @@ class MemoryProjector:
         """Delete a generation's memory collections (the live one unless given)."""
         gen = self.generation if generation is None else generation
         for memory_type in COLLECTIONS:
-            name = collection_name(memory_type, gen)
+            name = collection_name(memory_type, gen, self.scope)
             self.vectors.drop_collection(name)
             self._ready.discard(name)
 
     def rebuild(self) -> ProjectionReport:
-        """Recreate every memory collection and memory node from the ledger alone."""
+        """Recreate every memory collection and memory node from the ledger alone (the project
+        scope drops every memory node, the others only their own: rebuild the project first)."""
         with self.write_lock:
             self.drop_collections()
             if self.graph is not None:
+                own = None if self.scope == "project" else {row.id for row in self.ledger.iter_memories()}
                 for label in GRAPH_LABELS.values():
                     ids = self.graph.node_ids(label)  # type: ignore[arg-type]
+                    if own is not None:
+                        ids = ids & own
                     if ids:
                         self.graph.delete_nodes(label, sorted(ids))  # type: ignore[arg-type]
         self.ledger.enqueue_all()

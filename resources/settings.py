@@ -29,10 +29,15 @@ class Settings(BaseSettings):
     Attributes:
         project_root: The repository being indexed and served.
         state_dir: Where embedded stores, caches and locks live (default ``<project>/.codemem``).
+        global_dir: Where the ``global`` memory scope's ledger lives, shared by every project of
+            this user (default ``~/.codemem/global``; ``CODEMEM_GLOBAL_DIR``).
         extensions: File extensions that are indexed.
         max_file_bytes: Files larger than this are skipped (with the reason reported).
         qdrant_url / qdrant_host / qdrant_port / qdrant_api_key: Qdrant server; unset means
             embedded qdrant-edge under the state dir.
+        qdrant_shard_number / qdrant_replication_factor: Shards and replicas of each collection
+            codemem creates on a Qdrant server (distributed mode, ``docs/scaling.md``); unset
+            leaves Qdrant's defaults. Existing collections keep theirs. Ignored when embedded.
         neo4j_uri / neo4j_user / neo4j_password: Neo4j server; unset means embedded FalkorDB.
         voyage_api_key: Enables voyage-code-3; unset means the local model.
         embedding_model: Local model name (only all-MiniLM-L6-v2 ships in a package).
@@ -66,6 +71,7 @@ class Settings(BaseSettings):
 
     project_root: Path = Field(default_factory=Path.cwd)
     state_dir: Path | None = None
+    global_dir: Path | None = None
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     max_file_bytes: int = 1_000_000
     qdrant_url: str | None = Field(default=None, validation_alias=_alias("CODEMEM_QDRANT_URL", "QDRANT_URL"))
@@ -74,6 +80,8 @@ class Settings(BaseSettings):
     qdrant_api_key: SecretStr | None = Field(
         default=None, validation_alias=_alias("CODEMEM_QDRANT_API_KEY", "QDRANT_API_KEY")
     )
+    qdrant_shard_number: int | None = Field(default=None, ge=1)
+    qdrant_replication_factor: int | None = Field(default=None, ge=1)
     neo4j_uri: str | None = Field(default=None, validation_alias=_alias("CODEMEM_NEO4J_URI", "NEO4J_URI"))
     neo4j_user: str = Field(default="neo4j", validation_alias=_alias("CODEMEM_NEO4J_USER", "NEO4J_USER"))
     neo4j_password: SecretStr | None = Field(
@@ -125,6 +133,12 @@ class Settings(BaseSettings):
         if self.state_dir is not None:
             return self.state_dir.expanduser().resolve()
         return self.resolved_root() / ".codemem"
+
+    def resolved_global_dir(self) -> Path:
+        """The directory of the global memory scope (``~/.codemem/global`` unless configured)."""
+        if self.global_dir is not None:
+            return self.global_dir.expanduser().resolve()
+        return Path.home() / ".codemem" / "global"
 
     @property
     def server_mode_vectors(self) -> bool:

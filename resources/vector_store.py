@@ -495,10 +495,26 @@ class EdgeVectorStore:
 class ServerVectorStore:
     """A Qdrant server through the official ``qdrant-client`` (HTTP), same contract."""
 
-    def __init__(self, url: str | None, host: str | None, port: int, api_key: str | None) -> None:
-        """Connect to the server given by URL or host/port."""
+    def __init__(
+        self,
+        url: str | None,
+        host: str | None,
+        port: int,
+        api_key: str | None,
+        *,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+    ) -> None:
+        """Connect to the server given by URL or host/port.
+
+        ``shard_number`` and ``replication_factor`` apply to the collections this store creates
+        (a distributed Qdrant cluster); None leaves the server's defaults. Existing collections
+        keep theirs (Qdrant changes replication of an existing collection through its cluster API).
+        """
         from qdrant_client import QdrantClient
 
+        self.shard_number = shard_number
+        self.replication_factor = replication_factor
         if url:
             self._client = QdrantClient(url=url, api_key=api_key, timeout=30)
         else:
@@ -537,6 +553,8 @@ class ServerVectorStore:
             vectors_config={DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
             hnsw_config=models.HnswConfigDiff(m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB),
+            shard_number=self.shard_number,
+            replication_factor=self.replication_factor,
         )
         for key in KEYWORD_FIELDS:
             self._client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
@@ -688,5 +706,9 @@ def create_vector_store(settings: Any) -> EdgeVectorStore | ServerVectorStore:
     """The server store when a Qdrant server is configured, else embedded qdrant-edge."""
     if settings.server_mode_vectors:
         key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return ServerVectorStore(settings.qdrant_url, settings.qdrant_host, settings.qdrant_port, key)
+        return ServerVectorStore(
+            settings.qdrant_url, settings.qdrant_host, settings.qdrant_port, key,
+            shard_number=settings.qdrant_shard_number,
+            replication_factor=settings.qdrant_replication_factor,
+        )
     return EdgeVectorStore(settings.resolved_state_dir() / "qdrant")

@@ -33,6 +33,13 @@ def git_init(root: Path) -> None:
     subprocess.run(["git", "-C", str(root), "commit", "-qm", "init", "--allow-empty"], check=True, env=env)
 
 
+@pytest.fixture(autouse=True)
+def _global_memory_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The global memory scope of every test (and of the processes it starts) lives in a tmp dir,
+    never in the real ``~/.codemem/global``."""
+    monkeypatch.setenv("CODEMEM_GLOBAL_DIR", str(tmp_path_factory.mktemp("global-memory")))
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """An empty project directory (state goes to its .codemem/)."""

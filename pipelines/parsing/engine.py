@@ -8,6 +8,8 @@ No Python code walks the whole tree; nothing recurses, so deeply nested input is
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from tree_sitter import Node, QueryCursor
 
@@ -45,10 +47,17 @@ def parse_source(
         ValueError: For an unsupported ``language``.
     """
     spec = get_spec(language)
+    deadline = time.perf_counter() + timeout_s
     tree = parse_tree(get_parser(language), source, path, timeout_s)
     root = tree.root_node
+
+    def expired(_state: object = None) -> bool:
+        """The query cursors' progress callback: stop a match pass that runs past the limit
+        (pathologically nested input makes the queries, not the parse, the slow part)."""
+        return time.perf_counter() > deadline
+
     try:
-        return _extract(path, source, spec, root)
+        parsed = _extract(path, source, spec, root, expired)
     except ParseTimeout:  # pragma: no cover - extraction does not time out
         raise
     except Exception:  # defensive: one odd file must not stop an index run
@@ -56,19 +65,24 @@ def parse_source(
             "extraction failed for %s; returning an empty result", path, exc_info=True
         )
         return ParsedFile(
-            path=path, language=language, error_count=max(1, _safe_errors(spec, root))
+            path=path, language=language, error_count=max(1, _safe_errors(spec, root, expired))
         )
+    if expired():  # a query pass was cut short: the result is partial
+        raise ParseTimeout(path, timeout_s)
+    return parsed
 
 
-def _safe_errors(spec: LanguageSpec, root: Node) -> int:
+def _safe_errors(spec: LanguageSpec, root: Node, expired: Callable[..., bool] | None = None) -> int:
     """Error count that cannot raise."""
     try:
-        return count_errors(root, spec.error_query)
+        return count_errors(root, spec.error_query, expired)
     except Exception:  # noqa: BLE001  # pragma: no cover - last-resort fallback
         return 1
 
 
-def _extract(path: str, source: bytes, spec: LanguageSpec, root: Node) -> ParsedFile:
+def _extract(
+    path: str, source: bytes, spec: LanguageSpec, root: Node, expired: Callable[..., bool] | None = None
+) -> ParsedFile:
     """Run the query once and build the ParsedFile."""
     hooks = spec.hooks
     roles = spec.roles
@@ -79,7 +93,7 @@ def _extract(path: str, source: bytes, spec: LanguageSpec, root: Node) -> Parsed
     args: list[tuple[int, int]] = []
     import_nodes: dict[int, Node] = {}
 
-    for pattern, caps in QueryCursor(spec.query).matches(root):
+    for pattern, caps in QueryCursor(spec.query).matches(root, progress_callback=expired):
         role, kind = roles[pattern]
         if role == "call":
             if kind == "call.callee":
@@ -161,7 +175,7 @@ def _extract(path: str, source: bytes, spec: LanguageSpec, root: Node) -> Parsed
             "symbols": symbols,
             "imports": imports,
             "calls": calls,
-            "error_count": count_errors(root, spec.error_query),
+            "error_count": count_errors(root, spec.error_query, expired),
             "module_docstring": hooks.module_docstring(root, source, claimed),
         }
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from tree_sitter import Node, Parser, Query, QueryCursor, Tree
 
@@ -54,12 +55,13 @@ def parse_tree(parser: Parser, source: bytes, path: str, timeout_s: float) -> Tr
     return tree
 
 
-def count_errors(root: Node, error_query: Query) -> int:
+def count_errors(root: Node, error_query: Query, progress: Callable[..., bool] | None = None) -> int:
     """Count syntax-error regions: outermost ``ERROR`` nodes plus ``MISSING`` nodes.
 
     Args:
         root: The tree's root node.
         error_query: The language's ``(ERROR) @error (MISSING) @missing`` query.
+        progress: The query cursor's progress callback (True stops the pass: the count is partial).
 
     Returns:
         0 for a clean parse.
@@ -68,7 +70,7 @@ def count_errors(root: Node, error_query: Query) -> int:
         return 0
     if root.is_error:
         return 1
-    captures = QueryCursor(error_query).captures(root)
+    captures = QueryCursor(error_query).captures(root, progress_callback=progress)
     errors = sorted(
         captures.get("error", []), key=lambda n: (n.start_byte, -n.end_byte)
     )

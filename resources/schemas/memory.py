@@ -46,6 +46,17 @@ class MemoryType(StrEnum):
 
 MEMORY_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
 
+MemoryScope = Literal["project", "local", "global"]
+"""Where a memory is kept (``resources.memory_scopes``): ``project`` (the project's ledger, shared
+through exports), ``local`` (personal notes on this project, never shared) or ``global`` (the
+user's memories across all projects)."""
+MEMORY_SCOPES: tuple[MemoryScope, ...] = ("project", "local", "global")
+Detail = Literal["summary", "full"]
+"""Progressive hydration of search hits: ``summary`` (the first ~300 characters; memory_get or
+get_symbol returns the rest) or ``full`` (up to 4,000 characters of a memory, 30 lines of code)."""
+SUMMARY_CHARS = 300
+"""Characters of a memory's content in a ``summary`` hit."""
+
 
 class MemoryValidationError(ValueError):
     """Metadata or a memory type that does not fit the schema; the message names each bad field.
@@ -116,6 +127,25 @@ def _memory_types_input(value: Any) -> Any:
     if isinstance(value, str):
         value = [value]
     return [_memory_type_input(item) for item in value] if isinstance(value, list) else value
+
+
+def _scope_input(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _scopes_input(value: Any) -> Any:
+    if isinstance(value, str):
+        value = [value]
+    return [_scope_input(item) for item in value] if isinstance(value, list) else value
+
+
+ScopeInput = Annotated[MemoryScope, BeforeValidator(_scope_input)]
+ScopesInput = Annotated[list[MemoryScope], BeforeValidator(_scopes_input)]
+SCOPE_HELP = (
+    "project (default: this project's memories, shared with the team through exports), local (personal "
+    "notes on this project, never shared or exported to git) or global (yours, across all your projects)"
+)
+SCOPES_FILTER_HELP = "Only memories of these scopes: project, local, global (all when omitted)."
 
 
 MemoryTypeInput = Annotated[MemoryType, BeforeValidator(_memory_type_input)]
@@ -401,6 +431,7 @@ class MemoryAddInput(BaseModel):
     relationships: list[RelationshipSpec] = Field(default_factory=list, max_length=100, description="Links to create (max 100).")
     importance_score: float | None = Field(default=None, ge=0.0, le=1.0, description="Retrieval priority 0-1 (default 0.5).")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key: a retry with the same request_id returns the first result instead of storing the memory twice.")
+    scope: ScopeInput | None = Field(default=None, description="Where to keep it: " + SCOPE_HELP + ". In memory_bulk_add, the batch's scope when omitted.")
 
 
 class MemoryConflict(BaseModel):
@@ -412,6 +443,7 @@ class MemoryConflict(BaseModel):
     similarity: float | None = None
     detail: str = Field(description="What conflicts and what to do (update the existing memory, or keep both).")
     content_preview: str
+    scope: MemoryScope = Field(default="project", description="The scope of the stored memory.")
 
 
 class MemoryAddResult(BaseModel):
@@ -423,6 +455,7 @@ class MemoryAddResult(BaseModel):
     status: Literal["created"] = "created"
     version: int = 1
     sync_status: str = Field(description="synced once the search index and graph have it, pending until then.")
+    scope: MemoryScope = "project"
 
 
 class MemoryUpdateInput(BaseModel):
@@ -447,6 +480,7 @@ class MemoryUpdateResult(BaseModel):
     version: int
     updated_at: str
     conflicts: list[MemoryConflict] = Field(default_factory=list)
+    scope: MemoryScope = "project"
 
 
 class MemoryDeleteInput(BaseModel):
@@ -464,6 +498,7 @@ class MemoryDeleteResult(BaseModel):
     memory_type: MemoryType
     status: Literal["deleted", "hard_deleted"]
     retention_until: str | None = Field(default=None, description="End of the retention of a soft-deleted memory.")
+    scope: MemoryScope = "project"
 
 
 class MemoryGetInput(BaseModel):
@@ -502,6 +537,7 @@ class MemoryRecord(BaseModel):
     deleted_at: str | None = None
     relationships: list[MemoryRelationship] | None = None
     stale_anchors: list[dict[str, Any]] | None = Field(default=None, description="Anchored code that changed or vanished since the memory was anchored (None: current).")
+    scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
 
 
 class MemoryBulkAddInput(BaseModel):
@@ -509,6 +545,7 @@ class MemoryBulkAddInput(BaseModel):
 
     memories: list[MemoryAddInput] = Field(min_length=1, max_length=1000, description="The memories (1-1000), as for memory_add.")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key for the whole batch (a retry returns the first result).")
+    scope: ScopeInput | None = Field(default=None, description="The scope of every memory that names none (default project). One batch writes one scope, all or nothing.")
 
 
 class MemoryBulkAddResult(BaseModel):
@@ -517,6 +554,7 @@ class MemoryBulkAddResult(BaseModel):
     added_count: int
     added_ids: list[str] = Field(default_factory=list)
     errors: list[dict[str, Any]] = Field(default_factory=list, description="{index, error} for each rejected memory.")
+    scope: MemoryScope = "project"
 
 
 class TimeRange(BaseModel):
@@ -546,6 +584,8 @@ class MemorySearchInput(BaseModel):
     limit: int = Field(default=10, ge=1, le=100, description="Results per page (max 100).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
     include_deleted: bool = Field(default=False, description="Also return soft-deleted memories.")
+    scopes: ScopesInput | None = Field(default=None, description=SCOPES_FILTER_HELP)
+    detail: Detail = Field(default="summary", description="summary (default, cheap): each hit's first ~300 characters, content_truncated and `next` say how to read the rest (memory_get); full: up to 4,000 characters per hit.")
 
     @field_validator("query")
     @classmethod
@@ -579,6 +619,8 @@ class MemoryHit(BaseModel):
     access_count: int
     provenance: MemoryProvenance
     content_truncated: bool = Field(default=False, description="Content was cut; memory_get returns all of it.")
+    scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
+    next: str | None = Field(default=None, description="When content was cut: the call that returns all of it.")
 
 
 class MemorySearchResult(BaseModel):
@@ -600,6 +642,7 @@ class MemoryStatisticsResult(BaseModel):
     storage: dict[str, dict[str, Any]]
     cache: dict[str, Any]
     outbox: dict[str, Any]
+    scopes: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per scope in use (project, local, global): its ledger, memory counts per type, sync status and outbox (the totals above add them up).")
 
 
 ExportFormat = Literal["jsonl", "markdown", "git_notes"]
@@ -616,6 +659,7 @@ class ExportMemoryInput(BaseModel):
     output_path: str | None = Field(default=None, max_length=4_096, description="jsonl: file to write, inside the project directory (the JSONL comes back inline when omitted); markdown: the directory to write, inside the project.")
     format: ExportFormat = Field(default="jsonl", description="jsonl (one memory per line); markdown (one file per memory, YAML front matter, <dir>/<type>/<slug>-<id>.md); git_notes (session and design memories as notes on the commit their metadata names — commit_sha, commit or git_commit — else HEAD).")
     notes_ref: str = Field(default=DEFAULT_NOTES_REF, min_length=1, max_length=200, description="git_notes: the notes ref to write.")
+    scopes: ScopesInput | None = Field(default=None, description="Only memories of these scopes. Default: every scope for jsonl (each line names its scope); only project for markdown and git_notes, which are meant to be committed (local memories are personal, global ones belong to no project).")
 
     @model_validator(mode="after")
     def _destination(self) -> ExportMemoryInput:
@@ -646,6 +690,7 @@ class ImportMemoryInput(BaseModel):
     conflict_resolution: Literal["skip", "overwrite", "error"] = Field(default="skip", description="When a memory id already exists: skip it, overwrite it, or stop with an error.")
     format: ExportFormat = Field(default="jsonl", description="jsonl, markdown (files as export_memory format=markdown writes) or git_notes (the notes in notes_ref).")
     notes_ref: str = Field(default=DEFAULT_NOTES_REF, min_length=1, max_length=200, description="git_notes: the notes ref to read.")
+    scope: ScopeInput | None = Field(default=None, description="The scope to import into: " + SCOPE_HELP + ". Default: the scope each JSONL line names (as export_memory writes it), else project.")
 
     @model_validator(mode="after")
     def _one_source(self) -> ImportMemoryInput:
@@ -709,6 +754,8 @@ class MemoryListInput(BaseModel):
     include_deleted: bool = Field(default=False, description="Also soft-deleted memories.")
     limit: int = Field(default=20, ge=1, le=100, description="Memories per page (max 100).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
+    scopes: ScopesInput | None = Field(default=None, description=SCOPES_FILTER_HELP)
+    detail: Detail = Field(default="summary", description="summary (default): the first ~300 characters of each memory; full: up to 4,000.")
 
 
 class MemoryListResult(BaseModel):
@@ -716,6 +763,67 @@ class MemoryListResult(BaseModel):
 
     results: list[MemoryHit]
     next_cursor: str | None = None
+
+
+MAX_CONTEXT_TOKENS = 4_000
+"""memory_context's default token budget."""
+
+
+class MemoryContextInput(BaseModel):
+    """A topic's memories for a conversation: grouped by type, most relevant first, within a token budget."""
+
+    topic: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The topic, feature, component or requirement to load the context of, in plain words.")
+    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
+    scopes: ScopesInput | None = Field(default=None, description=SCOPES_FILTER_HELP)
+    max_tokens: int = Field(default=MAX_CONTEXT_TOKENS, ge=200, le=40_000, description="Token budget of the whole context (estimated conservatively, ~3 characters a token); the most relevant memories are kept.")
+    limit: int = Field(default=50, ge=1, le=100, description="At most this many memories are considered, best first.")
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0, description="Leave out memories scoring below this (search scores, 0-1).")
+
+    @field_validator("topic")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("topic is blank — name the feature, component or requirement to load the context of")
+        return value
+
+
+class MemoryContextEntry(BaseModel):
+    """One memory in a context: its summary or (when the budget allows) its content."""
+
+    id: str
+    memory_type: MemoryType
+    scope: MemoryScope
+    title: str | None = None
+    content: str
+    content_truncated: bool = Field(default=False, description="Content was cut to fit; memory_get returns all of it.")
+    score: float
+    importance_score: float
+    updated_at: str
+    stale: bool = Field(default=False, description="Code the memory is anchored to changed since.")
+    tokens: int = Field(description="Estimated tokens of this entry.")
+
+
+class MemoryContextGroup(BaseModel):
+    """The memories of one type in a context."""
+
+    memory_type: MemoryType
+    count: int
+    tokens: int = Field(description="Estimated tokens of the group's memories.")
+    memories: list[MemoryContextEntry]
+
+
+class MemoryContextResult(BaseModel):
+    """A topic's memories grouped by type (groups ordered by their best memory), with token estimates."""
+
+    topic: str
+    groups: list[MemoryContextGroup]
+    total_tokens: int = Field(description="Estimated tokens of every memory included.")
+    max_tokens: int
+    memory_count: int
+    omitted: int = Field(default=0, description="Relevant memories left out to stay within max_tokens (raise it, or narrow memory_types).")
+    summarized: int = Field(default=0, description="Memories cut to a summary to fit (memory_get returns the whole).")
+    search_mode: str
+    next: str | None = Field(default=None, description="How to get more when something was cut or omitted.")
 
 
 class BackupInput(BaseModel):

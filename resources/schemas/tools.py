@@ -25,6 +25,7 @@ class CodeSearchInput(BaseModel):
     kind: CodeKind | None = Field(default=None, description="Only this kind of symbol.")
     limit: int = Field(default=10, ge=1, le=100, description="Results per page (max 100).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
+    detail: Literal["summary", "full"] = Field(default="summary", description="summary (default, cheap): signature, the docstring's first paragraph and the first 8 lines of code, with `next` naming get_symbol for the rest; full: the whole docstring and up to 30 lines.")
 
     @field_validator("query")
     @classmethod
@@ -58,6 +59,7 @@ class CodeHit(BaseModel):
     score: float
     snippet: str
     provenance: Provenance
+    next: str | None = Field(default=None, description="When the snippet or docstring was cut: the call that returns the whole symbol.")
 
 
 class CodeSearchResult(BaseModel):

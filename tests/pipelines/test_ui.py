@@ -200,10 +200,14 @@ def test_codemem_ui_serves_the_asset_graph_runs_the_sensor_and_stops_cleanly(
     groups = _dagster_groups(indexed_repo)
     assert groups, "no process serves the project"
 
-    # the asset graph: five assets in one group, a chain, four of them on the 256 bucket partitions
-    nodes = {"/".join(n["assetKey"]["path"]): n for n in _graphql(port, ASSET_GRAPH)["assetNodes"]}
+    # the asset graph: five code assets in one group, a chain, four of them on the 256 bucket
+    # partitions; the design group's two assets hang off normalized_graph
+    every = {"/".join(n["assetKey"]["path"]): n for n in _graphql(port, ASSET_GRAPH)["assetNodes"]}
+    nodes = {k: n for k, n in every.items() if n["groupName"] == "code_index"}
     assert sorted(nodes) == sorted(CHAIN)
-    assert {n["groupName"] for n in nodes.values()} == {"code_index"}
+    design = {k: n for k, n in every.items() if n["groupName"] == "design"}
+    assert sorted(design) == ["design_documents", "design_links"]
+    assert sorted(k["path"][0] for k in design["design_links"]["dependencyKeys"]) == ["design_documents", "normalized_graph"]
     for upstream, downstream in zip([None, *CHAIN], CHAIN, strict=False):
         assert [k["path"] for k in nodes[downstream]["dependencyKeys"]] == ([[upstream]] if upstream else [])
     for name in PER_FILE:

@@ -181,3 +181,29 @@ def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path, delay: flo
             assert row.sync_status == "pending" and ledger.outbox_entry(row.id) is not None
     finally:
         ledger.close()
+
+
+def test_replica_follows_the_source_by_audit_sequence(tmp_path: Path) -> None:
+    """A replica (the global scope's per-project copy) takes rows as they are — ids, versions, times,
+    links — queues them for projection, drops what the source removed, and writes no audit."""
+    source = Ledger(tmp_path / "global.db", scope="global")
+    replica = Ledger(tmp_path / "replica.db", scope="global")
+    try:
+        assert source.last_audit_seq() == 0
+        first, second = source.add([_new("one"), _new("two")])
+        source.update(second.id, relationships=[Relationship(second.id, "RELATES_TO", first.id, "memory:requirements")])
+        seq = source.last_audit_seq()
+        assert seq == 3 and source.audited_since(2) == {second.id} and source.audited_since(seq) == set()
+        rows = list(source.get_many([first.id, second.id]).values())
+        assert replica.replicate(rows, {r.id: source.relationships_of(r.id)[0] for r in rows}, []) == 2
+        copied = replica.get(second.id)
+        assert copied is not None and (copied.version, copied.updated_at, copied.scope) == (2, source.get(second.id).updated_at, "global")
+        assert [(r.rel_type, r.target_id) for r in replica.relationships_of(second.id)[0]] == [("RELATES_TO", first.id)]
+        assert set(replica.due_outbox()) == {first.id, second.id} and replica.last_audit_seq() == 0
+        source.hard_delete([first.id])
+        assert source.audited_since(seq) == {first.id}
+        replica.replicate([], {}, [first.id])
+        assert replica.get(first.id) is None and first.id in replica.due_outbox()
+    finally:
+        source.close()
+        replica.close()

@@ -403,7 +403,7 @@ def test_results_serialize_to_the_contract_shapes():
     assert page["results"][0]["provenance"]["stale"] is False
     added = m.MemoryAddResult(memory_id="1", memory_type=MemoryType.REQUIREMENTS, sync_status="pending").model_dump(mode="json")
     assert added == {"memory_id": "1", "memory_type": "requirements", "conflicts": [], "status": "created", "version": 1,
-                     "sync_status": "pending"}
+                     "sync_status": "pending", "scope": "project"}
     record = m.MemoryRecord(id="1", memory_type="session", content="c", created_at=now, updated_at=now)
     assert (record.access_count, record.importance_score, record.deleted, record.relationships) == (0, 0.5, False, None)
 
@@ -413,3 +413,22 @@ def test_validating_stored_metadata_again_changes_nothing(memory_type):
     """memory_update re-validates the stored metadata merged with the change: ids and times must not move."""
     stored = validate_metadata(memory_type, GOOD_EXAMPLES[memory_type], content="c")
     assert validate_metadata(memory_type, stored, content="other content") == stored
+
+
+def test_scopes_and_detail_inputs():
+    """Scope names are read leniently and checked; search defaults to summaries, memory_context to 4,000 tokens."""
+    assert m.MemoryAddInput(memory_type="session", content="c").scope is None
+    assert m.MemoryAddInput(memory_type="session", content="c", scope=" Global ").scope == "global"
+    assert m.MemorySearchInput(query="q", scopes="LOCAL").scopes == ["local"]
+    with pytest.raises(ValidationError, match="'project', 'local' or 'global'"):
+        m.MemoryAddInput(memory_type="session", content="c", scope="team")
+    search = m.MemorySearchInput(query="q")
+    assert (search.detail, search.scopes) == ("summary", None)
+    with pytest.raises(ValidationError):
+        m.MemorySearchInput(query="q", detail="everything")
+    context = m.MemoryContextInput(topic="checkout")
+    assert (context.max_tokens, context.limit, context.min_score) == (m.MAX_CONTEXT_TOKENS, 50, None)
+    with pytest.raises(ValidationError):
+        m.MemoryContextInput(topic="checkout", max_tokens=50)
+    schema = m.MemoryAddInput.model_json_schema()["properties"]["scope"]
+    assert "never shared" in schema["description"]

@@ -1,0 +1,491 @@
+"""SIGKILL at a random time (not only at named fault points) of the three long-running commands —
+``codemem index``, ``codemem mcp`` and ``codemem normalize`` — then a restart and a consistency
+check after every trial (issue 9, item 4).
+
+Each soak runs ``CODEMEM_SOAK_TRIALS`` trials (default 50) under the ``soak`` marker
+(``scripts/test.sh -m soak tests/reliability/test_random_kill_soak.py``); each has a short
+version (3 trials) in the default run. The kill time is drawn uniformly over the command's whole
+life (start-up, work, shutdown), so some trials kill before anything happened and some after the
+work finished; the checks hold either way.
+
+Checks after each trial:
+- index: a completed ``codemem index`` then changes nothing (a second run indexes 0 files), the
+  three stores agree (``store_consistency``), no edge dangles, nothing is left dirty, and the
+  manifest holds every file on disk with its disk hash.
+- mcp: every memory the client saw acknowledged is in the ledger at its acknowledged version, and
+  after a sync the projections match the ledger.
+- normalize: no memory that is not a duplicate is lost or deleted, at most one of each duplicate
+  pair is, and a completed normalization then converges (a dry run finds nothing to do).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resources.faults import ENV as FAULT_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CORPUS = REPO_ROOT / "bench" / ".cache" / "corpora" / "requests-2.34.2"
+SOAK_TRIALS = int(os.environ.get("CODEMEM_SOAK_TRIALS", "50"))
+SHORT_TRIALS = 3
+SIGKILLED = -signal.SIGKILL
+CODEMEM = [sys.executable, "-m", "query_server.cli"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=_env(), cwd=str(cwd), timeout=timeout)
+
+
+def _kill_at(proc: subprocess.Popen[Any], delay_s: float) -> bool:
+    """SIGKILL ``proc`` ``delay_s`` after now unless it ended first; True when it was killed."""
+    deadline = time.monotonic() + delay_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        return False
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(30) == SIGKILLED
+    return True
+
+
+def _check(script: str, *args: str) -> dict[str, Any]:
+    """Run a check script in a fresh interpreter; its last stdout line is a JSON object."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=_env(),
+                          cwd=str(REPO_ROOT), timeout=600)
+    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------------------------
+# 1. codemem index on a copy of a real corpus, files edited between trials
+# --------------------------------------------------------------------------------------------
+
+_INDEX_CHECK = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    from pathlib import Path
+    from pipelines.indexer import CODE_COLLECTION
+    from pipelines.run import materialize_index, project_instance
+    from pipelines.stages import dangling_edges, store_consistency
+    from query_server.ownership import ProjectHandle
+    from resources.settings import Settings
+
+    root = Path(sys.argv[1])
+    handle = ProjectHandle(Settings(project_root=root))
+    try:
+        with project_instance(handle.state_dir) as instance:
+            again = materialize_index(handle, embed=True, instance=instance)
+        ctx = handle.backend.ctx
+        diff = store_consistency(ctx)
+        indexed = {p: s.content_hash for p, s in ctx.manifest.files().items()}
+        symbols = ctx.manifest.counts()["symbols"]
+        print(json.dumps({
+            "owner": handle.is_owner,
+            "second_run_indexed": again.files_indexed, "second_run_deleted": again.files_deleted,
+            "second_run_failed": again.failed,
+            "diff": {k: v for k, v in diff.items() if v},
+            "dangling": dangling_edges(ctx),
+            "dirty": sorted(ctx.manifest.dirty())[:20],
+            "indexed": indexed,
+            "symbols": symbols,
+            "symbol_sum": sum(s.symbol_count for s in ctx.manifest.files().values()),
+            "points": ctx.vectors.count(CODE_COLLECTION),
+        }))
+    finally:
+        handle.close()
+    """
+)
+
+
+def _disk_hashes(root: Path, indexed: set[str]) -> dict[str, str]:
+    return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() for p in indexed if (root / p).is_file()}
+
+
+def _edit_tree(root: Path, trial: int, rng: random.Random) -> str:
+    """Change the tree a little: append a function to a module, add a new module or delete one added before."""
+    sources = sorted(p for p in (root / "src" / "requests").glob("*.py") if not p.name.startswith("__"))
+    added = sorted((root / "src" / "requests").glob("soak_*.py"))
+    choice = rng.random()
+    if added and choice < 0.2:
+        victim = rng.choice(added)
+        victim.unlink()
+        return f"deleted {victim.name}"
+    if choice < 0.45:
+        new = root / "src" / "requests" / f"soak_{trial}.py"
+        new.write_text(f"from .api import get\n\n\ndef soak_fetch_{trial}(url):\n    return get(url)\n")
+        return f"added {new.name}"
+    target = rng.choice(sources)
+    with target.open("a") as fh:
+        fh.write(f"\n\ndef soak_helper_{trial}(value):\n    return value * {trial}\n")
+    return f"edited {target.name}"
+
+
+def _index_tree(tmp_path: Path, full: bool) -> Path:
+    root = tmp_path / "requests"
+    if full:
+        shutil.copytree(CORPUS, root)
+    else:  # the short run: a few modules of the same corpus
+        (root / "src" / "requests").mkdir(parents=True)
+        for name in ("__init__.py", "api.py", "sessions.py", "hooks.py", "structures.py", "exceptions.py"):
+            shutil.copy2(CORPUS / "src" / "requests" / name, root / "src" / "requests" / name)
+    return root
+
+
+def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) -> dict[str, Any]:
+    if not CORPUS.is_dir():
+        pytest.skip(f"no corpus at {CORPUS} (bench/fetch_corpora)")
+    root = _index_tree(tmp_path, full)
+    rng = random.Random(9_4_1 + trials)
+    first = _cli("index", ".", "--json", cwd=root)
+    assert first.returncode == 0, first.stderr[-4000:]
+    killed = finished = 0
+    timings: list[float] = []
+    for trial in range(trials):
+        started = time.monotonic()
+        change = _edit_tree(root, trial, rng)
+        delay = rng.uniform(0.0, max_delay_s)
+        proc = subprocess.Popen([*CODEMEM, "index", ".", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=_env(), cwd=str(root), start_new_session=True)
+        if _kill_at(proc, delay):
+            killed += 1
+        else:
+            finished += 1
+            assert proc.returncode == 0, (trial, change, proc.stderr.read()[-4000:] if proc.stderr else "")
+        if proc.stderr:
+            proc.stderr.close()
+        restart = _cli("index", ".", "--json", cwd=root)  # the restart completes the work
+        assert restart.returncode == 0, (trial, change, delay, restart.stderr[-4000:])
+        report = json.loads(restart.stdout)
+        assert report["failed"] == [], (trial, report["failed"])
+        state = _check(_INDEX_CHECK, str(root))
+        assert state["owner"], "another process owned the stores"
+        context = (trial, change, f"killed at {delay:.2f}s")
+        assert state["second_run_indexed"] == 0 and state["second_run_deleted"] == 0, (context, state)
+        assert state["diff"] == {} and state["dangling"] == [] and state["dirty"] == [], (context, state)
+        assert state["indexed"] == _disk_hashes(root, set(state["indexed"])), context
+        on_disk = {str(p.relative_to(root)) for p in root.rglob("*.py")}
+        assert on_disk <= set(state["indexed"]), (context, sorted(on_disk - set(state["indexed"]))[:5])
+        assert state["symbols"] == state["symbol_sum"] == state["points"], (context, state)
+        timings.append(time.monotonic() - started)
+    return {"trials": trials, "killed": killed, "finished_first": finished, "mean_trial_s": sum(timings) / len(timings)}
+
+
+def test_random_sigkill_of_codemem_index_short(tmp_path: Path, graph_servers: Path) -> None:
+    result = _index_soak(tmp_path, SHORT_TRIALS, full=False, max_delay_s=4.0)
+    print(f"\nindex kill (short): {result}")
+
+
+@pytest.mark.soak
+def test_random_sigkill_of_codemem_index_soak(tmp_path: Path, graph_servers: Path) -> None:
+    result = _index_soak(tmp_path, SOAK_TRIALS, full=True, max_delay_s=8.0)
+    print(f"\nindex kill soak: {result}")
+    assert result["killed"] >= SOAK_TRIALS // 2, result
+
+
+# --------------------------------------------------------------------------------------------
+# 2. codemem mcp (stdio) with a client writing and searching memories
+# --------------------------------------------------------------------------------------------
+
+
+class _StdioClient:
+    """A bare JSON-RPC client of ``codemem mcp`` over its pipes (newline-delimited messages), so
+    the test can SIGKILL the server at any moment without an async client in the way."""
+
+    def __init__(self, project: Path) -> None:
+        self.proc = subprocess.Popen(
+            [*CODEMEM, "mcp", "--project", str(project)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=_env(), cwd=str(REPO_ROOT), text=True, bufsize=1, start_new_session=True,
+        )
+        self._next = 0
+
+    def request(self, method: str, params: dict[str, Any], timeout: float = 120) -> dict[str, Any] | None:
+        """The result of one call; None when the server died first."""
+        self._next += 1
+        message = {"jsonrpc": "2.0", "id": self._next, "method": method, "params": params}
+        try:
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    return None
+                reply = json.loads(line)
+                if reply.get("id") == self._next:
+                    if "error" in reply:
+                        raise AssertionError(f"{method}: {reply['error']}")
+                    return reply["result"]
+        except (BrokenPipeError, ValueError, OSError):
+            return None
+
+    def notify(self, method: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}) + "\n")
+        self.proc.stdin.flush()
+
+    def initialize(self) -> bool:
+        result = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                             "clientInfo": {"name": "soak", "version": "0"}})
+        if result is None:
+            return False
+        self.notify("notifications/initialized")
+        return True
+
+    def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        if result is None:
+            return None
+        assert not result.get("isError"), (name, result)
+        return result.get("structuredContent") or json.loads(result["content"][0]["text"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe:
+                    pipe.close()
+            except OSError:
+                pass
+
+
+def _client_session(project: Path, trial: int, rng: random.Random, kill_after_s: float,
+                    acked: dict[str, tuple[str, int]]) -> dict[str, int]:
+    """Start ``codemem mcp``, write and search until the server is SIGKILLed ``kill_after_s`` after
+    it answered ``initialize`` (its start-up alone takes seconds: loading the model and the stores)."""
+    client = _StdioClient(project)
+    killer = threading.Timer(kill_after_s, lambda: client.proc.poll() is None and os.kill(client.proc.pid, signal.SIGKILL))
+    counts = {"adds": 0, "updates": 0, "searches": 0}
+    try:
+        assert client.initialize(), f"trial {trial}: codemem mcp did not answer initialize"
+        # warm up (the first add loads the model, the first search its index): acknowledged like the rest
+        content = f"Soak trial {trial} warm-up: the scheduler keeps {trial} entries"
+        added = client.tool("memory_add", {"memory_type": "session", "content": content, "request_id": f"soak-{trial}-0"})
+        assert added is not None, f"trial {trial}: the server died in the warm-up"
+        acked[added["memory_id"]] = (content, 1)
+        counts["adds"] += 1
+        assert client.tool("memory_search", {"query": "which component keeps entries", "limit": 5}) is not None
+        killer.start()
+        n = 0
+        while client.proc.poll() is None:
+            n += 1
+            op = rng.random()
+            if op < 0.55 or not acked:
+                content = f"Soak trial {trial} note {n}: the {rng.choice(['cache', 'queue', 'parser', 'router'])} " \
+                          f"keeps {rng.randint(1, 10_000)} entries"
+                added = client.tool("memory_add", {"memory_type": "session", "content": content,
+                                                   "request_id": f"soak-{trial}-{n}"})
+                if added is None:
+                    break
+                acked[added["memory_id"]] = (content, 1)
+                counts["adds"] += 1
+            elif op < 0.75:
+                mid = rng.choice(sorted(acked))
+                content, version = acked[mid]
+                new = f"{content} (revised {n})"
+                updated = client.tool("memory_update", {"memory_id": mid, "memory_type": "session", "content": new,
+                                                        "expected_version": version})
+                if updated is None:
+                    break
+                acked[mid] = (new, updated["version"])
+                counts["updates"] += 1
+            else:
+                found = client.tool("memory_search", {"query": "which component keeps entries", "limit": 5})
+                if found is None:
+                    break
+                counts["searches"] += 1
+    finally:
+        killer.cancel()
+        if client.proc.poll() is None:
+            os.kill(client.proc.pid, signal.SIGKILL)
+        client.close()
+    return counts
+
+
+_MCP_CHECK = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from query_server.service import CodeMemService
+    from resources.memory_projection import COLLECTIONS
+    from resources.settings import Settings
+
+    svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
+    try:
+        rows = {r.id: {"content": r.content, "version": r.version, "deleted": r.deleted} for r in svc.memory.ledger.iter_memories()}
+        sync = svc.memory.sync()
+        stats = svc.memory_statistics()
+        ids = svc.vectors.ids(COLLECTIONS["session"])
+        print(json.dumps({"rows": rows, "sync_failed": sync["failed"], "outbox": stats.outbox,
+                          "sync_status": stats.sync_status, "points": sorted(ids)}))
+    finally:
+        svc.close()
+    """
+)
+
+
+def _mcp_soak(project: Path, trials: int, max_delay_s: float) -> dict[str, Any]:
+    rng = random.Random(9_4_2 + trials)
+    acked: dict[str, tuple[str, int]] = {}
+    totals = {"adds": 0, "updates": 0, "searches": 0}
+    for trial in range(trials):
+        delay = rng.uniform(0.0, max_delay_s)
+        for key, value in _client_session(project, trial, rng, delay, acked).items():
+            totals[key] += value
+        state = _check(_MCP_CHECK, str(project))
+        rows = state["rows"]
+        for mid, (content, version) in acked.items():
+            assert mid in rows, f"trial {trial}: acknowledged memory {mid} is gone"
+            assert rows[mid]["version"] >= version and not rows[mid]["deleted"], (trial, mid, rows[mid], version)
+            if rows[mid]["version"] == version:
+                assert rows[mid]["content"] == content, (trial, mid)
+        assert len(set(rows) - set(acked)) <= trial + 1, "more unacknowledged memories than kills"
+        assert state["sync_failed"] == 0 and state["outbox"]["pending"] == 0, (trial, state["outbox"])
+        assert state["sync_status"]["pending"] == 0 and state["sync_status"]["failed"] == 0, (trial, state["sync_status"])
+        assert sorted(rows) == state["points"], f"trial {trial}: the vector projection differs from the ledger"
+        # the revised memories must be corrected if a kill left a stale acknowledgement (never older than acked)
+        for mid, row in rows.items():
+            if mid in acked and row["version"] > acked[mid][1]:
+                acked[mid] = (row["content"], row["version"])
+    return {"trials": trials, **totals, "memories": len(acked)}
+
+
+def test_random_sigkill_of_codemem_mcp_short(project: Path, graph_servers: Path) -> None:
+    result = _mcp_soak(project, SHORT_TRIALS, max_delay_s=4.0)
+    print(f"\nmcp kill (short): {result}")
+    assert result["adds"] > 0
+
+
+@pytest.mark.soak
+def test_random_sigkill_of_codemem_mcp_soak(project: Path, graph_servers: Path) -> None:
+    result = _mcp_soak(project, SOAK_TRIALS, max_delay_s=6.0)
+    print(f"\nmcp kill soak: {result}")
+    assert result["adds"] > SOAK_TRIALS
+
+
+# --------------------------------------------------------------------------------------------
+# 3. codemem normalize
+# --------------------------------------------------------------------------------------------
+
+_NORMALIZE_SEED = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from query_server.service import CodeMemService
+    from resources.schemas.memory import MemoryAddInput
+    from resources.settings import Settings
+
+    trial = int(sys.argv[2])
+    svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
+    try:
+        add = lambda c: svc.memory_add(MemoryAddInput(memory_type="session", content=c)).memory_id
+        keep = [add(f"Trial {trial}: moved job number {trial} of the {w} service to the night shift") for w in ("billing", "mail")]
+        a = add(f"Trial {trial}: the importer retries {trial} times before giving up.")
+        b = add(f"trial {trial}: the importer retries {trial} times before giving up.")
+        print(json.dumps({"keep": keep, "pair": [a, b]}))
+    finally:
+        svc.close()
+    """
+)
+
+_NORMALIZE_CHECK = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from query_server.service import CodeMemService
+    from resources.memory_projection import COLLECTIONS, collection_name
+    from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
+    from resources.settings import Settings
+
+    def finish(svc, dry_run):
+        job = svc.normalize_memory(NormalizeMemoryInput(dry_run=dry_run))
+        while (job := svc.normalize_status(NormalizeStatusInput(job_id=job.job_id))).status == "running":
+            time.sleep(0.05)
+        return job
+
+    svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
+    try:
+        ledger = svc.memory.ledger
+        after_kill = {r.id: r.deleted for r in ledger.iter_memories()}
+        done = finish(svc, False)
+        svc.memory.sync()
+        live = svc.memory.projector.generation
+        counts = {t: [svc.vectors.count(collection_name(t, live)), ledger.counts().get(t, {}).get("total", 0)] for t in COLLECTIONS}
+        again = finish(svc, True)
+        final = {r.id: r.deleted for r in ledger.iter_memories()}
+        print(json.dumps({"after_kill": after_kill, "final": final, "status": done.status, "errors": done.errors,
+                          "counts": counts, "again": {k: again.report.get(k) for k in ("duplicates", "cleanup")}}))
+    finally:
+        svc.close()
+    """
+)
+
+
+def _normalize_soak(project: Path, trials: int, max_delay_s: float) -> dict[str, Any]:
+    rng = random.Random(9_4_3 + trials)
+    keep: list[str] = []
+    pairs: list[list[str]] = []
+    killed = 0
+    for trial in range(trials):
+        seeded = _check(_NORMALIZE_SEED, str(project), str(trial))
+        keep += seeded["keep"]
+        pairs.append(seeded["pair"])
+        delay = rng.uniform(0.0, max_delay_s)
+        errors = project.parent / f"normalize-{trial}.err"
+        with errors.open("w") as err:
+            proc = subprocess.Popen([*CODEMEM, "normalize", "--project", str(project), "--json"], stdout=subprocess.DEVNULL,
+                                    stderr=err, env=_env(), cwd=str(REPO_ROOT), start_new_session=True)
+        killed += _kill_at(proc, delay)
+        if proc.returncode != SIGKILLED:
+            assert proc.returncode == 0, (trial, proc.returncode, errors.read_text()[-3000:])
+        state = _check(_NORMALIZE_CHECK, str(project))
+        for rows in (state["after_kill"], state["final"]):
+            for mid in keep:
+                assert mid in rows and not rows[mid], f"trial {trial} (kill at {delay:.2f}s): memory {mid} lost or deleted"
+            for a, b in pairs:
+                present = [mid for mid in (a, b) if mid in rows and not rows[mid]]
+                assert len(present) >= 1, f"trial {trial}: both of the duplicate pair {a}, {b} are gone"
+        assert state["status"] == "done", (trial, state["errors"])
+        for a, b in pairs:  # the completed run merged each pair
+            assert [state["final"].get(m) is False for m in (a, b)].count(True) == 1, (trial, a, b)
+        assert all(v == e for v, e in state["counts"].values()), (trial, state["counts"])
+        assert state["again"] == {"duplicates": 0, "cleanup": 0}, (trial, state["again"])
+    return {"trials": trials, "killed": killed, "memories": len(keep) + 2 * len(pairs)}
+
+
+def test_random_sigkill_of_codemem_normalize_short(project: Path, graph_servers: Path) -> None:
+    result = _normalize_soak(project, SHORT_TRIALS, max_delay_s=10.0)
+    print(f"\nnormalize kill (short): {result}")
+
+
+@pytest.mark.soak
+def test_random_sigkill_of_codemem_normalize_soak(project: Path, graph_servers: Path) -> None:
+    result = _normalize_soak(project, SOAK_TRIALS, max_delay_s=12.0)
+    print(f"\nnormalize kill soak: {result}")
+    assert result["killed"] >= SOAK_TRIALS // 3, result
+

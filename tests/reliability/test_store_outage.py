@@ -1,0 +1,183 @@
+"""A store that goes away and comes back (issue 9, item 4).
+
+The embedded graph server (FalkorDB's ``redis-server``, a daemonized child) is SIGKILLed under a
+running ``codemem serve``: the owner's graph store starts a new server from the AOF on the next
+call (``FalkorGraphStore._revive``), so memory writes keep succeeding, /health stays or comes back
+to 200 and the outbox drains. When the server cannot come back (its restart fails), memory writes
+still succeed as pending, memory search answers, graph tools and /health name the graph store, and
+everything drains once it can start again. The vector store outage (server mode at a dead URL) is
+the last test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from query_server.service import ToolError
+from resources.graph_falkor import FalkorGraphStore
+from resources.graph_store import GraphUnavailable
+from resources.schemas.memory import MemoryAddInput, MemoryGetInput, MemorySearchInput
+from tests.reliability.graph_servers import graph_servers_under
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "CODEMEM_FAULT_POINT"}
+    env.update(PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_graph_server_killed_under_codemem_serve_is_restarted(project: Path, graph_servers: Path) -> None:
+    project.joinpath("app.py").write_text("def main():\n    return helper()\n\n\ndef helper():\n    return 1\n")
+    port = _free_port()
+    log = project.parent / "serve.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "query_server.cli", "serve", "--project", str(project), "--port", str(port)],
+            stdout=subprocess.DEVNULL, stderr=err, env=_env(), cwd=str(REPO_ROOT),
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=60) as http:
+            def up() -> bool:
+                try:
+                    return http.get("/health").status_code == 200
+                except httpx.HTTPError:
+                    assert proc.poll() is None, log.read_text()[-3000:]
+                    return False
+
+            _wait(up, 180, "codemem serve to answer")
+            first = http.post("/tools/memory_add", json={"memory_type": "session", "content": "Split the billing worker in two"})
+            assert first.status_code == 200, first.text
+            [server] = graph_servers_under(project)
+            os.kill(server, signal.SIGKILL)
+            _wait(lambda: not Path(f"/proc/{server}").exists(), 10, "the graph server to die")
+
+            # a write right after the kill: acknowledged; the graph comes back on its own
+            second = http.post("/tools/memory_add", json={"memory_type": "session", "content": "Moved invoices to the new queue"})
+            assert second.status_code == 200, second.text
+            mid = second.json()["memory_id"]
+
+            def synced() -> bool:
+                got = http.post("/tools/memory_get", json={"memory_id": mid, "memory_type": "session"})
+                return got.status_code == 200 and got.json()["sync_status"] == "synced"
+
+            _wait(synced, 30, "the memory written after the kill to be synced")
+            health = http.get("/health")
+            assert health.status_code == 200, health.text
+            graph = health.json()["components"]["graph_store"]
+            assert graph["status"] == "ok" and graph["pid"] != server, graph
+            rows = http.post("/tools/graph_query", json={"cypher": "MATCH (n:Session) RETURN count(n) AS c"})
+            assert rows.status_code == 200 and rows.json()["results"] == [{"c": 2}], rows.text
+            stats = http.post("/tools/memory_statistics", json={}).json()
+            assert stats["outbox"]["pending"] == 0, stats["outbox"]
+        assert "died; starting a new one" in log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_graph_server_that_cannot_come_back_degrades_then_drains(
+    project: Path, graph_servers: Path, service_factory, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from query_server.http_api import build_http_app
+    from query_server.ownership import ProjectHandle
+    from resources.settings import Settings
+
+    handle = ProjectHandle(Settings(project_root=project))
+    try:
+        assert handle.is_owner
+        svc = handle.backend
+        before = svc.memory_add(MemoryAddInput(memory_type="session", content="Profiled the slow checkout page"))
+        assert before.sync_status == "synced"
+        store = svc.graph
+        assert isinstance(store, FalkorGraphStore)
+        pid = store.health()["pid"]
+
+        def cannot_start(self: FalkorGraphStore) -> None:
+            raise GraphUnavailable(f"cannot start the embedded FalkorDB in {self.db_dir}: no space left (test)")
+
+        monkeypatch.setattr(FalkorGraphStore, "_start", cannot_start)
+        monkeypatch.setattr("resources.graph_falkor.REVIVE_INTERVAL_S", 0.0)
+        os.kill(pid, signal.SIGKILL)
+        _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
+
+        added = svc.memory_add(MemoryAddInput(memory_type="session", content="Moved invoice rendering to a worker process"))
+        assert added.status == "created" and added.sync_status == "pending"
+        stats = svc.memory_statistics()
+        assert stats.outbox["pending"] == 1 and stats.sync_status["pending"] == 1, stats.outbox
+        found = svc.memory_search(MemorySearchInput(query="invoice rendering worker process"))
+        assert found.results and found.results[0].id == added.memory_id  # vectors were written before the graph failed
+
+        with TestClient(build_http_app(handle, token=None)) as http:
+            health = http.get("/health")
+            assert health.status_code == 503, health.text
+            graph = health.json()["components"]["graph_store"]
+            assert graph["status"] == "error" and "restart codemem" in graph["hint"], graph
+            query = http.post("/tools/graph_query", json={"cypher": "MATCH (n:Session) RETURN count(n) AS c"})
+            assert query.status_code >= 400, query.text
+            text = query.text.lower()
+            assert "graph" in text and "unavailable" in text, query.text
+            assert "traceback" not in text
+
+            monkeypatch.undo()  # the server can start again
+            _wait(lambda: http.get("/health").status_code == 200, 30, "/health to come back")
+        report = svc.memory.sync()
+        assert report["failed"] == 0, report
+        got = svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
+        assert got.sync_status == "synced"
+        assert added.memory_id in svc.graph.node_ids("Session")
+        assert svc.memory_statistics().outbox["pending"] == 0
+    finally:
+        handle.close()
+
+
+def test_vector_server_at_a_dead_url_keeps_writes_pending(
+    project: Path, graph_servers: Path, service_factory, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+) -> None:
+    monkeypatch.setenv("CODEMEM_QDRANT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing listens there
+    try:
+        svc = service_factory(project)
+    except (ToolError, Exception) as exc:  # noqa: BLE001 - opening may refuse: then the message must name the store
+        text = str(exc).lower()
+        assert "qdrant" in text or "vector" in text, exc
+        return
+    added = svc.memory_add(MemoryAddInput(memory_type="session", content="Rotated the webhook signing secret"))
+    assert added.sync_status == "pending"
+    degraded = svc.memory_search(MemorySearchInput(query="webhook signing secret"))
+    assert degraded.search_mode.startswith("ledger-keyword") and degraded.results[0].id == added.memory_id
+    health = svc.health()
+    assert health.status == "error" and health.components["vector_store"]["status"] == "error"
