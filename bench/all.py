@@ -2,13 +2,14 @@
 
 Runs each benchmark of ``bench/`` through its own entry point (its ``main`` with smaller sizes in
 ``--quick`` mode, or its ``run_*`` function), each in a child process of its own (a crash, a leak
-or a stuck store of one cannot touch the next; ``--timeout`` per benchmark), then prints one
+or a stuck store of one cannot touch the next; ``--timeout`` per benchmark; each child gets its own
+``TMPDIR``, and graph servers a crashed child leaves there are stopped), then prints one
 table: figure, value, the baseline measured in the same run where the benchmark has one, their
 ratio, the target written in the issues, PASS/FAIL. Writes ``bench/results/all.json`` (or
 ``all-quick.json``) and each benchmark's own JSON under ``bench/results/all/`` (the benchmarks'
 usual result files are left as they are).
 
-``--quick`` (~10–15 min on a 2-core machine) shrinks the sizes, so a figure whose target is
+``--quick`` (~14 min on a 2-core machine) shrinks the sizes, so a figure whose target is
 stated at a size (e.g. 100k symbols or memories) is measured at a smaller one: its row names the
 size. Not run here: ``bench.hnsw_recall`` (needs an indexed project's state dir),
 ``bench.embed_runtime`` and ``bench.experiments`` (diagnostics without targets), ``bench.ui_screenshot``.
@@ -276,9 +277,42 @@ def _child(name: str, quick: bool, out: Path) -> int:
     return 0
 
 
+def _graph_servers_under(root: Path) -> list[int]:
+    """Embedded graph servers (redis-server) whose working directory is under ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if "redis-server" in (entry / "cmdline").read_text() and os.readlink(entry / "cwd").startswith(str(root)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _stop_leftovers(root: Path) -> list[int]:
+    """Stops the graph servers a crashed or killed benchmark left under its temporary dir."""
+    import signal
+
+    leftovers = _graph_servers_under(root)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _graph_servers_under(root):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while _graph_servers_under(root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return leftovers
+
+
 def run_one(name: str, quick: bool, timeout: float, log: Path) -> dict[str, Any]:
+    import shutil
+
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         out = Path(handle.name)
+    scratch = Path(tempfile.mkdtemp(prefix=f"codemem-bench-all-{name}-"))  # the child's TMPDIR
     started = time.perf_counter()
     try:
         with log.open("a") as sink:
@@ -287,6 +321,7 @@ def run_one(name: str, quick: bool, timeout: float, log: Path) -> dict[str, Any]
             proc = subprocess.run(
                 [sys.executable, "-m", "bench.all", "--child", name, "--child-out", str(out)] + (["--quick"] if quick else []),
                 cwd=REPO_ROOT, stdout=sink, stderr=sink, timeout=timeout, check=False,
+                env={**os.environ, "TMPDIR": str(scratch)},
             )
         data = json.loads(out.read_text() or "{}") if out.stat().st_size else {}
         if not data:
@@ -295,6 +330,10 @@ def run_one(name: str, quick: bool, timeout: float, log: Path) -> dict[str, Any]
         data = {"rows": [], "error": f"timed out after {timeout:.0f} s"}
     finally:
         out.unlink(missing_ok=True)
+        leftovers = _stop_leftovers(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if leftovers:
+        data["leftover_graph_servers_stopped"] = leftovers
     data["seconds"] = round(time.perf_counter() - started, 1)
     if data.get("error"):
         data["rows"].append(_row(f"{name}: ran", "error", "no error", False) | {"error": data["error"]})
@@ -327,7 +366,7 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.all", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (~10-15 min on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (~14 min on 2 cores)")
     parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these")
     parser.add_argument("--skip", nargs="+", choices=sorted(BENCHMARKS), default=[], help="leave these out")
     parser.add_argument("--timeout", type=float, help="seconds per benchmark (default 900 quick, 7200 full)")
@@ -341,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in (args.only or BENCHMARKS) if n not in args.skip]
     timeout = args.timeout or (900 if args.quick else 7200)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    log = OUT_DIR / ("quick.log" if args.quick else "full.log")
+    log = OUT_DIR / (("quick" if args.quick else "full") + ("-partial" if args.only or args.skip else "") + ".log")
     log.write_text("")
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
@@ -361,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({"quick": args.quick, "seconds": total, "cpus": os.cpu_count(),
                                "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
                                "benchmarks": results, "table": table}, indent=2, default=str) + "\n")
-    print(f"\nwrote {out.relative_to(REPO_ROOT)}; per-benchmark output in {log.relative_to(REPO_ROOT)}")
+    print(f"\nwrote {out}; per-benchmark output in {log.relative_to(REPO_ROOT)}")
     return 1 if any(r["pass"] is False for d in results.values() for r in d["rows"]) else 0
 
 

@@ -64,6 +64,8 @@ def sqlite_problem(path: Path) -> str | None:
             rows = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
         finally:
             conn.close()
+    except sqlite3.OperationalError:
+        return None  # cannot read it now (disk full, I/O error, locked): no verdict on its contents
     except sqlite3.DatabaseError as exc:
         return f"{type(exc).__name__}: {exc}"
     if rows != ["ok"]:
@@ -134,9 +136,27 @@ def scan(state_dir: Path, *, stores: bool = True) -> list[Finding]:
     return findings
 
 
+MIN_FREE_BYTES = 1 << 20
+
+
+def disk_full(state_dir: Path) -> str | None:
+    """A message when the filesystem of ``state_dir`` is (nearly) full, else None."""
+    try:
+        free = shutil.disk_usage(state_dir if state_dir.exists() else state_dir.parent).free
+    except OSError:
+        return None
+    if free >= MIN_FREE_BYTES:
+        return None
+    return (f"the disk holding {state_dir} is full ({free} bytes free) — free some space, then run the command "
+            "again (writes are transactional: nothing was left half-written)")
+
+
 def describe_broken_state(state_dir: Path) -> str | None:
     """One line naming the corrupted SQLite state files and what to do (None when none is): for
     the CLI's error when the stores do not open."""
+    full = disk_full(state_dir)
+    if full:
+        return full
     broken = [f for f in scan(state_dir, stores=False) if f.problem]
     if not broken:
         return None
@@ -282,6 +302,9 @@ def repair(project: str, check_only: bool, backup_dir: str | None, as_json: bool
     backup = Path(backup_dir).resolve() if backup_dir else None
     if backup is not None and not (backup / LEDGER).is_file():
         raise InputError(f"{backup_dir} holds no {LEDGER} — pass a directory written by `codemem backup`")
+    full = disk_full(state_dir)
+    if full:
+        raise click.ClickException(f"not repairing: {full}")
     lock = OwnerLock(state_dir)
     if not lock.try_acquire():
         raise click.ClickException("a codemem process (server, mcp or index) is using this project — stop it, "

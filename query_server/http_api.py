@@ -79,6 +79,15 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
         detail = [{k: v for k, v in e.items() if k not in ("input", "ctx", "url")} for e in exc.errors()]
         return JSONResponse({"error": f"invalid input — {problems}", "detail": jsonable_encoder(detail)}, status_code=422)
 
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:
+        # JSON nested ~1000 deep overflows the decoder or the validator before any tool runs
+        return JSONResponse(
+            {"error": "invalid input — the JSON body is nested too deeply; flatten it (metadata values are best kept "
+                      "a few levels deep)"},
+            status_code=422,
+        )
+
     @app.middleware("http")
     async def authorize(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         if token is not None and request.url.path not in {"/health"}:

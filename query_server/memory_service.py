@@ -895,7 +895,13 @@ class MemoryService:
             if target.exists() and not target.is_dir():
                 raise ToolError(f"{request.output_path} is a file — markdown export writes a directory; pass a directory path")
             prune = [] if request.filters else (types or [str(t) for t in MEMORY_TYPES])
-            count, removed = write_directory(target, records, prune_types=prune)
+            try:
+                count, removed = write_directory(target, records, prune_types=prune)
+            except (OSError, RecursionError) as exc:
+                raise ToolError(
+                    f"cannot write {request.output_path[:200]!r}: {getattr(exc, 'strerror', None) or exc} — pass a shorter directory "
+                    "path inside the project"
+                ) from exc
             return ExportMemoryResult(exported_count=count, output_path=str(target), removed_count=removed)
         if request.format == "git_notes":
             def deleted(memory_id: str) -> bool:
@@ -912,13 +918,19 @@ class MemoryService:
         text = "".join(line + "\n" for line in lines)
         if request.output_path:
             path = self._confined(request.output_path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-            with tmp.open("w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            tmp.replace(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+                with tmp.open("w", encoding="utf-8") as handle:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                tmp.replace(path)
+            except (OSError, RecursionError) as exc:  # name too long, a file in the way, no space, 1000s of levels
+                raise ToolError(
+                    f"cannot write {request.output_path[:200]!r}: {getattr(exc, 'strerror', None) or exc} — pass a shorter file path "
+                    "inside the project, or leave output_path out to get the JSONL inline"
+                ) from exc
             return ExportMemoryResult(exported_count=len(lines), output_path=str(path))
         if estimate_tokens(text) > MAX_RESPONSE_TOKENS - 1_000:
             raise ToolError(

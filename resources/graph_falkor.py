@@ -236,6 +236,7 @@ def recover_stale_server(db_dir: Path) -> str:
     """
     registry = db_dir / f"{DB_FILENAME}.settings"
     if not registry.exists():
+        _kill_orphans(db_dir)
         return "none"
     try:
         record = json.loads(registry.read_text())
@@ -251,7 +252,26 @@ def recover_stale_server(db_dir: Path) -> str:
         logger.warning("killing unresponsive graph server pid %s", proc.pid)
         _kill(proc)
     _remove_server_files(registry, pidfile, socket_path)
+    _kill_orphans(db_dir)
     return "cleaned"
+
+
+def _kill_orphans(db_dir: Path) -> int:
+    """Kill graph servers running in ``db_dir`` that no registry names: an owner killed while its
+    server was starting leaves one behind (daemonized before it was recorded). Only one process
+    may own ``db_dir``, so any such server is an orphan on the same AOF."""
+    killed = 0
+    target = str(db_dir)
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info["name"] != "redis-server" or proc.cwd() != target:
+                continue
+            logger.warning("killing orphaned graph server pid %s in %s", proc.pid, db_dir)
+            _kill(proc)
+            killed += 1
+        except (psutil.Error, OSError):
+            continue
+    return killed
 
 
 def _aof_increment(client: Any) -> int:
@@ -612,9 +632,9 @@ class FalkorGraphStore(BaseGraphStore):
             raise ValueError("limit must be >= 0")
         assert_read_only(cypher)
         try:
-            result = self._graph.ro_query(
+            result = self._retrying(lambda: self._graph.ro_query(
                 cypher, dict(parameters) if parameters else None, timeout=max(1, int(timeout_s * 1000))
-            )
+            ))
         except redis.ResponseError as exc:
             message = str(exc)
             if "read-only" in message or "RO_QUERY" in message:

@@ -235,7 +235,7 @@ def test_memory_limits_meet_the_requirements(compose) -> None:
         limit = _memory_limit(service)
         assert limit, f"{name}: no memory limit (deploy.resources.limits.memory or mem_limit)"
         _parse_bytes(limit)
-    for name, (minimum, recommended) in MEMORY_FLOORS.items():
+    for name, (_minimum, recommended) in MEMORY_FLOORS.items():
         assert _parse_bytes(_memory_limit(compose["services"][name])) >= recommended, f"{name}: below the recommended limit"
     # and each is configurable (REQ-MEM-SCAL-004)
     for name, service in _compose_raw()["services"].items():
@@ -267,7 +267,7 @@ def test_no_secret_has_a_literal_value(compose) -> None:
                 continue
             refs = VAR_REF.findall(str(value))
             assert refs, f"{name}: {key} must come from the environment, not a literal"
-            for var, op_and_arg, arg in refs:
+            for _var, op_and_arg, arg in refs:
                 assert not (op_and_arg.startswith(("-", ":-")) and arg), f"{name}: {key} defaults to a literal"
         checks = json.dumps(service.get("healthcheck", {}))
         assert not any(SECRET_NAME.search(var) for var, *_ in VAR_REF.findall(checks)), (

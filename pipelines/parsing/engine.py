@@ -93,7 +93,9 @@ def _extract(
     args: list[tuple[int, int]] = []
     import_nodes: dict[int, Node] = {}
 
-    for pattern, caps in QueryCursor(spec.query).matches(root, progress_callback=expired):
+    # No progress_callback on the query cursor: py-tree-sitter 0.26.1 segfaults with one on real
+    # files (measured); the parse itself has the deadline, and the result is checked after.
+    for pattern, caps in QueryCursor(spec.query).matches(root):
         role, kind = roles[pattern]
         if role == "call":
             if kind == "call.callee":

@@ -1,7 +1,7 @@
 """Smoke version of ``bench.load`` (issue 9, item 6): 20 MCP clients over streamable HTTP against
 one real ``codemem serve`` for ~10 s, every tool of the mix plus a reindex job, no error.
 
-It takes ~50 s on the 2-core dev machine (index with the local model, server start, idle pass,
+It takes ~50–70 s on the 2-core dev machine (index with the local model, server start, idle pass,
 10 s of load, shutdown), over the 30 s the default run allows a test, so it is also marked
 ``soak``: ``scripts/test.sh -m soak`` or ``pytest -m slow tests/reliability/test_load_smoke.py``."""
 

@@ -191,6 +191,7 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
         assert on_disk <= set(state["indexed"]), (context, sorted(on_disk - set(state["indexed"]))[:5])
         assert state["symbols"] == state["symbol_sum"] == state["points"], (context, state)
         timings.append(time.monotonic() - started)
+        print(f"index trial {trial}: {change}, kill at {delay:.2f}s, ok ({timings[-1]:.1f}s)", flush=True)
     return {"trials": trials, "killed": killed, "finished_first": finished, "mean_trial_s": sum(timings) / len(timings)}
 
 
@@ -368,6 +369,7 @@ def _mcp_soak(project: Path, trials: int, max_delay_s: float) -> dict[str, Any]:
         assert state["sync_failed"] == 0 and state["outbox"]["pending"] == 0, (trial, state["outbox"])
         assert state["sync_status"]["pending"] == 0 and state["sync_status"]["failed"] == 0, (trial, state["sync_status"])
         assert sorted(rows) == state["points"], f"trial {trial}: the vector projection differs from the ledger"
+        print(f"mcp trial {trial}: kill {delay:.2f}s after warm-up, {len(acked)} acknowledged memories ok", flush=True)
         # the revised memories must be corrected if a kill left a stale acknowledgement (never older than acked)
         for mid, row in rows.items():
             if mid in acked and row["version"] > acked[mid][1]:
@@ -475,6 +477,8 @@ def _normalize_soak(project: Path, trials: int, max_delay_s: float) -> dict[str,
             assert [state["final"].get(m) is False for m in (a, b)].count(True) == 1, (trial, a, b)
         assert all(v == e for v, e in state["counts"].values()), (trial, state["counts"])
         assert state["again"] == {"duplicates": 0, "cleanup": 0}, (trial, state["again"])
+        print(f"normalize trial {trial}: kill at {delay:.2f}s ({'killed' if proc.returncode == SIGKILLED else 'finished first'}), ok",
+              flush=True)
     return {"trials": trials, "killed": killed, "memories": len(keep) + 2 * len(pairs)}
 
 

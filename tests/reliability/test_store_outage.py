@@ -181,3 +181,39 @@ def test_vector_server_at_a_dead_url_keeps_writes_pending(
     assert degraded.search_mode.startswith("ledger-keyword") and degraded.results[0].id == added.memory_id
     health = svc.health()
     assert health.status == "error" and health.components["vector_store"]["status"] == "error"
+
+
+def test_graph_store_restarts_a_killed_server_with_its_data(tmp_path: Path, graph_servers: Path) -> None:
+    store = FalkorGraphStore(tmp_path / "graph")
+    try:
+        store._write("CREATE (:Probe {id: 'kept'})", {})  # noqa: SLF001 - the store's own write path
+        time.sleep(1.5)  # appendfsync everysec: the write is on disk
+        pid = store.health()["pid"]
+        os.kill(pid, signal.SIGKILL)
+        _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
+        assert store._read("MATCH (n:Probe) RETURN n.id AS id") == [{"id": "kept"}]  # noqa: SLF001
+        assert store.restarts == 1 and store.health()["pid"] != pid
+        assert len(graph_servers_under(tmp_path)) == 1
+    finally:
+        store.close()
+    assert graph_servers_under(tmp_path) == []
+
+
+def test_an_unrecorded_orphan_graph_server_is_stopped_on_the_next_open(tmp_path: Path, graph_servers: Path) -> None:
+    """An owner killed while its server was starting leaves a server that no registry names (seen
+    once in the normalize soak); the next open stops it instead of running a second server on the AOF."""
+    db = tmp_path / "graph"
+    script = f"from pathlib import Path; from resources.graph_falkor import FalkorGraphStore; s = FalkorGraphStore(Path({str(db)!r})); print('up', flush=True); import time; time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=_env(), cwd=str(REPO_ROOT))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    [orphan] = graph_servers_under(tmp_path)
+    (db / "graph.rdb.settings").unlink()  # as if killed before the server was recorded
+    store = FalkorGraphStore(db)
+    try:
+        assert store.recovery == "none"
+        assert graph_servers_under(tmp_path) == [store.health()["pid"]] and store.health()["pid"] != orphan
+    finally:
+        store.close()
+    assert graph_servers_under(tmp_path) == []
