@@ -153,6 +153,7 @@ def test_unreadable_or_truncated_ledger_is_kept_aside_never_replaced_silently(pr
     _clean_after(project)
 
 
+@pytest.mark.soak  # derived state rebuilt; the ledger cases stay in the default run
 def test_corrupt_manifest_is_rebuilt_by_reindexing(project: Path, graph_servers: Path) -> None:
     _garble(_state(project) / "index.db")
     _clear_failure(codemem(project, "status"), "index.db")
@@ -165,6 +166,7 @@ def test_corrupt_manifest_is_rebuilt_by_reindexing(project: Path, graph_servers:
     _clean_after(project)
 
 
+@pytest.mark.soak  # derived state rebuilt; the ledger cases stay in the default run
 def test_corrupt_embedding_cache_is_dropped(project: Path, graph_servers: Path) -> None:
     cache = _state(project) / "embedding_cache.sqlite3"
     _garble(cache)
@@ -179,6 +181,7 @@ def test_corrupt_embedding_cache_is_dropped(project: Path, graph_servers: Path) 
     _clean_after(project)
 
 
+@pytest.mark.soak  # derived state rebuilt; the ledger cases stay in the default run
 def test_corrupt_vector_segment_is_rebuilt(project: Path, graph_servers: Path) -> None:
     segments = list((_state(project) / "qdrant" / "code" / "segments").rglob("mutable_id_tracker.*"))
     assert segments, "no segment files found"
@@ -195,6 +198,7 @@ def test_corrupt_vector_segment_is_rebuilt(project: Path, graph_servers: Path) -
     _clean_after(project)
 
 
+@pytest.mark.soak  # derived state rebuilt; the ledger cases stay in the default run
 def test_corrupt_graph_files_are_rebuilt(project: Path, graph_servers: Path) -> None:
     for path in (_state(project) / "graph" / "appendonlydir").iterdir():
         _garble(path, 0, 64)
@@ -208,6 +212,7 @@ def test_corrupt_graph_files_are_rebuilt(project: Path, graph_servers: Path) -> 
     _clean_after(project)
 
 
+@pytest.mark.soak  # derived state rebuilt; the ledger cases stay in the default run
 def test_corrupt_dagster_storage_is_moved_aside(project: Path, graph_servers: Path) -> None:
     runs = _state(project) / "dagster" / "history" / "runs.db"
     assert runs.exists()

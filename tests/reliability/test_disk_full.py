@@ -84,6 +84,7 @@ def _ledger_rows(root: Path) -> list[str]:
         conn.close()
 
 
+@pytest.mark.soak  # needs tmpfs and ~30 s; long suite
 def test_disk_full_memory_add_and_index_fail_clearly_then_resume(small_disk: Path, graph_servers: Path) -> None:
     root = small_disk / "project"
     root.mkdir()

@@ -195,6 +195,7 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
     return {"trials": trials, "killed": killed, "finished_first": finished, "mean_trial_s": sum(timings) / len(timings)}
 
 
+@pytest.mark.soak  # 3 trials; the 50-trial soaks below cover it (default run kept under 15 min)
 def test_random_sigkill_of_codemem_index_short(tmp_path: Path, graph_servers: Path) -> None:
     result = _index_soak(tmp_path, SHORT_TRIALS, full=False, max_delay_s=4.0)
     print(f"\nindex kill (short): {result}")
@@ -377,6 +378,7 @@ def _mcp_soak(project: Path, trials: int, max_delay_s: float) -> dict[str, Any]:
     return {"trials": trials, **totals, "memories": len(acked)}
 
 
+@pytest.mark.soak  # 3 trials; the 50-trial soaks below cover it (default run kept under 15 min)
 def test_random_sigkill_of_codemem_mcp_short(project: Path, graph_servers: Path) -> None:
     result = _mcp_soak(project, SHORT_TRIALS, max_delay_s=4.0)
     print(f"\nmcp kill (short): {result}")
@@ -482,6 +484,7 @@ def _normalize_soak(project: Path, trials: int, max_delay_s: float) -> dict[str,
     return {"trials": trials, "killed": killed, "memories": len(keep) + 2 * len(pairs)}
 
 
+@pytest.mark.soak  # 3 trials; the 50-trial soaks below cover it (default run kept under 15 min)
 def test_random_sigkill_of_codemem_normalize_short(project: Path, graph_servers: Path) -> None:
     result = _normalize_soak(project, SHORT_TRIALS, max_delay_s=10.0)
     print(f"\nnormalize kill (short): {result}")
