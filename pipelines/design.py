@@ -32,6 +32,8 @@ import structlog
 
 from pipelines.discovery import _default_skip_reason, _git_candidates, _walk_candidates, resolve_project_root
 from pipelines.documents import ParsedDocument, RequirementIds, parse_document
+from pipelines.indexer import CODE_COLLECTION
+from pipelines.records import CLASS_KINDS, path_prefixes
 from resources import sparse
 from resources.graph_store import GraphEdge
 from resources.ledger import Ledger, MemoryRow, NewMemory, Relationship
@@ -44,12 +46,10 @@ log = structlog.get_logger("codemem.design")
 
 ORIGIN = "pipeline"
 DOCS_COLLECTION = "docs"
-CODE_COLLECTION = "code"
 DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 MAX_DOC_BYTES = 2_000_000
 DOC_STATE_KEY = "design_documents"
 DERIVED_EDGES_KEY = "design_derived_edges"
-CLASS_KINDS = ("class", "interface", "struct", "trait", "enum")
 _ID_NAMESPACE = uuid.UUID("0f4e5d8a-7c1b-4e22-9d3a-5c6b7a8e9f10")
 _ABSTRACT_MARKERS = ("abstractmethod", "NotImplementedError", "abstract ")
 
@@ -201,7 +201,7 @@ def _chunk_points(stores: DesignStores, doc: ParsedDocument, doc_hash: str, inde
         payload = {
             "id": str(uuid.uuid5(_ID_NAMESPACE, chunk.key)), "kind": "doc_chunk", "name": chunk.title,
             "qualified_name": f"{doc.path}#{chunk.title}", "local_name": chunk.title, "container": doc.title,
-            "file_path": doc.path, "path_prefixes": [p + "/" for p in _prefixes(doc.path)], "language": "markdown",
+            "file_path": doc.path, "path_prefixes": path_prefixes(doc.path), "language": "markdown",
             "start_line": chunk.start_line, "end_line": chunk.end_line, "signature": chunk.title, "docstring": None,
             "code": chunk.text[:2_500], "code_truncated": len(chunk.text) > 2_500, "requirement_ids": chunk.requirement_ids,
             "content_hash": doc_hash, "indexed_at": indexed_at, "is_test": False,
@@ -214,11 +214,6 @@ def _chunk_points(stores: DesignStores, doc: ParsedDocument, doc_hash: str, inde
             )
         )
     return points
-
-
-def _prefixes(path: str) -> list[str]:
-    parts = PurePosixPath(path).parts[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _delete_chunks(stores: DesignStores, paths: Sequence[str]) -> None:
@@ -393,7 +388,7 @@ class PatternFamily:
 
 def pattern_families(vectors: VectorStore, min_implementations: int) -> list[PatternFamily]:
     """Base types with at least ``min_implementations`` indexed subclasses or implementers."""
-    classes = [h.payload for h in vectors.scroll(CODE_COLLECTION, PayloadFilter({"kind": list(CLASS_KINDS)}), limit=1_000_000)]
+    classes = [h.payload for h in vectors.scroll(CODE_COLLECTION, PayloadFilter({"kind": sorted(CLASS_KINDS)}), limit=1_000_000)]
     by_name: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for payload in classes:
         by_name[(payload.get("language", ""), payload.get("name", ""))].append(payload)

@@ -224,6 +224,15 @@ class FixReading:
     words: set[str] = field(default_factory=set)
 
 
+def diff_lines(diff: str | None, signs: str) -> str:
+    """The lines of a unified diff that start with one of ``signs`` (``+`` added, ``-`` removed,
+    ``+-`` both, in diff order), without their marker; file headers (``+++``/``---``) excluded."""
+    return "\n".join(
+        line[1:] for line in (diff or "").splitlines()
+        if line[:1] and line[0] in signs and not line.startswith(line[0] * 3)
+    )
+
+
 def read_fix(description: str, diff: str | None) -> FixReading:
     """Concepts a fix introduces and removes (its words, and its diff's added and removed lines)."""
     removed_text = " ".join(_clauses_after(_REMOVAL, description))
@@ -243,8 +252,7 @@ def read_fix(description: str, diff: str | None) -> FixReading:
         removed |= concepts(named)
         introduced -= concepts(named)
     if diff:
-        added = "\n".join(line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
-        dropped = "\n".join(line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+        added, dropped = diff_lines(diff, "+"), diff_lines(diff, "-")
         added_concepts, dropped_concepts = concepts(added), concepts(dropped)
         introduced |= added_concepts - dropped_concepts
         removed |= dropped_concepts - added_concepts
@@ -360,7 +368,8 @@ def assess_fix(
             recommendation="no designs or requirements are stored: add ADRs/requirements to the docs and run `codemem index`, or memory_add them",
         )
     fix = read_fix(description, diff)
-    fix_text = description + ("\n" + "\n".join(line[1:] for line in diff.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))) if diff else "")
+    added = diff_lines(diff, "+")
+    fix_text = description + ("\n" + diff_lines(diff, "+-") if diff else "")
     relevance = np.zeros(len(rules))
     if rules:
         vectors = _unit(np.asarray(embedder.embed_documents([fix_text[:4_000]] + [r.sentence for r in rules]), dtype=np.float32))
@@ -396,7 +405,6 @@ def assess_fix(
         statements[rule.row.memory_type].append(statement)
         if verdict == "conflicts":
             conflicts.append(statement)
-    added = "\n".join(line[1:] for line in (diff or "").splitlines() if line.startswith("+") and not line.startswith("+++"))
     for naming in naming_rules:
         names = naming_conflicts(naming, f"{description}\n{added}", known_classes or set())
         if names:

@@ -34,6 +34,7 @@ from pipelines.design import (
     symbols_by_qualified_name,
 )
 from pipelines.discovery import DiscoveryError, confine_path
+from pipelines.records import CLASS_KINDS as RECORD_CLASS_KINDS
 from resources import sparse
 from resources.ledger import MemoryRow, NewMemory, Relationship, now_iso
 from resources.schemas.design import (
@@ -66,7 +67,7 @@ from .signatures import compatible, describe_shape, signature_shape
 
 log = structlog.get_logger("codemem.design")
 
-CLASS_KINDS = ["class", "interface", "struct", "trait", "enum"]
+CLASS_KINDS = sorted(RECORD_CLASS_KINDS)
 MAX_ITEMS = 200
 HISTORY_RUNS = 20
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -459,7 +460,7 @@ class DesignService:
         )
 
     def _search_rows(self, text: str, memory_type: str, limit: int) -> list[tuple[MemoryRow, float]]:
-        vector = self.embedder.embed_queries([text])[0] if hasattr(self.embedder, "embed_queries") else self.embedder.embed_documents([text])[0]
+        vector = self.embedder.embed_query(text)
         try:
             dense, _ = self.vectors.ranked_lists(
                 self.memory.projector.collection(memory_type), dense=list(map(float, vector)), sparse=None, candidates=limit,
@@ -512,7 +513,7 @@ class DesignService:
         documents: list[ContextItem] = []
         if query:
             try:
-                vector = self.embedder.embed_queries([query])[0] if hasattr(self.embedder, "embed_queries") else self.embedder.embed_documents([query])[0]
+                vector = self.embedder.embed_query(query)
                 dense, sparse_hits = self.vectors.ranked_lists(DOCS_COLLECTION, dense=list(map(float, vector)), sparse=sparse.query_vector(query), candidates=request.limit)
                 for hit in (dense or sparse_hits)[: request.limit]:
                     p = hit.payload
