@@ -445,6 +445,7 @@ def derive_links(stores: DesignStores) -> DesignReport:
     """
     report = DesignReport()
     settings = stores.settings
+    stores.vectors.ensure_collection(CODE_COLLECTION, stores.embedder.dimension)  # a docs-only or empty repo has none yet
     edges: list[GraphEdge] = []
     requirement_rows = {
         row.metadata.get("requirement_id"): row

@@ -146,3 +146,20 @@ def test_design_assets_are_in_the_dagster_lineage() -> None:
     assert {"design_documents", "design_links"} <= keys
     parents = {key.to_user_string() for key in graph.get(__import__("dagster").AssetKey("design_links")).parent_keys}
     assert parents == {"design_documents", "normalized_graph"}
+
+
+def test_design_step_on_a_repository_with_only_documents(tmp_path: Path) -> None:
+    """No source file means no code collection yet: the design step creates it instead of failing."""
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "docs-only"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        report = service.index(IndexInput())
+        assert not any("design layer not refreshed" in n for n in report["notes"]), report["notes"]
+        assert report["design"]["requirements"] == 3
+    finally:
+        service.close()
