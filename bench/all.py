@@ -227,7 +227,7 @@ def b_load(quick: bool) -> list[Row]:
     from bench.load import run_load
 
     if quick:
-        result = run_load(seconds=20, clients=30, procs=2, memories=150, idle_calls=15)
+        result = run_load(seconds=20, clients=30, procs=2, think=3.0, memories=150, idle_calls=15)  # ~10 calls/s, as 100 at 10 s
     else:
         result = run_load(seconds=60, clients=100, procs=4, stdio=8, stdio_seconds=20)
     _save("load", result)

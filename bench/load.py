@@ -1,6 +1,6 @@
 """Many concurrent MCP clients against one ``codemem serve`` (issue 9, item 6).
 
-Usage: ``python -m bench.load [--seconds 60] [--clients 100] [--think 2.0] [--stdio 0]``.
+Usage: ``python -m bench.load [--seconds 60] [--clients 100] [--think 10] [--stdio 0]``.
 
 The project is a fresh copy of a real corpus (the stripped ``requests`` sdist of
 ``bench.corpora`` by default), indexed with real dense vectors (local model) in a temporary state
@@ -11,16 +11,23 @@ streamable HTTP at ``/mcp``, one MCP session per client.
 
 1. **Idle**: one client calls each tool ``--idle-calls`` times, sequentially (after one untimed
    pass) — the baseline latency of the same server, measured in the same run.
-2. **Load**: ``--clients`` clients, spread over ``--procs`` worker processes (the client side has
+2. **Connect burst**: ``--clients`` sessions opened in the same instant, one call each (a server
+   restart with every client reconnecting): wall time and p95, reported without a target.
+3. **Load**: ``--clients`` clients, spread over ``--procs`` worker processes (the client side has
    its own CPU cost; one event loop for 100 sessions would measure itself), for ``--seconds``.
-   Each client loops: pick a tool (code_search 30 %, memory_search 25 %, get_related 15 %,
-   find_duplicates 10 %, memory_add 10 %, memory_update 10 % of its own memories with
-   ``expected_version``), call it, then think for an exponentially distributed time of mean
-   ``--think`` seconds (an agent reads the answer before its next call; ``--think 0`` is a
-   closed loop that measures saturation). At 30 % of the window one more client edits 5 files and
-   starts a ``reindex`` job (scope ``changed``), polling ``index_status(job_id)`` until it ends.
-   The server's RSS (and its embedded graph server's) is sampled from ``/proc`` every 0.5 s.
-3. **stdio** (``--stdio N``): N ``codemem mcp`` processes — what N Claude Code sessions launch —
+   Sessions open before the window; each client then makes its first call at a random point of
+   one think time (the phase of a steady state) and loops: pick a tool (code_search 30 %,
+   memory_search 25 %, get_related 15 %, find_duplicates 10 %, memory_add 10 %, memory_update
+   10 % of its own memories with ``expected_version``), call it, then think for an exponentially
+   distributed time of mean ``--think`` seconds. The default, 10 s, is an agent's pace: a Claude
+   Code session calls a tool once per model turn (seconds of generation each) and codemem's tools
+   are a share of its calls, so 100 sessions offer ~10 calls/s. ``--think 2`` (50 calls/s offered,
+   more than 2 cores serve) and ``--think 0`` (closed loop) measure saturation instead. At 30 % of
+   the window one more client edits 5 files and starts a ``reindex`` job (scope ``changed``),
+   polling ``index_status(job_id)`` until it ends. The server's RSS (and its embedded graph
+   server's) is sampled from ``/proc`` every 0.5 s; a per-second timeline names the slowest
+   seconds.
+4. **stdio** (``--stdio N``): N ``codemem mcp`` processes — what N Claude Code sessions launch —
    which find the running owner and forward to it over loopback; each runs the same client loop.
 
 Reports calls/s, p50/p95/p99 per tool under load against idle p95 (target: zero errors, p95 ≤ 3×
@@ -139,9 +146,14 @@ async def _one_client(index: int, target: dict[str, Any], work: dict[str, list],
     rng = random.Random(seed * 1000 + index)
     tools, weights = zip(*MIX, strict=True)
     own: list[dict[str, Any]] = []
-    await anyio.sleep(max(0.0, start_at - time.time()) + rng.random() * min(1.0, think or 0.2))  # staggered start
+    # Sessions open before the window (spread over its lead time; a hundred opening in the same
+    # instant is the connect burst, measured apart in ``_connect_burst``), then each client makes
+    # its first call at a random point of one think time: the phase of a steady state, where
+    # sessions began at unrelated moments.
+    await anyio.sleep(rng.random() * max(0.0, start_at - time.time() - 2.0))
     try:
         async with _client(target) as client:
+            await anyio.sleep(max(0.0, start_at - time.time()) + rng.random() * (think or 0.2))
             while time.time() < end_at:
                 tool = rng.choices(tools, weights)[0]
                 if tool == "memory_update" and not own:
@@ -328,6 +340,36 @@ async def _idle(url: str, work: dict[str, list], calls: int, seed: int) -> dict[
     return samples
 
 
+async def _connect_burst(url: str, clients: int, query: str) -> dict[str, Any]:
+    """``clients`` sessions opened in the same instant (a server restart with every client
+    reconnecting), each making one ``code_search``: the wall time until all have an answer, and
+    p50/p95 of open + first call. Reported, no target: the steady state is what ``load`` times."""
+    import anyio
+    from mcp import Client
+
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    async def one() -> None:
+        t0 = time.perf_counter()
+        try:
+            async with Client(url) as client:
+                _, error = await _call(client, "code_search", {"query": query, "limit": 5})
+        except Exception as exc:  # noqa: BLE001 - counted
+            error = _describe(exc)
+        if error:
+            errors.append(error)
+        else:
+            latencies.append(time.perf_counter() - t0)
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for _ in range(clients):
+            group.start_soon(one)
+    return {"sessions": clients, "wall_s": round(time.perf_counter() - started, 2), "errors": len(errors),
+            **{k: v for k, v in latency_stats(latencies).items() if k != "n"}}
+
+
 async def _seed_memories(url: str, work: dict[str, list], count: int) -> None:
     from mcp import Client
 
@@ -374,6 +416,21 @@ def latency_stats(samples: list[float]) -> dict[str, float]:
             "p99_ms": round(_pct(ordered, 0.99), 2), "max_ms": round(ordered[-1] * 1000, 2)}
 
 
+def timeline(calls: list[tuple[str, float, float, str | None]], start: float) -> list[dict[str, Any]]:
+    """Per second of the window (by when a call began): calls, median and worst latency, and the
+    tool of the worst, so a stall (a burst of sessions, the reindex) shows where it happened."""
+    seconds: dict[int, list[tuple[float, str]]] = {}
+    for tool, began, elapsed, error in calls:
+        if error is None and tool != "session":
+            seconds.setdefault(int(began - start), []).append((elapsed, tool))
+    rows = []
+    for second in sorted(seconds):
+        items = sorted(seconds[second])
+        rows.append({"s": second, "calls": len(items), "p50_ms": round(items[len(items) // 2][0] * 1000, 1),
+                     "max_ms": round(items[-1][0] * 1000, 1), "worst": items[-1][1]})
+    return rows
+
+
 def _phase(calls: list[tuple[str, float, float, str | None]], start: float, end: float,
            idle: dict[str, dict[str, float]] | None) -> dict[str, Any]:
     errors = [c for c in calls if c[3] is not None]
@@ -395,6 +452,7 @@ def _phase(calls: list[tuple[str, float, float, str | None]], start: float, end:
         error_texts[key] = error_texts.get(key, 0) + 1
     ratios = [s["p95_vs_idle"] for s in per_tool.values() if "p95_vs_idle" in s]
     return {
+        "timeline": timeline(calls, start),
         "seconds": round(end - start, 1), "calls": done, "calls_per_s": round(done / max(end - start, 1e-9), 1),
         "errors": len(errors), "error_kinds": dict(sorted(error_texts.items(), key=lambda kv: -kv[1])[:10]),
         "per_tool": per_tool, "worst_p95_vs_idle": max(ratios) if ratios else None,
@@ -407,7 +465,7 @@ def _run_clients(target: dict[str, Any], work: dict[str, list], clients: int, pr
                  think: float, seed: int, extra: Any = None) -> tuple[list, float, float, Any]:
     """``clients`` clients over ``procs`` processes for ``seconds``; ``extra(start, end)`` runs here meanwhile."""
     procs = max(1, min(procs, clients))
-    start_at = time.time() + 2.0 + 0.02 * clients  # lets every process import and connect first
+    start_at = time.time() + 4.0 + 0.06 * clients  # every process imports and opens its sessions first
     end_at = start_at + seconds
     specs = [{"clients": list(range(p, clients, procs)), "target": target, "work": work, "start_at": start_at,
               "end_at": end_at, "think": think, "seed": seed} for p in range(procs)]
@@ -419,7 +477,7 @@ def _run_clients(target: dict[str, Any], work: dict[str, list], clients: int, pr
     return calls, start_at, end_at, extra_result
 
 
-def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: float = 2.0, corpus: str = "requests",
+def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: float = 10.0, corpus: str = "requests",
              memories: int = 300, idle_calls: int = 30, stdio: int = 0, stdio_seconds: float = 30,
              seed: int = 7, log: Any = None, project: Path | None = None) -> dict[str, Any]:
     """The whole benchmark; returns the result dict (see the module docstring).
@@ -487,6 +545,9 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
             idle = {tool: latency_stats(v) for tool, v in idle_samples.items()}
             log("idle p95 ms: " + ", ".join(f"{t} {s.get('p95_ms')}" for t, s in idle.items()))
 
+            burst = anyio.run(_connect_burst, url, clients, work["queries"][0])
+            log(f"connect burst: {burst}")
+            result["connect_burst"] = burst
             log(f"load: {clients} HTTP clients over {procs} processes for {seconds:.0f} s (think {think} s)")
             load_average_before = [round(x, 2) for x in os.getloadavg()]
 
@@ -579,6 +640,13 @@ def _print(result: dict[str, Any]) -> None:
     for kind, count in load["error_kinds"].items():
         print(f"  error x{count}: {kind}")
     print(f"reindex: {load.get('reindex')}")
+    if "connect_burst" in result:
+        print(f"connect burst (every session opened at once, one call each): {result['connect_burst']}")
+    slow = sorted(load.get("timeline", []), key=lambda row: -row["max_ms"])[:5]
+    if slow:
+        print("slowest seconds of the window: " + "; ".join(
+            f"s{row['s']} {row['calls']} calls, p50 {row['p50_ms']:.0f} ms, max {row['max_ms']:.0f} ms ({row['worst']})"
+            for row in slow))
     print(f"load average (1/5/15 min) before {load.get('load_average_before')}, after {load.get('load_average_after')} "
           f"on {result['machine']['cpus']} CPUs")
     print(f"rss: {load.get('rss')}")
@@ -593,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--procs", type=int, default=4, help="client processes (default 4)")
-    parser.add_argument("--think", type=float, default=2.0, help="mean think time between calls, s (0: closed loop)")
+    parser.add_argument("--think", type=float, default=10.0,
+                        help="mean think time between a client's calls, s (default 10: an agent's pace; 0: closed loop)")
     parser.add_argument("--corpus", default="requests")
     parser.add_argument("--memories", type=int, default=300, help="memories seeded before the run")
     parser.add_argument("--idle-calls", type=int, default=30)

@@ -440,9 +440,7 @@ def reset_index(ctx: IndexContext) -> None:
     vectors of two models are never mixed in one collection.
     """
     known = list(ctx.manifest.files())
-    drop = getattr(ctx.vectors, "drop_collection", None)
-    if drop is not None:
-        drop(CODE_COLLECTION)
+    ctx.vectors.clear_collection(CODE_COLLECTION, ctx.embedder.dimension)  # never missing for a concurrent search
     if known:
         ctx.graph.delete_files(known)
     with ctx.manifest.transaction() as conn:

@@ -246,7 +246,7 @@ def serve(project: str, host: str, port: int) -> None:
     _configure_logging("INFO")
     import uvicorn
 
-    from .http_api import LOOPBACK, build_http_app
+    from .http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
 
     settings = _settings_for(project)
     token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -261,7 +261,7 @@ def serve(project: str, host: str, port: int) -> None:
             handle.backend.start_background_index()  # type: ignore[union-attr]
         app = build_http_app(handle, token=token)
         console.print(f"codemem on http://{host}:{port} — MCP at /mcp, API docs at /docs; Ctrl-C to stop")
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
     except KeyboardInterrupt:
         pass
     finally:

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
+from resources.graph_store import GraphUnavailable
 from resources.schemas.memory import (
     MemoryStatisticsResult,
 )
@@ -45,6 +46,11 @@ TOOL_ROUTES: dict[str, tuple[type[BaseModel] | None, type[BaseModel], str]] = {
 }
 """Every plain tool route (index_status merges a job's state and has its own): name -> (input, result, summary)."""
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+KEEP_ALIVE_S = 95
+"""Seconds an idle HTTP connection stays open. Longer than any common client keeps one (httpx,
+which the MCP SDK uses, 5 s; Node 4-5 s; Go 90 s), so the client always closes first: equal
+timeouts race, and a request sent on a connection the server is closing fails with a dropped
+stream (``httpx.ReadError``, seen under load in ``bench.load``)."""
 
 
 def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAPI:
@@ -105,6 +111,11 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
                 return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
         except ToolError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        except GraphUnavailable as exc:  # the store is down, not the request wrong: retry later
+            return JSONResponse(
+                {"error": f"the code graph is unavailable: {exc} — retry shortly; GET /health shows each store"},
+                status_code=503, headers={"Retry-After": "5"},
+            )
         except Exception as exc:  # noqa: BLE001 - the boundary: log it, answer with what to do
             log.exception("tool failed", tool=tool)
             return JSONResponse(

@@ -10,6 +10,7 @@ caller takes the lock and becomes the owner itself.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import http.client
 import json
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
+from .foreground import NOT_FOREGROUND
 from .methods import METHODS
 from .service import CodeMemService, ToolError
 
@@ -93,7 +95,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stream_index(service, IndexInput.model_validate(params))
                 return
             fn = getattr(service, method)
-            result = fn(input_model.model_validate(params)) if input_model else fn()
+            counted = service.foreground.serving() if method not in NOT_FOREGROUND else contextlib.nullcontext()
+            with counted:
+                result = fn(input_model.model_validate(params)) if input_model else fn()
             self._send(200, {"result": result.model_dump(mode="json") if isinstance(result, BaseModel) else result})
         except ValidationError as exc:
             self._send(200, {"error": f"invalid input: {exc}"})
@@ -267,13 +271,20 @@ class ProjectHandle:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a service method, taking over ownership if a remote owner has gone away."""
         try:
-            return getattr(self.backend, method)(*args, **kwargs)
+            return self._invoke(method, *args, **kwargs)
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             if self.is_owner:
                 raise
             log.warning("owner unreachable; taking over", operation=method, error=str(exc))
             self.backend = self._connect()
-            return getattr(self.backend, method)(*args, **kwargs)
+            return self._invoke(method, *args, **kwargs)
+
+    def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The call on the backend; on the owner, counted in flight (background index steps wait)."""
+        if isinstance(self.backend, CodeMemService) and method not in NOT_FOREGROUND:
+            with self.backend.foreground.serving():
+                return getattr(self.backend, method)(*args, **kwargs)
+        return getattr(self.backend, method)(*args, **kwargs)
 
     def close(self) -> None:
         """Stop serving, close the stores and release the lock."""

@@ -53,6 +53,7 @@ from resources.schemas.tools import (
 from resources.settings import Settings
 from resources.vector_store import PayloadFilter, VectorStoreError
 
+from .foreground import ForegroundGate
 from .paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, cap_report, cut_text, estimate_tokens
 from .paging import decode_cursor as _decode_cursor
 from .paging import encode_cursor as _encode_cursor
@@ -121,6 +122,9 @@ class CodeMemService:
         self._stop = threading.Event()
         self.background_index_progress: tuple[str, int, int] | None = None
         self.jobs: dict[str, JobState] = {}
+        self.foreground = ForegroundGate()
+        """Tool calls in flight (counted by the project handle and the owner's RPC): index runs
+        and background embedding pause between steps while there are any."""
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_background_embedding(self) -> None:
@@ -132,7 +136,7 @@ class CodeMemService:
 
         def run() -> None:
             try:
-                embed_pending(self.ctx, stop=self._stop)
+                embed_pending(self.ctx, progress=lambda *_: self.foreground.pause_for_foreground(), stop=self._stop)
             except Exception:  # noqa: BLE001 - background work logs and stops
                 log.exception("background embedding failed", operation="embed_pending")
 
@@ -188,6 +192,7 @@ class CodeMemService:
             self.background_index_progress = (phase, done, total)
             if progress is not None:
                 progress(phase, done, total)
+            self.foreground.pause_for_foreground()  # calls being served go first
 
         with self._index_lock:
             try:
@@ -309,6 +314,10 @@ class CodeMemService:
             classes_extracted=sum(k not in ("function", "method") for k in kinds),
             imports_extracted=imports,
         )
+
+    def _running_job(self) -> JobState | None:
+        """The background index job in progress, if any."""
+        return next((job for job in list(self.jobs.values()) if job.status in ("queued", "running")), None)
 
     def job_status(self, request: JobStatusInput) -> JobState:
         """A background job's state (phase, percent, and the report when it is over)."""
@@ -483,6 +492,12 @@ class CodeMemService:
         path = entity.strip().lstrip("./")
         if self.manifest.file(path) is not None:
             return file_id(path), "File", {"id": file_id(path), "kind": "file", "file_path": path}
+        running = self._running_job()
+        if running is not None:
+            raise ToolError(
+                f"Entity not found: {entity!r} — the index is being rebuilt ({running.kind} job {running.job_id}, "
+                f"{running.percent:.0f}% done): retry when index_status(job_id) says done"
+            )
         raise ToolError(
             f"Entity not found: {entity!r} — pass an id from code_search, a qualified name such as "
             "'pkg.module.Class.method', or a repo-relative file path that is indexed"
@@ -590,6 +605,13 @@ class CodeMemService:
         if language not in SUPPORTED_LANGUAGES:
             raise ToolError(f"Unknown language {request.language!r} — use one of {', '.join(sorted(SUPPORTED_LANGUAGES))}")
         done, total, coverage = self._dense_coverage()
+        running = self._running_job()
+        if not done and running is not None:
+            # an empty answer now would read as "no duplicates": say why there is none
+            raise ToolError(
+                f"the index is being rebuilt ({running.kind} job {running.job_id}, {running.percent:.0f}% done) — "
+                "retry when index_status(job_id) says done"
+            )
         if not total:
             raise ToolError("nothing is indexed yet — run `codemem index` on the project first")
         if done < total:

@@ -154,6 +154,11 @@ class VectorStore(Protocol):
         """Delete a collection and its data."""
         ...
 
+    def clear_collection(self, name: str, dense_dim: int) -> None:
+        """Empty a collection: drop and create it again, with no moment in which it is missing for
+        a concurrent reader (a full reindex clears it while the server answers searches)."""
+        ...
+
     def ranked_lists(
         self,
         collection: str,
@@ -204,6 +209,8 @@ class EdgeVectorStore:
 
     # -- helpers -------------------------------------------------------------------------
     def _shard(self, name: str) -> Any:
+        """The open shard of a collection. Every operation looks it up again under ``_lock``: a
+        shard taken before the lock may have been closed by a concurrent ``drop_collection``."""
         import qdrant_edge as qe
 
         with self._lock:
@@ -298,6 +305,12 @@ class EdgeVectorStore:
                 shard.close()
             shutil.rmtree(self._root / name, ignore_errors=True)
 
+    def clear_collection(self, name: str, dense_dim: int) -> None:
+        """See ``VectorStore.clear_collection`` (both steps under the store's lock)."""
+        with self._lock:
+            self.drop_collection(name)
+            self.ensure_collection(name, dense_dim)
+
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """See ``VectorStore.upsert``."""
         import qdrant_edge as qe
@@ -314,6 +327,7 @@ class EdgeVectorStore:
                 vector[SPARSE] = qe.SparseVector(point.sparse.indices, point.sparse.values)
             edge_points.append(qe.Point(point.id, vector, point.payload))
         with self._lock:
+            shard = self._shard(collection)
             shard.update(qe.UpdateOperation.upsert_points(edge_points))
 
     def set_dense(self, collection: str, vectors: dict[str, Sequence[float]]) -> None:
@@ -325,6 +339,7 @@ class EdgeVectorStore:
         shard = self._shard(collection)
         updates = [qe.PointVectors(pid, {DENSE: [float(x) for x in vec]}) for pid, vec in vectors.items()]
         with self._lock:
+            shard = self._shard(collection)
             shard.update(qe.UpdateOperation.update_vectors(updates))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
@@ -335,6 +350,7 @@ class EdgeVectorStore:
             return
         shard = self._shard(collection)
         with self._lock:
+            shard = self._shard(collection)
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     @staticmethod
@@ -380,6 +396,7 @@ class EdgeVectorStore:
             with_payload=True,
         )
         with self._lock:
+            shard = self._shard(collection)
             scored = shard.query(request)
         return self._hits(scored)
 
@@ -405,6 +422,7 @@ class EdgeVectorStore:
             qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=with_payload) for _, query in queries
         ]
         with self._lock:
+            shard = self._shard(collection)
             results = shard.query_batch(qe.QueryBatchRequest(requests))
         found = {name: self._hits(result) for (name, _), result in zip(queries, results, strict=True)}
         return found.get(DENSE, []), found.get(SPARSE, [])
@@ -415,6 +433,7 @@ class EdgeVectorStore:
             return []
         shard = self._shard(collection)
         with self._lock:
+            shard = self._shard(collection)
             records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
         return [VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
 
@@ -424,6 +443,7 @@ class EdgeVectorStore:
             return {}
         shard = self._shard(collection)
         with self._lock:
+            shard = self._shard(collection)
             records = shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
         return {str(r.id): list(r.vector[DENSE]) for r in records if r.vector and r.vector.get(DENSE) is not None}
 
@@ -433,6 +453,7 @@ class EdgeVectorStore:
 
         shard = self._shard(collection)
         with self._lock:
+            shard = self._shard(collection)
             return int(shard.count(qe.CountRequest(exact=True, filter=self._filter(payload_filter))))
 
     def ids(self, collection: str) -> set[str]:
@@ -443,6 +464,7 @@ class EdgeVectorStore:
         found: set[str] = set()
         offset = None
         with self._lock:
+            shard = self._shard(collection)
             while True:
                 records, offset = shard.scroll(
                     qe.ScrollRequest(offset=offset, limit=2048, with_payload=False, with_vector=False)
@@ -460,6 +482,7 @@ class EdgeVectorStore:
         hits: list[VectorHit] = []
         offset = None
         with self._lock:
+            shard = self._shard(collection)
             while len(hits) < limit:
                 records, offset = shard.scroll(
                     qe.ScrollRequest(offset=offset, limit=min(1024, limit - len(hits)), filter=flt, with_payload=True, with_vector=False)
@@ -479,6 +502,7 @@ class EdgeVectorStore:
         """Build indexes (HNSW, payload) for the collection's segments."""
         shard = self._shard(collection)
         with self._lock:
+            shard = self._shard(collection)
             shard.optimize()
 
     def close(self) -> None:
@@ -564,6 +588,19 @@ class ServerVectorStore:
     def drop_collection(self, name: str) -> None:
         """Delete a collection."""
         self._client.delete_collection(name)
+
+    def clear_collection(self, name: str, dense_dim: int) -> None:
+        """See ``VectorStore.clear_collection``: deletes every point of a collection of the right
+        dimension (it never goes missing); drops and recreates one of another dimension."""
+        from qdrant_client import models
+
+        if self._client.collection_exists(name):
+            vectors = self._client.get_collection(name).config.params.vectors
+            if isinstance(vectors, dict) and DENSE in vectors and vectors[DENSE].size == dense_dim:
+                self._client.delete(name, points_selector=models.FilterSelector(filter=models.Filter()), wait=True)
+                return
+            self.drop_collection(name)
+        self.ensure_collection(name, dense_dim)
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """See ``VectorStore.upsert``."""

@@ -53,9 +53,9 @@ def _send(client: TestClient, case) -> Any:
 
 
 def _wait_for_job(client: TestClient, job_id: str) -> None:
-    """Let a background index job finish before the next request. Known defect left alone: a request
-    served while a ``reindex`` with ``scope: full`` clears the stores can answer 500 (``VectorStoreError:
-    collection 'code' does not exist``, ``ProgrammingError: Cannot operate on a closed database``)."""
+    """Let a background index job finish before the next request, so each generated case meets a
+    settled index (reads served during a full reindex are tested in
+    ``tests/query_server/test_concurrency.py``)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         job = client.post("/tools/index_status", json={"job_id": job_id}).json().get("job") or {}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pipelines.indexer import CODE_COLLECTION
 from query_server.ownership import ProjectHandle
+from query_server.service import ToolError
 from resources.schemas.tools import (
     CodeSearchInput,
     GetRelatedInput,
@@ -64,5 +65,58 @@ def test_hundred_concurrent_calls_with_index_writes(project: Path) -> None:
         assert manifest_ids == service.graph.node_ids("Function")
         calls = owner.call("graph_query", GraphQueryInput(cypher="MATCH (:Function)-[r:CALLS]->(:Function) RETURN count(r) AS n"))
         assert calls.results == [{"n": 20}]
+    finally:
+        owner.close()
+
+
+def test_reads_during_a_full_reindex_never_fail(project: Path) -> None:
+    """A full reindex clears and rebuilds the index in the background; searches, graph walks and
+    duplicate checks served meanwhile answer (possibly with fewer results), or, for a symbol not
+    re-indexed yet, refuse with the running job and when to retry; never a store error."""
+    import threading
+    import time
+
+    from resources.schemas.tools import FindDuplicatesInput, JobStatusInput, ReindexInput
+
+    write_files(project, FILES)
+    owner = ProjectHandle(Settings(project_root=project))
+    try:
+        owner.call("index", IndexInput())
+        errors: list[str] = []
+        stop = threading.Event()
+
+        def read(n: int) -> None:
+            while not stop.is_set():
+                for name, request in (
+                    ("code_search", CodeSearchInput(query=f"handle request number {n}", limit=5)),
+                    ("get_related", GetRelatedInput(entity_id=f"svc.module_{n}.handler_{n}", direction="both")),
+                    ("find_duplicates", FindDuplicatesInput(code=FILES[f"svc/module_{n}.py"], language="python")),
+                    ("index_status", None),
+                ):
+                    try:
+                        owner.call(name, *([request] if request is not None else []))
+                    except ToolError as exc:  # what is not re-indexed yet: a refusal that says to retry
+                        if not ("being rebuilt" in str(exc) and "retry" in str(exc)):
+                            errors.append(f"{name}: ToolError: {exc}")
+                    except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+        readers = [threading.Thread(target=read, args=(n,)) for n in range(3)]
+        for reader in readers:
+            reader.start()
+        try:
+            for _ in range(3):
+                job = owner.call("reindex", ReindexInput(scope="full"))
+                deadline = time.monotonic() + 120
+                while owner.call("job_status", JobStatusInput(job_id=job.job_id)).status not in ("done", "failed"):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+                assert owner.call("job_status", JobStatusInput(job_id=job.job_id)).status == "done"
+        finally:
+            stop.set()
+            for reader in readers:
+                reader.join()
+        assert errors == [], errors[:5]
+        assert owner.call("index_status").symbols == 40
     finally:
         owner.close()

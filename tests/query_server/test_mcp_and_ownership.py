@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -234,6 +235,16 @@ def test_sigterm_closes_the_stores_and_the_graph_server(project: Path) -> None:
                     await anyio.sleep(0.3)
 
         anyio.run(over_http)  # the MCP endpoint mounted in the HTTP app answers
+        # An idle connection outlives the clients' own keep-alive (httpx: 5 s), so a client never
+        # sends a request on a connection the server is closing (a dropped stream under load).
+        connection = http.client.HTTPConnection("127.0.0.1", 18765, timeout=10)
+        for pause in (0, 6):
+            time.sleep(pause)
+            connection.request("GET", "/health")
+            response = connection.getresponse()
+            response.read()
+            assert response.status in (200, 503) and not response.will_close
+        connection.close()
         server.terminate()
         server.wait(timeout=60)
     finally:

@@ -88,6 +88,19 @@ def test_dimension_change_is_refused_with_the_fix(store) -> None:
         store.ensure_collection(store.test_collection, 8)
 
 
+def test_clear_collection_empties_it_and_a_new_dimension_recreates_it(store) -> None:
+    c = store.test_collection
+    store.upsert(c, [VectorPoint(i, {"file_path": "x.py"}, dense=[1, 0, 0, 0]) for i in ids(4)])
+    store.clear_collection(c, 4)
+    assert store.count(c) == 0  # still there: a search meanwhile finds nothing instead of failing
+    assert store.hybrid_query(c, dense=[1, 0, 0, 0], sparse=None, limit=5) == []
+    store.upsert(c, [VectorPoint(ids(1)[0], {"file_path": "y.py"}, dense=[0, 1, 0, 0])])
+    assert store.count(c) == 1
+    store.clear_collection(c, 8)  # another model: recreated with its dimension
+    store.upsert(c, [VectorPoint(ids(1)[0], {"file_path": "y.py"}, dense=[0.0] * 7 + [1.0])])
+    assert store.count(c) == 1
+
+
 def test_edge_store_persists_across_reopen(tmp_path: Path) -> None:
     first = EdgeVectorStore(tmp_path / "q")
     first.ensure_collection("code", 4)
