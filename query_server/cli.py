@@ -108,6 +108,17 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook(args: tuple[str, ...]) -> None:
+    """Run a Claude Code hook: EVENT (SessionStart, PostToolUse, PreToolUse, PreCompact, SessionEnd)
+    with the event's JSON on stdin; `codemem hook --help` for details. Claude Code calls it (see
+    `codemem init`); the `codemem` script answers it without loading this CLI."""
+    from .hooks import main as hook_main
+
+    sys.exit(hook_main(list(args)))
+
+
 def print_summary(report: dict[str, Any]) -> None:
     """A human summary of an index run."""
     table = Table(title=f"codemem index — {report['root']}", show_header=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -53,9 +54,12 @@ def watch(project: str, debounce_ms: int, no_embed: bool, no_catch_up: bool) -> 
 
     handle = _handle(project)
     watcher = Watcher(handle, debounce_s=debounce_ms / 1000, embed=not no_embed, on_batch=lambda b: click.echo(b.line()))
-    previous = None
+    previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, lambda signum, frame: watcher.stopped.set())
+        # Both stop it: set here, not inherited (a shell starts background jobs with SIGINT ignored,
+        # and Python then installs no KeyboardInterrupt handler, so Ctrl-C or `kill -INT` did nothing).
+        for stop_signal in (signal.SIGTERM, signal.SIGINT):
+            previous[stop_signal] = signal.signal(stop_signal, lambda signum, frame: watcher.stopped.set())
     try:
         watcher.start()
         console.print(f"watching {watcher.root} (debounce {debounce_ms} ms; Ctrl-C stops)")
@@ -72,6 +76,6 @@ def watch(project: str, debounce_ms: int, no_embed: bool, no_catch_up: bool) -> 
             watcher.stop()
         finally:
             handle.close()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for stop_signal, handler in previous.items():
+                signal.signal(stop_signal, handler)
     console.print(f"stopped watching ({watcher.batches} batch{'es' if watcher.batches != 1 else ''} indexed)")

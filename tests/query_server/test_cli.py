@@ -185,3 +185,13 @@ def test_other_failures_exit_1_without_a_traceback(run, monkeypatch: pytest.Monk
     assert failed.exit_code == 1 and "index_status failed: RuntimeError: the disk is on fire" in failed.stderr
     missing = CliRunner().invoke(cli.main, ["status", "--project", "/no/such/dir"])
     assert missing.exit_code == 2 and "path does not exist" in missing.stderr
+
+
+def test_help_lists_the_hook_command_and_it_runs_the_hook() -> None:
+    runner = CliRunner()
+    listed = runner.invoke(cli.main, ["--help"])
+    assert listed.exit_code == 0 and "hook" in listed.output and "Claude Code hook" in listed.output
+    usage = runner.invoke(cli.main, ["hook", "--help"])  # the hook module's own usage, not click's
+    assert usage.exit_code == 0 and "SessionStart" in usage.output
+    unknown = runner.invoke(cli.main, ["hook", "NoSuchEvent"], input="{}")
+    assert unknown.exit_code == 0 and unknown.output == ""  # an unknown event is ignored quietly
