@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 MAX_PAUSE_S = 0.25
 """Longest a background step waits for calls in flight (then it proceeds anyway)."""
@@ -56,6 +56,10 @@ class ForegroundGate:
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    def serving_call(self, method: str) -> AbstractContextManager[None]:
+        """``serving()`` for a tool call, nothing for the methods in ``NOT_FOREGROUND``."""
+        return nullcontext() if method in NOT_FOREGROUND else self.serving()
 
     def pause_for_foreground(self) -> float:
         """Wait while calls are in flight, at most ``max_pause_s``; returns the seconds waited."""

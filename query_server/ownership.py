@@ -10,7 +10,6 @@ caller takes the lock and becomes the owner itself.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import http.client
 import json
@@ -29,7 +28,6 @@ from pydantic import BaseModel, ValidationError
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
-from .foreground import NOT_FOREGROUND
 from .methods import METHODS
 from .service import CodeMemService, ToolError
 
@@ -95,8 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stream_index(service, IndexInput.model_validate(params))
                 return
             fn = getattr(service, method)
-            counted = service.foreground.serving() if method not in NOT_FOREGROUND else contextlib.nullcontext()
-            with counted:
+            with service.foreground.serving_call(method):
                 result = fn(input_model.model_validate(params)) if input_model else fn()
             self._send(200, {"result": result.model_dump(mode="json") if isinstance(result, BaseModel) else result})
         except ValidationError as exc:
@@ -281,8 +278,8 @@ class ProjectHandle:
 
     def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """The call on the backend; on the owner, counted in flight (background index steps wait)."""
-        if isinstance(self.backend, CodeMemService) and method not in NOT_FOREGROUND:
-            with self.backend.foreground.serving():
+        if isinstance(self.backend, CodeMemService):
+            with self.backend.foreground.serving_call(method):
                 return getattr(self.backend, method)(*args, **kwargs)
         return getattr(self.backend, method)(*args, **kwargs)
 

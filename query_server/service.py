@@ -78,6 +78,12 @@ SUMMARY_LINES = 8
 SUMMARY_DOC_CHARS = 300
 
 
+def _being_rebuilt(job: JobState) -> str:
+    """Why something indexed may be missing now, and when to ask again."""
+    return (f"the index is being rebuilt ({job.kind} job {job.job_id}, {job.percent:.0f}% done) — "
+            "retry when index_status(job_id) says done")
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -494,10 +500,7 @@ class CodeMemService:
             return file_id(path), "File", {"id": file_id(path), "kind": "file", "file_path": path}
         running = self._running_job()
         if running is not None:
-            raise ToolError(
-                f"Entity not found: {entity!r} — the index is being rebuilt ({running.kind} job {running.job_id}, "
-                f"{running.percent:.0f}% done): retry when index_status(job_id) says done"
-            )
+            raise ToolError(f"Entity not found: {entity!r} — {_being_rebuilt(running)}")
         raise ToolError(
             f"Entity not found: {entity!r} — pass an id from code_search, a qualified name such as "
             "'pkg.module.Class.method', or a repo-relative file path that is indexed"
@@ -608,10 +611,7 @@ class CodeMemService:
         running = self._running_job()
         if not done and running is not None:
             # an empty answer now would read as "no duplicates": say why there is none
-            raise ToolError(
-                f"the index is being rebuilt ({running.kind} job {running.job_id}, {running.percent:.0f}% done) — "
-                "retry when index_status(job_id) says done"
-            )
+            raise ToolError(_being_rebuilt(running))
         if not total:
             raise ToolError("nothing is indexed yet — run `codemem index` on the project first")
         if done < total:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -208,9 +209,15 @@ class EdgeVectorStore:
         self._lock = threading.RLock()
 
     # -- helpers -------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self, name: str) -> Iterator[Any]:
+        """The open shard of a collection, held under the store's lock for the block (looked up
+        inside it: a shard taken before the lock may have been closed by a concurrent drop)."""
+        with self._lock:
+            yield self._shard(name)
+
     def _shard(self, name: str) -> Any:
-        """The open shard of a collection. Every operation looks it up again under ``_lock``: a
-        shard taken before the lock may have been closed by a concurrent ``drop_collection``."""
+        """The open shard of a collection (opened on first use)."""
         import qdrant_edge as qe
 
         with self._lock:
@@ -317,7 +324,6 @@ class EdgeVectorStore:
 
         if not points:
             return
-        shard = self._shard(collection)
         edge_points = []
         for point in points:
             vector: dict[str, Any] = {}
@@ -326,8 +332,7 @@ class EdgeVectorStore:
             if point.sparse is not None and point.sparse.indices:
                 vector[SPARSE] = qe.SparseVector(point.sparse.indices, point.sparse.values)
             edge_points.append(qe.Point(point.id, vector, point.payload))
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.upsert_points(edge_points))
 
     def set_dense(self, collection: str, vectors: dict[str, Sequence[float]]) -> None:
@@ -336,10 +341,8 @@ class EdgeVectorStore:
 
         if not vectors:
             return
-        shard = self._shard(collection)
         updates = [qe.PointVectors(pid, {DENSE: [float(x) for x in vec]}) for pid, vec in vectors.items()]
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.update_vectors(updates))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
@@ -348,9 +351,7 @@ class EdgeVectorStore:
 
         if not ids:
             return
-        shard = self._shard(collection)
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     @staticmethod
@@ -383,20 +384,18 @@ class EdgeVectorStore:
         """See ``VectorStore.hybrid_query``: Qdrant's own prefetch + RRF fusion."""
         import qdrant_edge as qe
 
-        shard = self._shard(collection)
-        flt = self._filter(payload_filter)
-        queries = self._nearest(dense, sparse)
-        if not queries:
-            return []
-        weight_of = {DENSE: weights[0], SPARSE: weights[1]}
-        request = qe.QueryRequest(
-            limit=limit,
-            prefetches=[qe.Prefetch(limit=candidates, query=query, filter=flt) for _, query in queries],
-            query=qe.Fusion.Rrf(k=60, weights=[weight_of[name] for name, _ in queries]),
-            with_payload=True,
-        )
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
+            flt = self._filter(payload_filter)
+            queries = self._nearest(dense, sparse)
+            if not queries:
+                return []
+            weight_of = {DENSE: weights[0], SPARSE: weights[1]}
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=[qe.Prefetch(limit=candidates, query=query, filter=flt) for _, query in queries],
+                query=qe.Fusion.Rrf(k=60, weights=[weight_of[name] for name, _ in queries]),
+                with_payload=True,
+            )
             scored = shard.query(request)
         return self._hits(scored)
 
@@ -413,16 +412,15 @@ class EdgeVectorStore:
         """The dense and sparse candidate lists separately (for re-ranking above the store)."""
         import qdrant_edge as qe
 
-        shard = self._shard(collection)
-        flt = self._filter(payload_filter)
-        queries = self._nearest(dense, sparse)
-        if not queries:
-            return [], []
-        requests = [
-            qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=with_payload) for _, query in queries
-        ]
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
+            flt = self._filter(payload_filter)
+            queries = self._nearest(dense, sparse)
+            if not queries:
+                return [], []
+            requests = [
+                qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=with_payload)
+                for _, query in queries
+            ]
             results = shard.query_batch(qe.QueryBatchRequest(requests))
         found = {name: self._hits(result) for (name, _), result in zip(queries, results, strict=True)}
         return found.get(DENSE, []), found.get(SPARSE, [])
@@ -431,9 +429,7 @@ class EdgeVectorStore:
         """See ``VectorStore.retrieve``."""
         if not ids:
             return []
-        shard = self._shard(collection)
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
         return [VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
 
@@ -441,9 +437,7 @@ class EdgeVectorStore:
         """See ``VectorStore.dense_vectors``."""
         if not ids:
             return {}
-        shard = self._shard(collection)
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             records = shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
         return {str(r.id): list(r.vector[DENSE]) for r in records if r.vector and r.vector.get(DENSE) is not None}
 
@@ -451,20 +445,16 @@ class EdgeVectorStore:
         """See ``VectorStore.count``."""
         import qdrant_edge as qe
 
-        shard = self._shard(collection)
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             return int(shard.count(qe.CountRequest(exact=True, filter=self._filter(payload_filter))))
 
     def ids(self, collection: str) -> set[str]:
         """See ``VectorStore.ids``."""
         import qdrant_edge as qe
 
-        shard = self._shard(collection)
         found: set[str] = set()
         offset = None
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             while True:
                 records, offset = shard.scroll(
                     qe.ScrollRequest(offset=offset, limit=2048, with_payload=False, with_vector=False)
@@ -477,12 +467,10 @@ class EdgeVectorStore:
         """See ``VectorStore.scroll``."""
         import qdrant_edge as qe
 
-        shard = self._shard(collection)
         flt = self._filter(payload_filter)
         hits: list[VectorHit] = []
         offset = None
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             while len(hits) < limit:
                 records, offset = shard.scroll(
                     qe.ScrollRequest(offset=offset, limit=min(1024, limit - len(hits)), filter=flt, with_payload=True, with_vector=False)
@@ -500,9 +488,7 @@ class EdgeVectorStore:
 
     def optimize(self, collection: str) -> None:
         """Build indexes (HNSW, payload) for the collection's segments."""
-        shard = self._shard(collection)
-        with self._lock:
-            shard = self._shard(collection)
+        with self._locked(collection) as shard:
             shard.optimize()
 
     def close(self) -> None:

@@ -7,32 +7,20 @@ what is derived, and leaves a project whose next check finds nothing."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.reliability.children import codemem
 from tests.reliability.graph_servers import stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CODEMEM = [sys.executable, "-c", "from query_server.cli import main; main()"]
 SOURCE = "def checkout(cart):\n    return total(cart)\n\n\ndef total(cart):\n    return sum(cart)\n"
 MEMORIES = ["Moved the billing export to a nightly job", "Checkout totals are computed in cents, never floats"]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CODEMEM_FAULT_POINT"}
-    env.update(PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return env
-
-
-def codemem(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=_env(), cwd=str(root), timeout=600)
 
 
 def _ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -11,27 +11,16 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.reliability.children import codemem
 from tests.reliability.graph_servers import stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CODEMEM = [sys.executable, "-c", "from query_server.cli import main; main()"]
 SIZE = "1g"
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CODEMEM_FAULT_POINT"}
-    env.update(PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return env
-
-
-def codemem(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=_env(), cwd=str(root), timeout=600)
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ import anyio
 import pytest
 
 from query_server.service import CodeMemService, ToolError
-from resources.faults import ENV as FAULT_ENV
 from resources.ledger import Ledger
 from resources.memory_projection import COLLECTIONS, GRAPH_LABELS
 from resources.schemas.memory import (
@@ -35,6 +34,7 @@ from resources.schemas.memory import (
     MemoryUpdateInput,
 )
 from resources.settings import Settings
+from tests.reliability.children import child_env
 from tests.reliability.graph_servers import graph_servers_under, stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,21 +46,11 @@ SIGKILLED = -signal.SIGKILL
 # --------------------------------------------------------------------------------------------
 
 
-def _env(fault: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["HF_HUB_OFFLINE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    if fault is not None:
-        env[FAULT_ENV] = fault
-    return env
-
-
 def _run(script: str, *args: str, fault: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run ``script`` in a fresh interpreter (the repository on its path)."""
     return subprocess.run(
         [sys.executable, "-c", script, *args],
-        capture_output=True, text=True, env=_env(fault), cwd=str(REPO_ROOT), timeout=timeout,
+        capture_output=True, text=True, env=child_env(fault), cwd=str(REPO_ROOT), timeout=timeout,
     )
 
 
@@ -401,7 +391,7 @@ def _kill_writer_at_random(project: Path, trial: int, rng: random.Random) -> lis
     """Start the writer, SIGKILL it 0.5-3 s after its first acknowledged write; its output lines."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(project), str(trial)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=str(REPO_ROOT), bufsize=1,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=str(REPO_ROOT), bufsize=1,
     )
     lines: list[list[str]] = []
     first = threading.Event()
@@ -750,7 +740,7 @@ def test_two_processes_through_the_owner_one_wins(project: Path, tmp_path: Path,
         procs = {
             name: subprocess.Popen(
                 [sys.executable, "-c", _REMOTE_UPDATE, str(project), mid, name, str(go)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=str(REPO_ROOT),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=str(REPO_ROOT),
             )
             for name in ("a", "b")
         }
@@ -786,7 +776,7 @@ def _stdio_server(project: Path) -> Any:
 
     return StdioServerParameters(
         command=sys.executable, args=["-m", "query_server.cli", "mcp", "--project", str(project)],
-        env=_env(), cwd=str(REPO_ROOT),
+        env=child_env(), cwd=str(REPO_ROOT),
     )
 
 

@@ -37,6 +37,7 @@ import pytest
 from pipelines.buckets import bucket_of
 from tests.conftest import FIXTURE_REPOS
 from tests.pipelines.test_dagster import _snapshot
+from tests.reliability.children import child_env
 from tests.reliability.graph_servers import graph_servers_under, stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -48,14 +49,6 @@ RUN_TIMEOUT_S = 240.0
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CODEMEM_FAULT_POINT", "CODEMEM_PROJECT_ROOT")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["HF_HUB_OFFLINE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def _session_members(sid: int) -> list[int]:
@@ -240,7 +233,7 @@ def _kill_run_at(root: Path, logs: Path, stage: str, call: int, delay_s: float) 
     out, err = logs / "stdout.txt", logs / "stderr.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _INDEX_RUN, str(root)], stdout=stdout, stderr=stderr, env=_env(),
+            [sys.executable, "-c", _INDEX_RUN, str(root)], stdout=stdout, stderr=stderr, env=child_env(drop=["CODEMEM_PROJECT_ROOT"]),
             cwd=str(REPO_ROOT), start_new_session=True,
         )
     wanted = f"{stage} {call}"

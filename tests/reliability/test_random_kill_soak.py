@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from resources.faults import ENV as FAULT_ENV
+from tests.reliability.children import child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS = REPO_ROOT / "bench" / ".cache" / "corpora" / "requests-2.34.2"
@@ -46,16 +46,8 @@ SIGKILLED = -signal.SIGKILL
 CODEMEM = [sys.executable, "-m", "query_server.cli"]
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["HF_HUB_OFFLINE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def _cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=_env(), cwd=str(cwd), timeout=timeout)
+    return subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=child_env(), cwd=str(cwd), timeout=timeout)
 
 
 def _kill_at(proc: subprocess.Popen[Any], delay_s: float) -> bool:
@@ -74,7 +66,7 @@ def _kill_at(proc: subprocess.Popen[Any], delay_s: float) -> bool:
 
 def _check(script: str, *args: str) -> dict[str, Any]:
     """Run a check script in a fresh interpreter; its last stdout line is a JSON object."""
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=_env(),
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=child_env(),
                           cwd=str(REPO_ROOT), timeout=600)
     assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -169,7 +161,7 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
         change = _edit_tree(root, trial, rng)
         delay = rng.uniform(0.0, max_delay_s)
         proc = subprocess.Popen([*CODEMEM, "index", ".", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env=_env(), cwd=str(root), start_new_session=True)
+                                env=child_env(), cwd=str(root), start_new_session=True)
         if _kill_at(proc, delay):
             killed += 1
         else:
@@ -220,7 +212,7 @@ class _StdioClient:
     def __init__(self, project: Path) -> None:
         self.proc = subprocess.Popen(
             [*CODEMEM, "mcp", "--project", str(project)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=_env(), cwd=str(REPO_ROOT), text=True, bufsize=1, start_new_session=True,
+            stderr=subprocess.DEVNULL, env=child_env(), cwd=str(REPO_ROOT), text=True, bufsize=1, start_new_session=True,
         )
         self._next = 0
 
@@ -463,7 +455,7 @@ def _normalize_soak(project: Path, trials: int, max_delay_s: float) -> dict[str,
         errors = project.parent / f"normalize-{trial}.err"
         with errors.open("w") as err:
             proc = subprocess.Popen([*CODEMEM, "normalize", "--project", str(project), "--json"], stdout=subprocess.DEVNULL,
-                                    stderr=err, env=_env(), cwd=str(REPO_ROOT), start_new_session=True)
+                                    stderr=err, env=child_env(), cwd=str(REPO_ROOT), start_new_session=True)
         killed += _kill_at(proc, delay)
         if proc.returncode != SIGKILLED:
             assert proc.returncode == 0, (trial, proc.returncode, errors.read_text()[-3000:])

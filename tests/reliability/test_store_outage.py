@@ -27,6 +27,7 @@ from query_server.service import ToolError
 from resources.graph_falkor import FalkorGraphStore
 from resources.graph_store import GraphUnavailable
 from resources.schemas.memory import MemoryAddInput, MemoryGetInput, MemorySearchInput
+from tests.reliability.children import child_env
 from tests.reliability.graph_servers import graph_servers_under
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,12 +37,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CODEMEM_FAULT_POINT"}
-    env.update(PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return env
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> Any:
@@ -61,7 +56,7 @@ def test_graph_server_killed_under_codemem_serve_is_restarted(project: Path, gra
     with log.open("w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "query_server.cli", "serve", "--project", str(project), "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=err, env=_env(), cwd=str(REPO_ROOT),
+            stdout=subprocess.DEVNULL, stderr=err, env=child_env(), cwd=str(REPO_ROOT),
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -204,7 +199,7 @@ def test_an_unrecorded_orphan_graph_server_is_stopped_on_the_next_open(tmp_path:
     once in the normalize soak); the next open stops it instead of running a second server on the AOF."""
     db = tmp_path / "graph"
     script = f"from pathlib import Path; from resources.graph_falkor import FalkorGraphStore; s = FalkorGraphStore(Path({str(db)!r})); print('up', flush=True); import time; time.sleep(60)"
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=_env(), cwd=str(REPO_ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=child_env(), cwd=str(REPO_ROOT))
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(30)
