@@ -211,6 +211,15 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (its threads included), from ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _graph_servers(state: Path) -> list[int]:
     """Pids of the embedded graph servers (redis-server + FalkorDB) running in ``state``."""
     found: list[int] = []
@@ -479,11 +488,13 @@ def _run_clients(target: dict[str, Any], work: dict[str, list], clients: int, pr
 
 def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: float = 10.0, corpus: str = "requests",
              memories: int = 300, idle_calls: int = 30, stdio: int = 0, stdio_seconds: float = 30,
-             seed: int = 7, log: Any = None, project: Path | None = None) -> dict[str, Any]:
+             seed: int = 7, log: Any = None, project: Path | None = None, warmup: float = 20) -> dict[str, Any]:
     """The whole benchmark; returns the result dict (see the module docstring).
 
     ``project``: index a copy of this tree instead of the ``corpus`` sdist (no download; the tests
-    use it), with queries from its docstrings."""
+    use it), with queries from its docstrings. ``warmup``: seconds of the same load (and one
+    reindex) before the measured window, so that caches, pools and the embedder's memory arena
+    reach their working size first (0: none)."""
     import anyio
 
     from bench.corpora import fresh_copy, load_corpus
@@ -541,23 +552,40 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
             anyio.run(_seed_memories, url, work, memories)
             sampler.start()
             log(f"codemem serve (pid {server.pid}) ready on {url}; idle phase")
+            cpu_before = cpu_seconds(server.pid)
             idle_samples = anyio.run(_idle, url, work, idle_calls, seed)
+            idle_cpu_s = cpu_seconds(server.pid) - cpu_before
             idle = {tool: latency_stats(v) for tool, v in idle_samples.items()}
             log("idle p95 ms: " + ", ".join(f"{t} {s.get('p95_ms')}" for t, s in idle.items()))
 
             burst = anyio.run(_connect_burst, url, clients, work["queries"][0])
             log(f"connect burst: {burst}")
             result["connect_burst"] = burst
+            if warmup:
+                log(f"warm-up: {clients} HTTP clients for {warmup:.0f} s with a reindex, not measured")
+                w_calls, _, _, w_reindex = _run_clients(
+                    {"kind": "http", "url": url}, work, clients, procs, warmup, think, seed + 2,
+                    lambda start, end: anyio.run(_reindex, url, root, start + 0.3 * (end - start)))
+                result["warmup"] = {"seconds": warmup, "calls": len(w_calls),
+                                    "errors": sum(1 for c in w_calls if c[3]), "reindex": w_reindex}
+                log(f"warm-up: {result['warmup']}")
             log(f"load: {clients} HTTP clients over {procs} processes for {seconds:.0f} s (think {think} s)")
             load_average_before = [round(x, 2) for x in os.getloadavg()]
 
             def reindex_meanwhile(start: float, end: float) -> dict[str, Any]:
                 return anyio.run(_reindex, url, root, start + 0.3 * (end - start))
 
+            cpu_before = cpu_seconds(server.pid)
             calls, start_at, end_at, reindex = _run_clients(
                 {"kind": "http", "url": url}, work, clients, procs, seconds, think, seed, reindex_meanwhile)
             load = _phase(calls, start_at, max(end_at, max((c[1] + c[2] for c in calls), default=end_at)), idle)
             load["reindex"] = reindex
+            idle_calls_made = (idle_calls + 1) * len(TOOLS)  # the untimed pass included
+            load["server_cpu"] = {  # what the server spent per call: machine speed, not contention
+                "idle_ms_per_call": round(1000 * idle_cpu_s / max(1, idle_calls_made), 2),
+                "load_s": round(cpu_seconds(server.pid) - cpu_before, 2),
+                "load_ms_per_call": round(1000 * (cpu_seconds(server.pid) - cpu_before) / max(1, len(calls)), 2),
+            }
             load["load_average_before"] = load_average_before
             load["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
             load["rss"] = rss_summary(sampler.samples, start_at, end_at)
@@ -587,7 +615,7 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
         result["rss_series_mb"] = [(round(t - samples[0][0], 1), round(a / 1024, 1), round(b / 1024, 1))
                                    for t, a, b in samples[:: max(1, len(samples) // 200)]] if samples else []
     result.update(
-        config={"seconds": seconds, "clients": clients, "procs": procs, "think_s": think, "memories": memories,
+        config={"seconds": seconds, "warmup_s": warmup, "clients": clients, "procs": procs, "think_s": think, "memories": memories,
                 "idle_calls": idle_calls, "stdio": stdio, "mix": dict(MIX)},
         corpus={"name": corpus_name, "version": corpus_version, "files": status.files, "symbols": status.symbols,
                 "index_s": round(index_s, 1), "search_mode": status.search_mode},
@@ -621,6 +649,9 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     reindex = load.get("reindex") or {}
     rows.append({"figure": "load: reindex job under load", "value": reindex.get("status"), "target": "done",
                  "pass": reindex.get("status") == "done"})
+    if "warmup" in result:
+        rows.append({"figure": "load: errors in the warm-up", "value": result["warmup"]["errors"], "target": "0",
+                     "pass": result["warmup"]["errors"] == 0})
     if "stdio" in result:
         rows.append({"figure": f"load stdio x{result['stdio']['processes']}: errors", "value": result["stdio"]["errors"],
                      "target": "0", "pass": result["stdio"]["errors"] == 0})
@@ -649,6 +680,7 @@ def _print(result: dict[str, Any]) -> None:
             for row in slow))
     print(f"load average (1/5/15 min) before {load.get('load_average_before')}, after {load.get('load_average_after')} "
           f"on {result['machine']['cpus']} CPUs")
+    print(f"server CPU: {load.get('server_cpu')} (the load figure includes the reindex)")
     print(f"rss: {load.get('rss')}")
     if "stdio" in result:
         s = result["stdio"]
@@ -668,11 +700,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-calls", type=int, default=30)
     parser.add_argument("--stdio", type=int, default=0, help="also run N `codemem mcp` stdio processes")
     parser.add_argument("--stdio-seconds", type=float, default=30)
+    parser.add_argument("--warmup", type=float, default=20,
+                        help="seconds of the same load and one reindex before the measured window (default 20)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     result = run_load(seconds=args.seconds, clients=args.clients, procs=args.procs, think=args.think,
                       corpus=args.corpus, memories=args.memories, idle_calls=args.idle_calls, stdio=args.stdio,
-                      stdio_seconds=args.stdio_seconds)
+                      stdio_seconds=args.stdio_seconds, warmup=args.warmup)
     _print(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -33,6 +33,7 @@ import structlog
 from pipelines.discovery import _default_skip_reason, _git_candidates, _walk_candidates, resolve_project_root
 from pipelines.documents import ParsedDocument, RequirementIds, parse_document
 from pipelines.indexer import CODE_COLLECTION
+from pipelines.manifest import Manifest
 from pipelines.records import CLASS_KINDS, path_prefixes
 from resources import sparse
 from resources.graph_store import GraphEdge
@@ -50,6 +51,9 @@ DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 MAX_DOC_BYTES = 2_000_000
 DOC_STATE_KEY = "design_documents"
 DERIVED_EDGES_KEY = "design_derived_edges"
+DERIVED_INPUTS_KEY = "design_derived_inputs"
+DERIVATION_VERSION = 1
+"""Bumped when what ``derive_links`` or ``refresh_anchors`` produce changes (re-derives once)."""
 _ID_NAMESPACE = uuid.UUID("0f4e5d8a-7c1b-4e22-9d3a-5c6b7a8e9f10")
 _ABSTRACT_MARKERS = ("abstractmethod", "NotImplementedError", "abstract ")
 
@@ -66,6 +70,9 @@ class DesignStores:
     embedder: Any
     local_ledger: Ledger | None = None
     """The project's local memory scope, when it has one (its anchored memories are checked too)."""
+    manifest: Manifest | None = None
+    """The code index's manifest: with it, links and anchors are derived again only when their
+    inputs changed (:func:`derive_when_changed`)."""
 
 
 @dataclass
@@ -87,6 +94,8 @@ class DesignReport:
     edges_removed: int = 0
     anchors_checked: int = 0
     anchors_stale: int = 0
+    derivation_skipped: bool = False
+    """Links, patterns, components and anchors were current (their inputs had not changed)."""
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -96,7 +105,9 @@ class DesignReport:
     def merge(self, other: DesignReport) -> DesignReport:
         """Add another step's counts (and notes) to this one."""
         for key, value in other.__dict__.items():
-            if isinstance(value, int):
+            if isinstance(value, bool):
+                setattr(self, key, getattr(self, key) or value)
+            elif isinstance(value, int):
                 setattr(self, key, getattr(self, key) + value)
         self.notes.extend(other.notes)
         return self
@@ -600,10 +611,44 @@ def refresh_anchors(stores: DesignStores) -> DesignReport:
     return report
 
 
+def _versions(rows: Iterable[MemoryRow]) -> list[tuple[str, int, bool]]:
+    return sorted((row.id, row.version, row.deleted) for row in rows)
+
+
+def derivation_inputs(stores: DesignStores) -> str | None:
+    """A digest of everything ``derive_links`` and ``refresh_anchors`` read: the indexed code
+    (the manifest's content signature), the requirement and anchored memories of every scope, the
+    settings that shape the derivation. None without a manifest (no way to tell: always derive)."""
+    if stores.manifest is None:
+        return None
+    settings = stores.settings
+    parts: list[Any] = [
+        DERIVATION_VERSION, stores.manifest.content_signature(), settings.component_depth,
+        settings.pattern_min_implementations, list(settings.requirement_id_patterns),
+        _versions(stores.ledger.iter_memories(memory_types=["requirements"], include_deleted=True)),
+    ]
+    for ledger in (stores.ledger, stores.local_ledger):
+        parts.append(_versions(ledger.anchored_memories()) if ledger is not None else None)
+    return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignReport:
+    """``derive_links`` and ``refresh_anchors``, skipped when their inputs are the ones of the
+    last completed derivation (a no-change re-index of a large project would otherwise scan
+    every symbol again). The inputs are read before deriving, so a change made meanwhile makes
+    the next run derive again."""
+    inputs = derivation_inputs(stores)
+    if not force and inputs is not None and stores.ledger.meta(DERIVED_INPUTS_KEY) == inputs:
+        return DesignReport(derivation_skipped=True)
+    report = derive_links(stores).merge(refresh_anchors(stores))
+    if inputs is not None:
+        stores.ledger.set_meta(DERIVED_INPUTS_KEY, inputs)
+    return report
+
+
 def run_design_step(stores: DesignStores, *, force: bool = False) -> DesignReport:
     """Documents, then links, then anchors: the whole design layer brought up to date."""
     report = ingest_documents(stores, force=force)
-    report.merge(derive_links(stores))
-    report.merge(refresh_anchors(stores))
+    report.merge(derive_when_changed(stores, force=force))
     log.info("design layer refreshed", **{k: v for k, v in report.as_dict().items() if k != "notes"})
     return report

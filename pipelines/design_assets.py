@@ -13,7 +13,7 @@ from typing import Any
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from pipelines.assets import normalized_graph
-from pipelines.design import DesignReport, derive_links, ingest_documents, refresh_anchors
+from pipelines.design import DesignReport, derive_when_changed, ingest_documents
 from resources.dagster_resources import CodememProject
 
 
@@ -43,7 +43,7 @@ def design_links(context: AssetExecutionContext, codemem: CodememProject) -> Out
     stores = codemem.design_stores()
     report = DesignReport()
     if stores is not None:
-        report = derive_links(stores).merge(refresh_anchors(stores))
+        report = derive_when_changed(stores)
     return Output(report.as_dict(), metadata=_metadata(report, started))
 
 

@@ -7,6 +7,7 @@ the next run redoes that file (every store write is idempotent): the index conve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -294,6 +295,18 @@ class Manifest:
         """Set a metadata value."""
         with self.transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def content_signature(self) -> str:
+        """A digest of every indexed file's path, content hash and index time: it changes with
+        any file indexed, re-indexed or removed (what derived layers compare to know they are
+        current)."""
+        digest = hashlib.sha1()
+        with self._lock:
+            for path, content_hash, indexed_at in self._conn.execute(
+                "SELECT path, content_hash, indexed_at FROM files ORDER BY path"
+            ):
+                digest.update(f"{path}\0{content_hash}\0{indexed_at}\n".encode())
+        return digest.hexdigest()
 
     def counts(self) -> dict[str, int]:
         """Files, symbols and resolved edges indexed."""

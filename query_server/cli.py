@@ -138,8 +138,10 @@ def print_summary(report: dict[str, Any]) -> None:
             "design layer",
             f"{design.get('documents_changed', 0)}/{design.get('documents_seen', 0)} documents read: "
             f"{design.get('requirements', 0)} requirements, {design.get('designs', 0)} designs, {design.get('chunks_written', 0)} doc chunks; "
-            f"{design.get('requirement_links', 0)} requirement links, {design.get('patterns', 0)} patterns, "
-            f"{design.get('components', 0)} components; {design.get('anchors_stale', 0)} stale anchored memories",
+            + ("links, patterns, components and anchors unchanged (no code, requirement or anchored memory changed)"
+               if design.get("derivation_skipped") else
+               f"{design.get('requirement_links', 0)} requirement links, {design.get('patterns', 0)} patterns, "
+               f"{design.get('components', 0)} components; {design.get('anchors_stale', 0)} stale anchored memories"),
         )
     table.add_row("time", f"{report['seconds']:.2f} s")
     console.print(table)

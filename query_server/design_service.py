@@ -92,6 +92,7 @@ class DesignService:
         return DesignStores(
             settings=self.settings, vectors=self.vectors, graph=self.graph, ledger=self.ledger,
             projector=self.memory.projector, embedder=self.embedder, local_ledger=local.ledger if local else None,
+            manifest=self.service.manifest,
         )
 
     def refresh(self, *, force: bool = False) -> DesignReport:

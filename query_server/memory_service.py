@@ -8,6 +8,7 @@ because Qdrant or the graph is down.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import re
@@ -112,6 +113,8 @@ CONTEXT_CONTENT_CHARS = 1_500
 """Content characters of one memory in memory_context (when the budget allows; else a summary)."""
 SYNC_INTERVAL_S = 2.0
 FALLBACK_SCAN_LIMIT = 50_000
+MAX_RANK_WEIGHT = 1.0
+"""The largest factor importance and recency apply to a memory's similarity (see ``_rank_weight``)."""
 _REQUIREMENT_ID = re.compile(REQUIREMENT_ID_PATTERN)
 _IDENTITY_KEY = {"requirements": "requirement_id", "user_preference": "key"}
 """Metadata that names one thing: the same key with other content is a contradiction."""
@@ -662,9 +665,11 @@ class MemoryService:
         return PayloadFilter(must_match=must, ranges=ranges)
 
     def _rank_weight(self, row: MemoryRow, now: float) -> float:
+        """Importance × recency, in (0, MAX_RANK_WEIGHT]."""
         age_days = max(0.0, (now - (epoch(row.updated_at) or now)) / 86_400)
         recency = 0.5 ** (age_days / self.settings.memory_recency_half_life_days)
-        return (0.75 + 0.25 * row.importance_score) * (0.85 + 0.15 * recency)
+        importance = min(1.0, max(0.0, row.importance_score))
+        return (0.75 + 0.25 * importance) * (0.85 + 0.15 * recency)
 
     def _ranked(self, request: MemorySearchInput, want: int) -> tuple[list[tuple[float, MemoryRow]], str]:
         """Memories of the requested scopes and types by meaning, best first, and the search mode."""
@@ -679,16 +684,31 @@ class MemoryService:
             log.warning("memory vector search failed; ledger keyword fallback", error=str(exc))
             mode = f"ledger-keyword (vector store unavailable: {type(exc).__name__}: {str(exc)[:200]})"
             pooled = self._ledger_candidates(request, types)
-        rows = self.scopes.get_many([hit.id for hit in pooled], scopes)
+        # Rows are read best candidate first, a chunk at a time, until no candidate left can enter
+        # the top ``want`` (a rank weight is at most 1): the same ranking, without reading and
+        # decoding every candidate's row (most of a search's time with a few hundred memories).
+        pooled = sorted(pooled, key=lambda hit: -hit.score)
         now = datetime.now(UTC).timestamp()
         ranked: list[tuple[float, MemoryRow]] = []
-        for hit in pooled:
-            row = rows.get(hit.id)
-            if row is None or (row.deleted and not request.include_deleted) or row.memory_type not in types:
-                continue
-            if request.min_importance is not None and row.importance_score < request.min_importance:
-                continue
-            ranked.append((hit.score * self._rank_weight(row, now), row))
+        top: list[float] = []  # the best ``want`` weighted scores so far (a min-heap)
+        chunk = max(want, 16)
+        for start in range(0, len(pooled), chunk):
+            if len(top) >= want and pooled[start].score * MAX_RANK_WEIGHT < top[0]:
+                break
+            part = pooled[start : start + chunk]
+            rows = self.scopes.get_many([hit.id for hit in part], scopes)
+            for hit in part:
+                row = rows.get(hit.id)
+                if row is None or (row.deleted and not request.include_deleted) or row.memory_type not in types:
+                    continue
+                if request.min_importance is not None and row.importance_score < request.min_importance:
+                    continue
+                score = hit.score * self._rank_weight(row, now)
+                ranked.append((score, row))
+                if len(top) < want:
+                    heapq.heappush(top, score)
+                elif score > top[0]:
+                    heapq.heapreplace(top, score)
         ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
         return ranked, mode
 

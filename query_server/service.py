@@ -23,7 +23,7 @@ from pipelines.manifest import Manifest
 from pipelines.parsing import EXTENSIONS, parse_source
 from pipelines.records import embedding_text, file_id, graph_label
 from resources import sparse
-from resources.code_similarity import Candidate, score_candidates
+from resources.code_similarity import STRUCTURE_COSINE_FLOOR, Candidate, score_candidates
 from resources.ranking import minmax_fuse
 from resources.schemas.tools import (
     CodeHit,
@@ -51,7 +51,7 @@ from resources.schemas.tools import (
     RelatedEntity,
 )
 from resources.settings import Settings
-from resources.vector_store import PayloadFilter, VectorStoreError
+from resources.vector_store import PayloadFilter, VectorHit, VectorStoreError
 
 from .foreground import ForegroundGate
 from .paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, cap_report, cut_text, estimate_tokens
@@ -372,11 +372,17 @@ class CodeMemService:
                     payload_filter=PayloadFilter(must), candidates=candidates,
                 )
             else:
+                # Ids and scores of every candidate, payloads of the page only: the store converts
+                # payloads while holding the GIL, and 2 x 100 candidates' code was most of a
+                # search's time in it (every other request of the server waited meanwhile).
                 dense_hits, sparse_hits = self.vectors.ranked_lists(
                     CODE_COLLECTION, dense=dense, sparse=sparse.query_vector(request.query),
-                    candidates=candidates, payload_filter=PayloadFilter(must),
+                    candidates=candidates, payload_filter=PayloadFilter(must), with_payload=False,
                 )
                 hits = minmax_fuse(dense_hits, sparse_hits, self.settings.dense_weight)[:wanted]
+            page = hits[offset : offset + request.limit]
+            if any(not hit.payload for hit in page):
+                page = self._with_payloads(page)
         except VectorStoreError as exc:
             running = self.background_index_progress
             if running is not None:
@@ -386,7 +392,6 @@ class CodeMemService:
             raise ToolError(str(exc)) from exc
         if self.background_index_progress is not None:
             mode += " — indexing in progress, results may be incomplete"
-        page = hits[offset : offset + request.limit]
         more = len(hits) > offset + request.limit
         results: list[CodeHit] = []
         budget = MAX_RESPONSE_TOKENS - 500
@@ -409,6 +414,16 @@ class CodeMemService:
             dense_coverage=round(coverage, 4),
             truncated=truncated,
         )
+
+    def _payloads(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Code points' payloads by id; a point gone meanwhile (a concurrent re-index) is absent."""
+        return {hit.id: hit.payload for hit in self.vectors.retrieve(CODE_COLLECTION, ids)} if ids else {}
+
+    def _with_payloads(self, page: list[VectorHit]) -> list[VectorHit]:
+        """The hits of ``page`` with their payloads, in order; a hit whose point is gone meanwhile is
+        left out."""
+        found = self._payloads([hit.id for hit in page])
+        return [VectorHit(id=hit.id, score=hit.score, payload=found[hit.id]) for hit in page if hit.id in found]
 
     def _is_stale(self, path: str, content_hash: str, cache: dict[str, bool]) -> bool:
         if path in cache:
@@ -629,8 +644,14 @@ class CodeMemService:
         # embedding alone rates renamed copies low and same-shape opposites (min/max) high.
         dense_hits, _ = self.vectors.ranked_lists(
             CODE_COLLECTION, dense=vector, sparse=None, candidates=max(request.limit * 5, 50),
-            payload_filter=PayloadFilter(must),
+            payload_filter=PayloadFilter(must), with_payload=False,
         )
+        # Code only of the candidates that can be shown or compared by structure: one under both
+        # floors keeps its cosine as its score, below the threshold (payloads cost GIL time).
+        floor = min(STRUCTURE_COSINE_FLOOR, threshold)
+        payloads = self._payloads([hit.id for hit in dense_hits if hit.score >= floor])
+        dense_hits = [VectorHit(id=hit.id, score=hit.score, payload=payloads.get(hit.id, {})) for hit in dense_hits
+                      if hit.score < floor or hit.id in payloads]
         snippet = functions[0] if functions else None
         scores = score_candidates(
             snippet.code if snippet else request.code, snippet.name if snippet else None, language,

@@ -163,3 +163,76 @@ def test_design_step_on_a_repository_with_only_documents(tmp_path: Path) -> None
         assert report["design"]["requirements"] == 3
     finally:
         service.close()
+
+
+BASE = "class Handler:\n    def handle(self, event):\n        raise NotImplementedError\n"
+
+
+def _handler(name: str) -> str:
+    return f"from base import Handler\n\n\nclass {name}(Handler):\n    def handle(self, event):\n        return event\n"
+
+
+@pytest.mark.slow
+def test_links_are_derived_again_only_when_their_inputs_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A no-change re-index skips the derivation (it scans every symbol); new code, a changed
+    requirement, a new anchored memory, or a derivation that failed half-way make the next run
+    derive again."""
+    import pipelines.design as design
+    from query_server.service import CodeMemService
+    from resources.schemas.memory import MemoryAddInput
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "project"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
+    (root / "base.py").write_text(BASE)
+    for name in ("EmailHandler", "SmsHandler", "PushHandler"):
+        (root / f"{name.lower()}.py").write_text(_handler(name))
+    service = CodeMemService(Settings(project_root=root))
+
+    def design_of_index() -> dict:
+        report = service.index(IndexInput())
+        assert not any("design layer not refreshed" in n for n in report["notes"]), report["notes"]
+        return report["design"]
+
+    try:
+        first = design_of_index()
+        assert not first["derivation_skipped"] and first["requirement_links"] == 1 and first["patterns"] == 1
+        again = design_of_index()
+        assert again["derivation_skipped"] and again["memories_written"] == 0
+        pattern = next(service.memory.ledger.iter_memories(memory_types=["code_pattern"]))
+        assert len(pattern.metadata["implementations"]) == 3  # what the skipped run left stands
+
+        (root / "webhookhandler.py").write_text(_handler("WebhookHandler"))
+        code_changed = design_of_index()
+        assert not code_changed["derivation_skipped"] and code_changed["memories_written"] == 1
+        assert len(service.memory.ledger.get(pattern.id).metadata["implementations"]) == 4
+        assert design_of_index()["derivation_skipped"]
+
+        (root / "docs" / "requirements.md").write_text(REQUIREMENTS.replace("one hour", "thirty minutes"))
+        assert not design_of_index()["derivation_skipped"]
+
+        service.memory_add(MemoryAddInput(memory_type="session", content="check_token is the only token check.",
+                                          metadata={"anchors": [{"qualified_name": "app.check_token"}]}))
+        anchored = design_of_index()
+        assert not anchored["derivation_skipped"] and anchored["anchors_checked"] == 1
+
+        calls = {"n": 0}
+        real = design.refresh_anchors
+
+        def fails_once(stores: design.DesignStores) -> design.DesignReport:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("disk went away during the anchor check")
+            return real(stores)
+
+        monkeypatch.setattr(design, "refresh_anchors", fails_once)
+        (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token or None\n")
+        failed = service.index(IndexInput())
+        assert any("design layer not refreshed" in n for n in failed["notes"]), failed["notes"]
+        recovered = design_of_index()  # nothing changed since, but the failed derivation is not taken as done
+        assert not recovered["derivation_skipped"] and recovered["anchors_stale"] == 1
+        assert design_of_index()["derivation_skipped"]
+    finally:
+        service.close()

@@ -207,3 +207,40 @@ def test_export_import_round_trip_and_path_confinement(svc, project: Path, tmp_p
     messages = [e["error"] for e in worse.errors]
     assert messages[0].startswith("not valid JSON") and "JSON object" in messages[1]
     assert "importance_score must be a number from 0 to 1" in messages[2] and "is not a UUID" in messages[3]
+
+
+def test_search_ranks_as_if_it_read_every_candidate(svc, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Rows are read best candidate first until none left can enter the page: the ranking is the one
+    of reading them all (weights from importance and age included)."""
+    import random
+
+    from bench.memory import MemoryGenerator
+
+    gen = MemoryGenerator(random.Random(3))
+    items = [{"memory_type": t, "content": c, "metadata": m, "importance_score": random.Random(i).random()}
+             for i, (t, c, m) in enumerate(gen.items(120))]
+    svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=items))
+    memory = svc.memory
+    read: list[int] = []
+    real_get_many = memory.scopes.get_many
+
+    def counting(ids, scopes=None):  # noqa: ANN001, ANN202
+        read.append(len(ids))
+        return real_get_many(ids, scopes)
+
+    monkeypatch.setattr(memory.scopes, "get_many", counting)
+    saved = 0
+    for query in gen.queries(12, set()):
+        request = MemorySearchInput(query=query, limit=5)
+        ranked, _ = memory._ranked(request, 6)
+        read_pruned = sum(read)
+        read.clear()
+        monkeypatch.setattr("query_server.memory_service.MAX_RANK_WEIGHT", float("inf"))  # never stops early
+        everything, _ = memory._ranked(request, 6)
+        monkeypatch.setattr("query_server.memory_service.MAX_RANK_WEIGHT", 1.0)
+        read_all = sum(read)
+        read.clear()
+        assert [r.id for _, r in ranked[:6]] == [r.id for _, r in everything[:6]], query  # (scores move with the clock)
+        assert read_pruned <= read_all
+        saved += read_all - read_pruned
+    assert saved > 0  # the early stop did happen

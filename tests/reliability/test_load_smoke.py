@@ -24,12 +24,14 @@ def test_twenty_http_clients_get_no_error(tmp_path: Path, monkeypatch: pytest.Mo
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    result = run_load(seconds=10, clients=20, procs=2, think=0.5, memories=40, idle_calls=2,
+    result = run_load(seconds=10, clients=20, procs=2, think=0.5, memories=40, idle_calls=2, warmup=4,
                       project=REPO_ROOT / "resources" / "schemas", log=lambda _msg: None)
     load = result["load"]
     assert load["errors"] == 0, load["error_kinds"]
     assert load["calls"] > 50
     assert all(load["per_tool"][tool]["n"] > 0 for tool in TOOLS), load["per_tool"]
     assert load["reindex"]["status"] == "done", load["reindex"]
+    assert result["warmup"]["errors"] == 0 and result["warmup"]["reindex"]["status"] == "done", result["warmup"]
+    assert load["server_cpu"]["load_s"] > 0
     assert load["rss"]["samples"] > 5
     assert graph_servers_under(tmp_path) == [], "the server's embedded graph server outlived it"
