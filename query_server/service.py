@@ -223,7 +223,8 @@ class CodeMemService:
         report.design = design.as_dict()
 
     def refresh_design(self) -> dict[str, Any]:
-        """Re-derive the design layer now (documents, links, patterns, components, anchors)."""
+        """Bring the design layer up to date now: changed documents; links, patterns, components and
+        anchors when their inputs changed (``pipelines.design.derive_when_changed``)."""
         with self._index_lock:
             return self.design.refresh().as_dict()
 
