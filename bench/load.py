@@ -561,30 +561,31 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
             burst = anyio.run(_connect_burst, url, clients, work["queries"][0])
             log(f"connect burst: {burst}")
             result["connect_burst"] = burst
+
+            def reindex_meanwhile(start: float, end: float) -> dict[str, Any]:
+                return anyio.run(_reindex, url, root, start + 0.3 * (end - start))
+
             if warmup:
                 log(f"warm-up: {clients} HTTP clients for {warmup:.0f} s with a reindex, not measured")
                 w_calls, _, _, w_reindex = _run_clients(
-                    {"kind": "http", "url": url}, work, clients, procs, warmup, think, seed + 2,
-                    lambda start, end: anyio.run(_reindex, url, root, start + 0.3 * (end - start)))
+                    {"kind": "http", "url": url}, work, clients, procs, warmup, think, seed + 2, reindex_meanwhile)
                 result["warmup"] = {"seconds": warmup, "calls": len(w_calls),
                                     "errors": sum(1 for c in w_calls if c[3]), "reindex": w_reindex}
                 log(f"warm-up: {result['warmup']}")
             log(f"load: {clients} HTTP clients over {procs} processes for {seconds:.0f} s (think {think} s)")
             load_average_before = [round(x, 2) for x in os.getloadavg()]
 
-            def reindex_meanwhile(start: float, end: float) -> dict[str, Any]:
-                return anyio.run(_reindex, url, root, start + 0.3 * (end - start))
-
             cpu_before = cpu_seconds(server.pid)
             calls, start_at, end_at, reindex = _run_clients(
                 {"kind": "http", "url": url}, work, clients, procs, seconds, think, seed, reindex_meanwhile)
+            load_cpu_s = cpu_seconds(server.pid) - cpu_before
             load = _phase(calls, start_at, max(end_at, max((c[1] + c[2] for c in calls), default=end_at)), idle)
             load["reindex"] = reindex
             idle_calls_made = (idle_calls + 1) * len(TOOLS)  # the untimed pass included
             load["server_cpu"] = {  # what the server spent per call: machine speed, not contention
                 "idle_ms_per_call": round(1000 * idle_cpu_s / max(1, idle_calls_made), 2),
-                "load_s": round(cpu_seconds(server.pid) - cpu_before, 2),
-                "load_ms_per_call": round(1000 * (cpu_seconds(server.pid) - cpu_before) / max(1, len(calls)), 2),
+                "load_s": round(load_cpu_s, 2),
+                "load_ms_per_call": round(1000 * load_cpu_s / max(1, len(calls)), 2),
             }
             load["load_average_before"] = load_average_before
             load["load_average_after"] = [round(x, 2) for x in os.getloadavg()]

@@ -418,7 +418,7 @@ class CodeMemService:
 
     def _payloads(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """Code points' payloads by id; a point gone meanwhile (a concurrent re-index) is absent."""
-        return {hit.id: hit.payload for hit in self.vectors.retrieve(CODE_COLLECTION, ids)} if ids else {}
+        return {hit.id: hit.payload for hit in self.vectors.retrieve(CODE_COLLECTION, ids)}
 
     def _with_payloads(self, page: list[VectorHit]) -> list[VectorHit]:
         """The hits of ``page`` with their payloads, in order; a hit whose point is gone meanwhile is
