@@ -9,14 +9,16 @@ dir, seeded with ``--memories`` memories (``bench.memory.MemoryGenerator``). The
 session configured with ``"type": "http"`` does: the official ``mcp`` SDK ``Client`` over
 streamable HTTP at ``/mcp``, one MCP session per client.
 
-1. **Idle**: one client calls each tool ``--idle-calls`` times, sequentially (after one untimed
+1. **Idle**: one client calls each tool ``--idle-calls`` times (default 60), sequentially (after one untimed
    pass) — the baseline latency of the same server, measured in the same run.
 2. **Connect burst**: ``--clients`` sessions opened in the same instant, one call each (a server
    restart with every client reconnecting): wall time and p95, reported without a target.
 3. **Load**: ``--clients`` clients, spread over ``--procs`` worker processes (the client side has
    its own CPU cost; one event loop for 100 sessions would measure itself), for ``--seconds``.
-   Sessions open before the window; each client then makes its first call at a random point of
-   one think time (the phase of a steady state) and loops: pick a tool (code_search 30 %,
+   Sessions open first, spread over 0.05 s per client; the window starts once every one is open
+   (no session set-up inside it). Each client then makes its first call after an exponential
+   time of mean ``--think`` (the rest of a think under way: steady state from the first second)
+   and loops: pick a tool (code_search 30 %,
    memory_search 25 %, get_related 15 %, find_duplicates 10 %, memory_add 10 %, memory_update
    10 % of its own memories with ``expected_version``), call it, then think for an exponentially
    distributed time of mean ``--think`` seconds. The default, 10 s, is an agent's pace: a Claude
@@ -24,8 +26,9 @@ streamable HTTP at ``/mcp``, one MCP session per client.
    are a share of its calls, so 100 sessions offer ~10 calls/s. ``--think 2`` (50 calls/s offered,
    more than 2 cores serve) and ``--think 0`` (closed loop) measure saturation instead. At 30 % of
    the window one more client edits 5 files and starts a ``reindex`` job (scope ``changed``),
-   polling ``index_status(job_id)`` until it ends. The server's RSS (and its embedded graph
-   server's) is sampled from ``/proc`` every 0.5 s; a per-second timeline names the slowest
+   polling ``index_status(job_id)`` until it ends. The server's RSS, its anonymous part (heap:
+   what a leak would grow) and its embedded graph server's RSS are sampled from ``/proc`` every
+   0.5 s; the heap trims the server logged are counted (``query_server.heap_trim``); a per-second timeline names the slowest
    seconds.
 4. **stdio** (``--stdio N``): N ``codemem mcp`` processes — what N Claude Code sessions launch —
    which find the running owner and forward to it over loopback; each runs the same client loop.
@@ -43,6 +46,7 @@ import multiprocessing
 import os
 import platform
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -60,6 +64,10 @@ RESULTS = REPO_ROOT / "bench" / "results" / "load.json"
 MIX = (("code_search", 30), ("memory_search", 25), ("get_related", 15), ("find_duplicates", 10),
        ("memory_add", 10), ("memory_update", 10))
 TOOLS = tuple(name for name, _ in MIX)
+OPEN_SPREAD_S_PER_CLIENT = 0.05
+"""Sessions open spread over this many seconds per client (5 s for 100) before the window."""
+OPEN_TIMEOUT_S = 180.0
+"""The window starts at the latest this long after the client processes start."""
 P95_RATIO_TARGET = 3.0
 
 
@@ -139,21 +147,32 @@ def _client(target: dict[str, Any]) -> Any:
                                         env=env, cwd=str(REPO_ROOT)))
 
 
-async def _one_client(index: int, target: dict[str, Any], work: dict[str, list], start_at: float, end_at: float,
+async def _one_client(index: int, target: dict[str, Any], work: dict[str, list], gate: dict[str, Any],
                       think: float, seed: int, out: list[tuple[str, float, float, str | None]]) -> None:
+    """One MCP session: opens (at a random point of the opening spread), reports it open, waits
+    for the window, then calls tools at the think-time pace until the window ends."""
     import anyio
 
     rng = random.Random(seed * 1000 + index)
     tools, weights = zip(*MIX, strict=True)
     own: list[dict[str, Any]] = []
-    # Sessions open before the window (spread over its lead time; a hundred opening in the same
-    # instant is the connect burst, measured apart in ``_connect_burst``), then each client makes
-    # its first call at a random point of one think time: the phase of a steady state, where
-    # sessions began at unrelated moments.
-    await anyio.sleep(rng.random() * max(0.0, start_at - time.time() - 2.0))
+    # Sessions open before the window, spread over ``open_spread_s`` (a hundred opening in the
+    # same instant is the connect burst, measured apart in ``_connect_burst``). The window starts
+    # once every session of every process is open, so no session set-up lands in it. Each client
+    # then waits an exponentially distributed time of mean ``think`` before its first call: the
+    # time left of a think under way, which for exponential thinks has the same distribution
+    # (memoryless), so the offered load is the steady state's from the window's first second.
+    # (A uniform first delay over one think made the first 10 s ~40 % busier than the rest.)
+    await anyio.sleep(rng.random() * gate["open_spread_s"])
+    reported = False
     try:
         async with _client(target) as client:
-            await anyio.sleep(max(0.0, start_at - time.time()) + rng.random() * (think or 0.2))
+            gate["opened"]()
+            reported = True
+            await gate["started"].wait()
+            start_at, end_at = gate["window"]
+            first = min(rng.expovariate(1 / think), 10 * think) if think else rng.random() * 0.2
+            await anyio.sleep(max(0.0, start_at - time.time()) + first)
             while time.time() < end_at:
                 tool = rng.choices(tools, weights)[0]
                 if tool == "memory_update" and not own:
@@ -174,23 +193,45 @@ async def _one_client(index: int, target: dict[str, Any], work: dict[str, list],
                 if think:
                     await anyio.sleep(min(rng.expovariate(1 / think), 10 * think))
     except Exception as exc:  # noqa: BLE001 - a session that cannot open or dies is an error too
+        if not reported:
+            gate["opened"]()  # the window must not wait for a session that will never open
         out.append(("session", time.time(), 0.0, _describe(exc)))
 
 
-def _worker(spec: dict[str, Any]) -> list[tuple[str, float, float, str | None]]:
-    """One process: its share of the clients, each an MCP session; returns every call it made."""
+def _worker(spec: dict[str, Any], all_open: Any, go: Any, window_start: Any, results: Any) -> None:
+    """One process: its share of the clients, each an MCP session; puts every call it made on
+    ``results``. Releases ``all_open`` once its sessions are open, then waits for ``go``."""
     import anyio
+    import anyio.to_thread
 
     out: list[tuple[str, float, float, str | None]] = []
 
     async def main() -> None:
-        async with anyio.create_task_group() as group:
-            for index in spec["clients"]:
-                group.start_soon(_one_client, index, spec["target"], spec["work"], spec["start_at"], spec["end_at"],
-                                 spec["think"], spec["seed"], out)
+        left = len(spec["clients"])
+        started = anyio.Event()
+        gate: dict[str, Any] = {"open_spread_s": spec["open_spread_s"], "started": started, "window": None}
 
-    anyio.run(main)
-    return out
+        def opened() -> None:
+            nonlocal left
+            left -= 1
+            if left == 0:
+                all_open.release()
+
+        async def wait_for_go() -> None:
+            await anyio.to_thread.run_sync(go.wait)
+            gate["window"] = (window_start.value, window_start.value + spec["seconds"])
+            started.set()
+
+        gate["opened"] = opened
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_for_go)
+            for index in spec["clients"]:
+                group.start_soon(_one_client, index, spec["target"], spec["work"], gate, spec["think"], spec["seed"], out)
+
+    try:
+        anyio.run(main)
+    finally:
+        results.put(out)
 
 
 # -- server, RSS, reindex --------------------------------------------------------------------------
@@ -201,10 +242,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _rss_kb(pid: int) -> int:
+def _rss_kb(pid: int, field: str = "VmRSS") -> int:
+    """One memory figure of ``/proc/<pid>/status`` in kB: VmRSS (all resident memory), RssAnon
+    (heap and other private memory) or RssFile (pages of mapped files, which the kernel can drop)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -249,10 +292,10 @@ class RssSampler(threading.Thread):
             if not graph:
                 self._graph = _graph_servers(self.state)
                 graph = sum(_rss_kb(c) for c in self._graph)
-            self.samples.append((time.time(), _rss_kb(self.pid), graph))
+            self.samples.append((time.time(), _rss_kb(self.pid), graph, _rss_kb(self.pid, "RssAnon")))
             self._stop_event.wait(self.interval)
 
-    def stop(self) -> list[tuple[float, int, int]]:
+    def stop(self) -> list[tuple[float, int, int, int]]:
         self._stop_event.set()
         self.join()
         return self.samples
@@ -267,7 +310,7 @@ def _slope_mb_per_min(points: list[tuple[float, float]]) -> float | None:
     return None if var == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var * 60 / 1024
 
 
-def rss_summary(samples: list[tuple[float, int, int]], start: float, end: float) -> dict[str, Any]:
+def rss_summary(samples: list[tuple[float, int, int, int]], start: float, end: float) -> dict[str, Any]:
     window = [s for s in samples if start <= s[0] <= end]
     if not window:
         return {}
@@ -283,8 +326,24 @@ def rss_summary(samples: list[tuple[float, int, int]], start: float, end: float)
         "server_slope_mb_per_min_second_half": _round(_slope_mb_per_min([(s[0], s[1]) for s in second_half])),
         "server_growth_mb_after_20pct": round((after[-1][1] - after[0][1]) / 1024, 1) if after else None,
         "server_growth_mb_second_half": round((second_half[-1][1] - second_half[0][1]) / 1024, 1) if second_half else None,
+        "server_anon_start_mb": round(window[0][3] / 1024, 1), "server_anon_end_mb": round(window[-1][3] / 1024, 1),
+        "server_anon_slope_mb_per_min_after_20pct": _round(_slope_mb_per_min([(s[0], s[3]) for s in after])),
+        "server_anon_growth_mb_after_20pct": round((after[-1][3] - after[0][3]) / 1024, 1) if after else None,
         "samples": len(window),
     }
+
+
+def heap_trims(server_log: str) -> dict[str, Any]:
+    """How often the server trimmed its heap and how long the trims took, from its log lines."""
+    took = []
+    for line in server_log.splitlines():
+        if "heap trimmed" in line:
+            try:
+                took.append(float(json.loads(line)["ms"]) if line.lstrip().startswith("{")
+                            else float(line.split("ms=")[1].split()[0]))
+            except (ValueError, KeyError, IndexError):
+                continue
+    return {"count": len(took), "total_ms": round(sum(took), 1), "max_ms": round(max(took), 2) if took else None}
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:
@@ -472,22 +531,45 @@ def _phase(calls: list[tuple[str, float, float, str | None]], start: float, end:
 
 def _run_clients(target: dict[str, Any], work: dict[str, list], clients: int, procs: int, seconds: float,
                  think: float, seed: int, extra: Any = None) -> tuple[list, float, float, Any]:
-    """``clients`` clients over ``procs`` processes for ``seconds``; ``extra(start, end)`` runs here meanwhile."""
+    """``clients`` clients over ``procs`` processes for ``seconds``; ``extra(start, end)`` runs here meanwhile.
+
+    The window starts one second after every session is open (or has failed to open), at most
+    ``OPEN_TIMEOUT_S`` after the processes start; the processes start and import first."""
     procs = max(1, min(procs, clients))
-    start_at = time.time() + 4.0 + 0.06 * clients  # every process imports and opens its sessions first
-    end_at = start_at + seconds
-    specs = [{"clients": list(range(p, clients, procs)), "target": target, "work": work, "start_at": start_at,
-              "end_at": end_at, "think": think, "seed": seed} for p in range(procs)]
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(procs) as pool:
-        pending = pool.map_async(_worker, specs)
-        extra_result = extra(start_at, end_at) if extra else None
-        calls = [c for chunk in pending.get(timeout=seconds + 600) for c in chunk]
+    all_open, go, window_start, results = ctx.Semaphore(0), ctx.Event(), ctx.Value("d", 0.0), ctx.Queue()
+    specs = [{"clients": list(range(p, clients, procs)), "target": target, "work": work, "seconds": seconds,
+              "open_spread_s": OPEN_SPREAD_S_PER_CLIENT * clients, "think": think, "seed": seed} for p in range(procs)]
+    workers = [ctx.Process(target=_worker, args=(spec, all_open, go, window_start, results), daemon=True)
+               for spec in specs]
+    for worker in workers:
+        worker.start()
+    deadline = time.time() + OPEN_TIMEOUT_S
+    for _ in workers:
+        if not all_open.acquire(timeout=max(0.1, deadline - time.time())):
+            break  # start anyway: the sessions that did not open count as errors
+    start_at = time.time() + 1.0
+    end_at = start_at + seconds
+    window_start.value = start_at
+    go.set()
+    extra_result = extra(start_at, end_at) if extra else None
+    calls: list[tuple[str, float, float, str | None]] = []
+    for _ in workers:
+        calls.extend(results.get(timeout=seconds + 600))
+    for worker in workers:
+        worker.join(timeout=60)
     return calls, start_at, end_at, extra_result
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU of this process's ended and waited-for children so far (the client
+    processes, once joined): what the load generator itself took from the machine's cores."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: float = 10.0, corpus: str = "requests",
-             memories: int = 300, idle_calls: int = 30, stdio: int = 0, stdio_seconds: float = 30,
+             memories: int = 300, idle_calls: int = 60, stdio: int = 0, stdio_seconds: float = 30,
              seed: int = 7, log: Any = None, project: Path | None = None, warmup: float = 20) -> dict[str, Any]:
     """The whole benchmark; returns the result dict (see the module docstring).
 
@@ -575,7 +657,7 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
             log(f"load: {clients} HTTP clients over {procs} processes for {seconds:.0f} s (think {think} s)")
             load_average_before = [round(x, 2) for x in os.getloadavg()]
 
-            cpu_before = cpu_seconds(server.pid)
+            cpu_before, clients_cpu_before = cpu_seconds(server.pid), children_cpu_seconds()
             calls, start_at, end_at, reindex = _run_clients(
                 {"kind": "http", "url": url}, work, clients, procs, seconds, think, seed, reindex_meanwhile)
             load_cpu_s = cpu_seconds(server.pid) - cpu_before
@@ -586,6 +668,8 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
                 "idle_ms_per_call": round(1000 * idle_cpu_s / max(1, idle_calls_made), 2),
                 "load_s": round(load_cpu_s, 2),
                 "load_ms_per_call": round(1000 * load_cpu_s / max(1, len(calls)), 2),
+                # the client processes share the machine's cores with the server
+                "clients_s": round(children_cpu_seconds() - clients_cpu_before, 2),
             }
             load["load_average_before"] = load_average_before
             load["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -610,11 +694,14 @@ def run_load(seconds: float = 60, clients: int = 100, procs: int = 4, think: flo
                 server.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 server.kill()
-            tail = server_log.read_text(errors="replace")[-3000:]
+            server_output = server_log.read_text(errors="replace")
+            tail = server_output[-3000:]
+        result["heap_trims"] = heap_trims(server_output)
         if server.returncode not in (0, -15):
             result["server_log_tail"] = tail
-        result["rss_series_mb"] = [(round(t - samples[0][0], 1), round(a / 1024, 1), round(b / 1024, 1))
-                                   for t, a, b in samples[:: max(1, len(samples) // 200)]] if samples else []
+        result["rss_series_mb"] = [  # (s since the first sample, server RSS, graph server RSS, server RssAnon)
+            (round(t - samples[0][0], 1), round(a / 1024, 1), round(b / 1024, 1), round(c / 1024, 1))
+            for t, a, b, c in samples[:: max(1, len(samples) // 200)]] if samples else []
     result.update(
         config={"seconds": seconds, "warmup_s": warmup, "clients": clients, "procs": procs, "think_s": think, "memories": memories,
                 "idle_calls": idle_calls, "stdio": stdio, "mix": dict(MIX)},
@@ -683,6 +770,7 @@ def _print(result: dict[str, Any]) -> None:
           f"on {result['machine']['cpus']} CPUs")
     print(f"server CPU: {load.get('server_cpu')} (the load figure includes the reindex)")
     print(f"rss: {load.get('rss')}")
+    print(f"heap trims (whole run): {result.get('heap_trims')}")
     if "stdio" in result:
         s = result["stdio"]
         print(f"stdio x{s['processes']}: {s['calls']} calls, {s['calls_per_s']} calls/s, {s['errors']} errors; "
@@ -698,7 +786,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="mean think time between a client's calls, s (default 10: an agent's pace; 0: closed loop)")
     parser.add_argument("--corpus", default="requests")
     parser.add_argument("--memories", type=int, default=300, help="memories seeded before the run")
-    parser.add_argument("--idle-calls", type=int, default=30)
+    parser.add_argument("--idle-calls", type=int, default=60,
+                        help="sequential calls per tool for the idle baseline (default 60: its p95 is the ratio's denominator)")
     parser.add_argument("--stdio", type=int, default=0, help="also run N `codemem mcp` stdio processes")
     parser.add_argument("--stdio-seconds", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=20,

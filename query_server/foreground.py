@@ -40,6 +40,9 @@ class ForegroundGate:
         self._lock = threading.Lock()
         self.paused_s = 0.0
         """Total time background steps have waited (reported by index jobs and benchmarks)."""
+        self.activity = 0
+        """Calls served plus background steps seen so far: grows while the process works
+        (the heap trimmer trims only after some)."""
 
     @property
     def in_flight(self) -> int:
@@ -56,6 +59,7 @@ class ForegroundGate:
         finally:
             with self._lock:
                 self._in_flight -= 1
+                self.activity += 1
 
     def serving_call(self, method: str) -> AbstractContextManager[None]:
         """``serving()`` for a tool call, nothing for the methods in ``NOT_FOREGROUND``."""
@@ -63,6 +67,7 @@ class ForegroundGate:
 
     def pause_for_foreground(self) -> float:
         """Wait while calls are in flight, at most ``max_pause_s``; returns the seconds waited."""
+        self.activity += 1  # a background step (racy increments only make a trim come later)
         if not self._in_flight:
             return 0.0
         started = time.monotonic()

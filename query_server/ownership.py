@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
+from .heap_trim import HeapTrimmer
 from .methods import METHODS
 from .service import CodeMemService, ToolError
 
@@ -209,6 +210,7 @@ class ProjectHandle:
         self.state_dir = settings.resolved_state_dir()
         self._lock = OwnerLock(self.state_dir)
         self._server: _OwnerHTTPServer | None = None
+        self._trimmer: HeapTrimmer | None = None
         self.backend: CodeMemService | RemoteService = self._connect()
 
     @property
@@ -238,6 +240,9 @@ class ProjectHandle:
             self._lock.release()
             raise
         token = secrets.token_hex(16)
+        gate = service.foreground
+        self._trimmer = HeapTrimmer(lambda: gate.activity, lambda: gate.in_flight, self.settings.heap_trim_interval_s)
+        self._trimmer.start()
         self._server = _OwnerHTTPServer(service, token)
         threading.Thread(target=self._server.serve_forever, name="codemem-owner", daemon=True).start()
         address = {"pid": os.getpid(), "port": self._server.server_address[1], "token": token}
@@ -285,6 +290,8 @@ class ProjectHandle:
 
     def close(self) -> None:
         """Stop serving, close the stores and release the lock."""
+        if self._trimmer is not None:
+            self._trimmer.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -65,6 +65,8 @@ class Settings(BaseSettings):
             ``src/agents/``); packages deeper than that belong to their ancestor.
         pattern_min_implementations: A base class or interface with at least this many
             implementations becomes a code_pattern memory (a Template).
+        heap_trim_interval_s: How often the process that owns the stores gives the heap's free
+            memory back to the system after a burst of work (glibc ``malloc_trim``); 0 disables.
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
@@ -123,6 +125,7 @@ class Settings(BaseSettings):
     requirement_id_patterns: tuple[str, ...] = (r"\bREQ-[A-Z0-9]+(?:-[A-Z0-9]+)*-\d{3,}\b",)
     component_depth: int = Field(default=1, ge=1, le=4)
     pattern_min_implementations: int = Field(default=3, ge=2)
+    heap_trim_interval_s: float = Field(default=10.0, ge=0)
 
     def resolved_root(self) -> Path:
         """The project root, absolute with symlinks resolved."""
