@@ -252,16 +252,22 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _rss_kb(pid: int, field: str = "VmRSS") -> int:
-    """One memory figure of ``/proc/<pid>/status`` in kB: VmRSS (all resident memory), RssAnon
-    (heap and other private memory) or RssFile (pages of mapped files, which the kernel can drop)."""
+def _status_kb(pid: int, *fields: str) -> tuple[int, ...]:
+    """Memory figures of ``/proc/<pid>/status`` in kB, one read: VmRSS (all resident memory),
+    RssAnon (heap and other private memory), RssFile (pages of mapped files); 0 when unreadable."""
+    found = dict.fromkeys(fields, 0)
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
+            name = line.split(":", 1)[0]
+            if name in found:
+                found[name] = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return tuple(found[field] for field in fields)
+
+
+def _rss_kb(pid: int) -> int:
+    return _status_kb(pid, "VmRSS")[0]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -302,7 +308,8 @@ class RssSampler(threading.Thread):
             if not graph:
                 self._graph = _graph_servers(self.state)
                 graph = sum(_rss_kb(c) for c in self._graph)
-            self.samples.append((time.time(), _rss_kb(self.pid), graph, _rss_kb(self.pid, "RssAnon")))
+            rss, anon = _status_kb(self.pid, "VmRSS", "RssAnon")
+            self.samples.append((time.time(), rss, graph, anon))
             self._stop_event.wait(self.interval)
 
     def stop(self) -> list[tuple[float, int, int, int]]:
@@ -356,10 +363,9 @@ def heap_trims(server_log: str) -> dict[str, Any]:
     took = []
     for line in server_log.splitlines():
         if "heap trimmed" in line:
-            try:
-                took.append(float(json.loads(line)["ms"]) if line.lstrip().startswith("{")
-                            else float(line.split("ms=")[1].split()[0]))
-            except (ValueError, KeyError, IndexError):
+            try:  # `codemem serve` logs JSON lines
+                took.append(float(json.loads(line)["ms"]))
+            except (ValueError, KeyError, TypeError):
                 continue
     return {"count": len(took), "total_ms": round(sum(took), 1), "max_ms": round(max(took), 2) if took else None}
 

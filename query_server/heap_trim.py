@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 import structlog
 
+from .foreground import ForegroundGate
+
 log = structlog.get_logger(__name__)
 
 DEFAULT_INTERVAL_S = 10.0
@@ -45,21 +47,21 @@ class HeapTrimmer:
     """A daemon thread that trims the heap after activity, while nothing is being served.
 
     Args:
-        activity: A counter that grows with the work done (calls served, background steps).
-        in_flight: The number of tool calls being served now (a trim waits for none).
+        gate: The owner's foreground gate: its ``activity`` grows with the work done (calls
+            served, background steps) and its ``in_flight`` counts the calls being served (a trim
+            waits for none).
         interval_s: Seconds between checks; 0 or less disables the trimmer.
         trim: The trim function (``malloc_trim``); found in the C library when not given.
     """
 
-    def __init__(self, activity: Callable[[], int], in_flight: Callable[[], int],
-                 interval_s: float = DEFAULT_INTERVAL_S, trim: Callable[[int], int] | None = None) -> None:
-        self._activity = activity
-        self._in_flight = in_flight
+    def __init__(self, gate: ForegroundGate, interval_s: float = DEFAULT_INTERVAL_S,
+                 trim: Callable[[int], int] | None = None) -> None:
+        self._gate = gate
         self.interval_s = interval_s
         self._trim = trim if trim is not None else load_malloc_trim()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._seen = activity()
+        self._seen = gate.activity
         self.trims = 0
         """Trims done so far."""
         self.trim_seconds = 0.0
@@ -91,8 +93,8 @@ class HeapTrimmer:
         """
         if self._trim is None:
             return False
-        current = self._activity()
-        if current == self._seen or self._in_flight():
+        current = self._gate.activity
+        if current == self._seen or self._gate.in_flight:
             return False
         started = time.perf_counter()
         self._trim(0)

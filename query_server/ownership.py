@@ -240,8 +240,7 @@ class ProjectHandle:
             self._lock.release()
             raise
         token = secrets.token_hex(16)
-        gate = service.foreground
-        self._trimmer = HeapTrimmer(lambda: gate.activity, lambda: gate.in_flight, self.settings.heap_trim_interval_s)
+        self._trimmer = HeapTrimmer(service.foreground, self.settings.heap_trim_interval_s)
         self._trimmer.start()
         self._server = _OwnerHTTPServer(service, token)
         threading.Thread(target=self._server.serve_forever, name="codemem-owner", daemon=True).start()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ FRAGMENT_AND_TRIM = textwrap.dedent("""
     lists.clear()
     freed = anon_kb()
     gate = ForegroundGate()
-    trimmer = HeapTrimmer(lambda: gate.activity, lambda: gate.in_flight)
+    trimmer = HeapTrimmer(gate)
     with gate.serving():
         pass
     assert trimmer.trim_if_due()
@@ -69,7 +70,7 @@ def test_a_trim_gives_freed_heap_memory_back_to_the_system() -> None:
 def test_it_trims_only_after_work_and_never_while_a_call_is_in_flight() -> None:
     calls: list[int] = []
     gate = ForegroundGate()
-    trimmer = HeapTrimmer(lambda: gate.activity, lambda: gate.in_flight, trim=lambda pad: calls.append(pad) or 1)
+    trimmer = HeapTrimmer(gate, trim=lambda pad: calls.append(pad) or 1)
     assert not trimmer.trim_if_due(), "nothing happened yet: nothing to trim"
     with gate.serving():
         assert not trimmer.trim_if_due(), "no trim during a call"
@@ -87,7 +88,7 @@ def test_a_failing_trim_stops_the_thread_and_not_the_process() -> None:
         failed.set()
         raise OSError("simulated")
 
-    trimmer = HeapTrimmer(lambda: gate.activity, lambda: gate.in_flight, interval_s=0.01, trim=broken)
+    trimmer = HeapTrimmer(gate, interval_s=0.01, trim=broken)
     with gate.serving():
         pass
     trimmer.start()
@@ -98,7 +99,7 @@ def test_a_failing_trim_stops_the_thread_and_not_the_process() -> None:
 
 def test_an_interval_of_zero_disables_it() -> None:
     gate = ForegroundGate()
-    trimmer = HeapTrimmer(lambda: gate.activity, lambda: gate.in_flight, interval_s=0, trim=lambda _pad: 1)
+    trimmer = HeapTrimmer(gate, interval_s=0, trim=lambda _pad: 1)
     trimmer.start()
     assert not trimmer.enabled and trimmer._thread is None
 
@@ -112,11 +113,10 @@ def test_the_owner_runs_a_trimmer_and_stops_it_on_close(project: Path, monkeypat
         assert handle.is_owner and handle._trimmer is not None and handle._trimmer.interval_s == 0.05
         handle.call("index", IndexInput())
         handle.call("code_search", CodeSearchInput(query="add two numbers"))
-        deadline = threading.Event()
         for _ in range(100):
             if handle._trimmer.trims:
                 break
-            deadline.wait(0.05)
+            time.sleep(0.05)
         assert handle._trimmer.trims >= 1, "the owner's trimmer did not trim after a served call"
     finally:
         handle.close()
