@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from resources.private_files import make_private_file
 from resources.sqlite_tx import immediate_transaction
 
 SCHEMA = """
@@ -94,8 +95,7 @@ class Manifest:
 
     def __init__(self, path: Path) -> None:
         """Open (creating if needed) the manifest at ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn = sqlite3.connect(make_private_file(path), check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)

@@ -15,12 +15,12 @@ from typing import Any
 from pipelines.buckets import ALL_BUCKETS
 from pipelines.indexer import IndexContext, IndexReport, Progress, _no_progress, finish_report
 from pipelines.stages import PreparedBucket, plan_buckets
+from resources.private_files import make_private_dir
 
 
 def dagster_home(state_dir: Path) -> Path:
     """The project's Dagster instance directory (run and event storage in SQLite)."""
-    home = state_dir / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
+    home = make_private_dir(state_dir / "dagster")
     config = home / "dagster.yaml"
     wanted = DAGSTER_YAML
     if not config.exists() or config.read_text() != wanted:

@@ -280,14 +280,15 @@ def _where(error: dict[str, Any]) -> str:
 @click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
 @click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
 @click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all for JSONL, project for --markdown and --git-notes).")
-def export_command(project: str, types: tuple[str, ...], output: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, deleted: bool, scopes: tuple[str, ...]) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace an existing --output file (or a file in the --markdown directory that is not an earlier export of its memory).")
+def export_command(project: str, types: tuple[str, ...], output: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, deleted: bool, scopes: tuple[str, ...], overwrite: bool) -> None:
     """Export memories as JSONL, as Markdown files (--markdown DIR) or as git notes (--git-notes)."""
     from resources.schemas.memory import ExportMemoryInput
 
     fmt = _one_format(markdown_dir, git_notes, output, "--output")
     result = _call(project, "export_memory", _request(
         ExportMemoryInput, memory_types=list(types) or None, output_path=markdown_dir or output, include_deleted=deleted,
-        format=fmt, notes_ref=notes_ref, scopes=list(scopes) or None,
+        format=fmt, notes_ref=notes_ref, scopes=list(scopes) or None, overwrite=overwrite,
     ))
     if result.data is not None:
         click.echo(result.data, nl=False)

@@ -217,12 +217,16 @@ def register_memory_tools(server: MCPServer, call: Callable[..., Awaitable[Any]]
             list[Scope] | None,
             Field(description="Only these scopes. Default: all for jsonl; project only for markdown and git_notes (they get committed)."),
         ] = None,
+        overwrite: Annotated[
+            bool, Field(description="Replace an existing file at output_path (never inside .codemem/ or .git/).")
+        ] = False,
     ) -> ExportMemoryResult:
         """Export memories for backup, review or sharing: JSONL, Markdown files (readable, diffable,
         committable) or git notes on the commits they belong to."""
         return await call(
             "export_memory", ExportMemoryInput, memory_types=memory_types, filters=filters,
             include_deleted=include_deleted, output_path=output_path, format=format, notes_ref=notes_ref, scopes=scopes,
+            overwrite=overwrite,
         )
 
     @server.tool(name="import_memory")

@@ -38,7 +38,7 @@ from resources.ledger import (
     content_hash,
 )
 from resources.memory_git_notes import NOTE_TYPES, GitNotes, GitNotesError, export_notes, import_notes
-from resources.memory_markdown import read_directory, write_directory
+from resources.memory_markdown import MarkdownMemoryError, read_directory, write_directory
 from resources.memory_normalization import Normalizer
 from resources.memory_projection import (
     COLLECTIONS,
@@ -51,6 +51,7 @@ from resources.memory_projection import (
     text_digest,
 )
 from resources.memory_scopes import MemoryScopes, ScopeStore
+from resources.private_files import make_private_dir, make_private_file
 from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
     MEMORY_SCOPES,
@@ -100,6 +101,7 @@ from resources.schemas.memory import (
 from resources.settings import Settings
 from resources.vector_store import PayloadFilter, VectorHit, VectorStore
 
+from .output_paths import OutputPathRefused, checked_output_path, write_file_atomic
 from .paging import MAX_RESPONSE_TOKENS, ToolError, cut_text, decode_cursor, encode_cursor, estimate_tokens
 
 log = structlog.get_logger("codemem.memory")
@@ -570,6 +572,7 @@ class MemoryService:
             raise ToolError(str(exc)) from exc
         except MemoryNotFound as exc:
             raise _not_found(row.id) from exc
+        fault_point("memory_update:after_ledger")
         conflicts: list[MemoryConflict] = []
         if changed and (after.metadata.get("anchors") or row.metadata.get("anchors")):
             self._record_anchor_state(after)
@@ -592,9 +595,11 @@ class MemoryService:
         scope: Any = row.scope
         if request.hard_delete:
             store.ledger.hard_delete([row.id], request_id=request_id)
+            fault_point("memory_delete:after_ledger")
             self._project([row.id], scope=row.scope)
             return MemoryDeleteResult(memory_id=row.id, memory_type=row.memory_type, status="hard_deleted", scope=scope)
         after = store.ledger.soft_delete(row.id, request_id=request_id)
+        fault_point("memory_delete:after_ledger")
         self._project([row.id], scope=row.scope)
         until = datetime.fromisoformat(after.deleted_at or after.updated_at) + timedelta(days=RETENTION_DAYS)
         return MemoryDeleteResult(
@@ -871,6 +876,16 @@ class MemoryService:
         except DiscoveryError as exc:
             raise ToolError(f"Path must be within project directory: {raw!r} — {exc}") from exc
 
+    def _output(self, raw: str, *, overwrite: bool = False, directory: bool = False) -> Path:
+        """Where an export or backup may write (see ``query_server.output_paths``)."""
+        try:
+            return checked_output_path(
+                self.settings.resolved_root(), raw, overwrite=overwrite, directory=directory,
+                protected=(self.settings.resolved_state_dir(), self.settings.resolved_global_dir()),
+            )
+        except OutputPathRefused as exc:
+            raise ToolError(str(exc)) from exc
+
     @staticmethod
     def _matches(row: MemoryRow, filters: dict[str, Any] | None) -> bool:
         for key, value in (filters or {}).items():
@@ -911,12 +926,12 @@ class MemoryService:
             })
         if request.format == "markdown":
             assert request.output_path is not None  # the input model requires it
-            target = self._confined(request.output_path)
-            if target.exists() and not target.is_dir():
-                raise ToolError(f"{request.output_path} is a file — markdown export writes a directory; pass a directory path")
+            target = self._output(request.output_path, directory=True)
             prune = [] if request.filters else (types or [str(t) for t in MEMORY_TYPES])
             try:
-                count, removed = write_directory(target, records, prune_types=prune)
+                count, removed = write_directory(target, records, prune_types=prune, overwrite=request.overwrite)
+            except MarkdownMemoryError as exc:
+                raise ToolError(str(exc)) from exc
             except (OSError, RecursionError) as exc:
                 raise ToolError(
                     f"cannot write {request.output_path[:200]!r}: {getattr(exc, 'strerror', None) or exc} — pass a shorter directory "
@@ -937,15 +952,9 @@ class MemoryService:
         lines = [json.dumps(record, ensure_ascii=False) for record in records]
         text = "".join(line + "\n" for line in lines)
         if request.output_path:
-            path = self._confined(request.output_path)
+            path = self._output(request.output_path, overwrite=request.overwrite)
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-                with tmp.open("w", encoding="utf-8") as handle:
-                    handle.write(text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                tmp.replace(path)
+                write_file_atomic(path, text.encode("utf-8"))
             except (OSError, RecursionError) as exc:  # name too long, a file in the way, no space, 1000s of levels
                 raise ToolError(
                     f"cannot write {request.output_path[:200]!r}: {getattr(exc, 'strerror', None) or exc} — pass a shorter file path "
@@ -1080,6 +1089,7 @@ class MemoryService:
                 touched.setdefault(row.scope, []).append(row.id)
         except LedgerError as exc:
             raise ToolError(str(exc)) from exc
+        fault_point("import_memory:after_ledger")
         for scope, ids in touched.items():
             for start in range(0, len(ids), 128):
                 self._project(ids[start : start + 128], scope=scope)
@@ -1207,17 +1217,17 @@ class MemoryService:
     # -- backup and restore --------------------------------------------------------------------
     def backup(self, request: BackupInput) -> BackupResult:
         """A consistent online copy of the ledger (and the embedding cache) into a project directory."""
-        target = self._confined(request.path)
+        target = self._output(request.path, directory=True)
         if target.exists() and any(target.iterdir()):
             raise ToolError(f"{request.path} is not empty — pass a new directory for the backup")
-        target.mkdir(parents=True, exist_ok=True)
+        make_private_dir(target)  # a backup holds every memory: only its owner may read it
         self.ledger.backup_to(target / "memory.db")
         cache = getattr(self.embedder, "cache", None)
         if cache is not None and getattr(cache, "path", ":memory:") != ":memory:":
             import sqlite3
 
             source = sqlite3.connect(cache.path)
-            dest = sqlite3.connect(str(target / "embeddings.db"))
+            dest = sqlite3.connect(str(make_private_file(target / "embeddings.db")))
             try:
                 source.backup(dest)
             finally:
@@ -1228,7 +1238,7 @@ class MemoryService:
             total = sum(c["total"] for c in counts.counts().values())
         finally:
             counts.close()
-        (target / "BACKUP.json").write_text(json.dumps({
+        make_private_file(target / "BACKUP.json").write_text(json.dumps({
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "memories": total,
             "embedding_model": self.embedder.model_id, "restore": "codemem restore <this directory>",
         }, indent=2))

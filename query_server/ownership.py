@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from resources.private_files import make_private_dir
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
@@ -44,7 +45,7 @@ class OwnerLock:
 
     def __init__(self, state_dir: Path) -> None:
         """Prepare the lock for ``state_dir`` (nothing is locked yet)."""
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(state_dir)
         self.path = state_dir / LOCK_FILE
         self._fd: int | None = None
 

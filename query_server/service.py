@@ -24,6 +24,7 @@ from pipelines.parsing import EXTENSIONS, parse_source
 from pipelines.records import embedding_text, file_id, graph_label
 from resources import sparse
 from resources.code_similarity import STRUCTURE_COSINE_FLOOR, Candidate, score_candidates
+from resources.private_files import make_private_dir
 from resources.ranking import minmax_fuse
 from resources.schemas.tools import (
     CodeHit,
@@ -98,8 +99,7 @@ class CodeMemService:
         from resources.vector_store import create_vector_store
 
         self.settings = settings
-        state = settings.resolved_state_dir()
-        state.mkdir(parents=True, exist_ok=True)
+        state = make_private_dir(settings.resolved_state_dir())
         self.embedder, self.embedder_status = create_embedder(settings)
         self.vectors = create_vector_store(settings)
         self.graph = create_graph_store(settings)

@@ -65,6 +65,7 @@ from resources.graph_store import (
     assert_read_only,
     to_jsonable,
 )
+from resources.private_files import make_private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -428,7 +429,7 @@ class FalkorGraphStore(BaseGraphStore):
     def __init__(self, db_dir: Path, graph_name: str = "code") -> None:
         self.db_dir = Path(db_dir).expanduser().resolve()
         self.graph_name = graph_name
-        self.db_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.db_dir)
         self.recovery = recover_stale_server(self.db_dir)
         self._client_name = f"{_CLIENT_NAME_PREFIX}-{os.getpid()}-{id(self):x}"
         self.restarts = 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from resources.faults import fault_point
+from resources.private_files import make_private_file
 from resources.sqlite_tx import immediate_transaction
 
 SCHEMA_VERSION = 1
@@ -119,6 +121,19 @@ def content_hash(content: str) -> str:
 
 class LedgerError(Exception):
     """A ledger operation that cannot be done; the message says why and what to do."""
+
+
+class LedgerReplaced(LedgerError):
+    """The ledger file was replaced or deleted under the open connection; writes are refused."""
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``; None when it does not exist."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 class MemoryNotFound(LedgerError):
@@ -254,13 +269,14 @@ class Ledger:
         ``resources.memory_scopes``)."""
         self.path = path
         self.scope = scope
-        path.parent.mkdir(parents=True, exist_ok=True)
         wal = path.with_name(path.name + "-wal")
         if path.exists() and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size > 0):
             # SQLite would read it as a new, empty ledger: every memory would vanish without a word
             raise LedgerError(f"{path} is empty (truncated?) — run `codemem repair`: it restores the latest "
                               "`codemem backup` or keeps the file aside")
+        make_private_file(path)
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._identity = _file_identity(path)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA foreign_keys=ON")
@@ -274,8 +290,23 @@ class Ledger:
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with immediate_transaction(self._conn, self._lock) as conn:
-            yield conn
+        """One write transaction, refused before it starts and unacknowledged after it commits
+        when the ledger file on disk is no longer the one this connection writes."""
+        with self._lock:
+            self._check_identity()
+            with immediate_transaction(self._conn, self._lock) as conn:
+                yield conn
+            self._check_identity()
+
+    def _check_identity(self) -> None:
+        """Raise ``LedgerReplaced`` when the file at ``self.path`` was replaced or removed: SQLite would
+        go on writing into the open, deleted file, and every write after it would be lost."""
+        if _file_identity(self.path) != self._identity:
+            raise LedgerReplaced(
+                f"the memory ledger {self.path} was replaced or removed while codemem had it open — this write "
+                "is not acknowledged and writes are refused until codemem restarts; restart the MCP server or "
+                "`codemem serve` (then `codemem repair` checks the file)"
+            )
 
     @staticmethod
     def _audit(
@@ -925,9 +956,8 @@ class Ledger:
         return {"merged": merged, "cleaned": cleaned, "queued": len(touched)}
 
     def backup_to(self, target: Path) -> None:
-        """A consistent online copy of the ledger (SQLite backup API)."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        dest = sqlite3.connect(str(target))
+        """A consistent online copy of the ledger (SQLite backup API), readable by its owner only."""
+        dest = sqlite3.connect(str(make_private_file(target)))
         try:
             with self._lock:
                 self._conn.backup(dest)

@@ -306,7 +306,9 @@ def parse_note(text: str) -> list[dict[str, Any]]:
 
 
 # -- an export directory ---------------------------------------------------------------------------
-def write_directory(target: Path, records: Sequence[Mapping[str, Any]], *, prune_types: Iterable[str] = ()) -> tuple[int, int]:
+def write_directory(
+    target: Path, records: Sequence[Mapping[str, Any]], *, prune_types: Iterable[str] = (), overwrite: bool = False,
+) -> tuple[int, int]:
     """Write each memory to ``target/<memory_type>/<slug>-<short id>.md``; files whose text is already
     the same are left untouched (a version-controlled directory shows only real changes).
 
@@ -316,18 +318,25 @@ def write_directory(target: Path, records: Sequence[Mapping[str, Any]], *, prune
         prune_types: Memory types whose directory mirrors the export: a memory file there (it parses and
             has an id) that was not written now is removed — its memory was deleted, or renamed to a new
             slug. Other files are never touched.
+        overwrite: Also replace a file in the way that is not an earlier export of the same memory.
 
     Returns:
         (files written or unchanged, files removed).
+
+    Raises:
+        MarkdownMemoryError: before anything is written, when a file in the way is not an earlier export
+            of its memory (and ``overwrite`` is off), or a type folder leads out of ``target``.
     """
     target.mkdir(parents=True, exist_ok=True)
-    written: set[Path] = set()
+    planned: dict[Path, bytes] = {}
     for record in records:
         path = target / memory_file_name(record)
-        if path in written:
+        if path in planned:
             path = target / memory_file_name(record, full_id=True)
-        written.add(path)
-        data = render_memory(record).encode("utf-8")
+        planned[path] = data = render_memory(record).encode("utf-8")
+        _check_destination(target, path, data, str(record["id"]), overwrite=overwrite)
+    written = set(planned)
+    for path, data in planned.items():
         if path.is_file() and path.read_bytes() == data:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -336,7 +345,10 @@ def write_directory(target: Path, records: Sequence[Mapping[str, Any]], *, prune
         tmp.replace(path)
     removed = 0
     for memory_type in prune_types:
-        for path in sorted((target / str(memory_type)).glob("*.md")):
+        folder = target / str(memory_type)
+        if not folder.resolve().is_relative_to(target.resolve()):
+            continue  # a symlink out of the export: never delete there
+        for path in sorted(folder.glob("*.md")):
             if path in written:
                 continue
             try:
@@ -347,6 +359,30 @@ def write_directory(target: Path, records: Sequence[Mapping[str, Any]], *, prune
                 path.unlink()
                 removed += 1
     return len(written), removed
+
+
+def _check_destination(target: Path, path: Path, data: bytes, memory_id: str, *, overwrite: bool) -> None:
+    """Refuse a memory file whose folder leads out of ``target`` (a symlinked type folder), or that
+    would replace a file which is not an earlier export of the same memory (unless ``overwrite``)."""
+    if not path.parent.resolve().is_relative_to(target.resolve()):
+        raise MarkdownMemoryError(
+            f"{path.parent.name}/ in {target} leads outside the export directory (a symlink?) — remove it or "
+            "export to another directory"
+        )
+    if overwrite or path.is_symlink() or not path.exists():
+        return  # a symlink in the way is replaced by the file, never written through
+    if not path.is_file():
+        raise MarkdownMemoryError(f"{path} is in the way and is not a file — remove it or export to another directory")
+    try:
+        existing = path.read_bytes()
+        earlier_id = existing == data or parse_memory(existing.decode("utf-8")).get("id") == memory_id
+    except (OSError, UnicodeDecodeError, MarkdownMemoryError):
+        earlier_id = False
+    if not earlier_id:
+        raise MarkdownMemoryError(
+            f"{path} already exists and is not an earlier export of memory {memory_id} — nothing was written; "
+            "pass overwrite=true (`--overwrite`) to replace it, or export to another directory"
+        )
 
 
 def read_directory(source: Path) -> list[tuple[Path, dict[str, Any] | MarkdownMemoryError]]:

@@ -34,6 +34,7 @@ import structlog
 
 from resources.ledger import Ledger, MemoryRow, Relationship
 from resources.memory_projection import MemoryProjector
+from resources.private_files import make_private_dir
 from resources.schemas.memory import MEMORY_SCOPES as SCOPES
 from resources.schemas.memory import MemoryScope as Scope
 from resources.settings import Settings
@@ -132,8 +133,8 @@ class MemoryScopes:
             path = self.local_path() if scope == "local" else self.global_path()
             if not path.exists() and not create:
                 return None
+            make_private_dir(path.parent)  # personal memories: .codemem/local/ or the global dir
             if scope == "local":
-                path.parent.mkdir(parents=True, exist_ok=True)
                 ignore = path.parent / ".gitignore"
                 if not ignore.exists():
                     ignore.write_text("# codemem: personal memories of this project, never shared\n*\n", encoding="utf-8")

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from resources.private_files import make_private_dir
+
 DENSE = "dense"
 SPARSE = "sparse"
 # Segments below this many kilobytes of vectors are searched exactly (no HNSW): measured here,
@@ -203,8 +205,7 @@ class EdgeVectorStore:
         """Open (lazily) the collections under ``root``."""
         import qdrant_edge  # noqa: F401  (fail early with a clear import error)
 
-        self._root = root
-        self._root.mkdir(parents=True, exist_ok=True)
+        self._root = make_private_dir(root)
         self._shards: dict[str, Any] = {}
         self._lock = threading.RLock()
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from resources.private_files import make_private_file
+
 from .base import Embedder, EmbeddingError
 
 log = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ class EmbeddingCache:
     ) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            make_private_file(Path(self.path).expanduser())
         self.max_entries = max(1, int(max_entries))
         self.ttl_seconds = float(ttl_seconds)
         self._clock = clock

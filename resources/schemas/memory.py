@@ -659,6 +659,7 @@ class ExportMemoryInput(BaseModel):
     output_path: str | None = Field(default=None, max_length=4_096, description="jsonl: file to write, inside the project directory (the JSONL comes back inline when omitted); markdown: the directory to write, inside the project.")
     format: ExportFormat = Field(default="jsonl", description="jsonl (one memory per line); markdown (one file per memory, YAML front matter, <dir>/<type>/<slug>-<id>.md); git_notes (session and design memories as notes on the commit their metadata names — commit_sha, commit or git_commit — else HEAD).")
     notes_ref: str = Field(default=DEFAULT_NOTES_REF, min_length=1, max_length=200, description="git_notes: the notes ref to write.")
+    overwrite: bool = Field(default=False, description="Replace an existing file at output_path (jsonl), or a file in the markdown directory that is not this memory's earlier export. Never allowed into .codemem/ or .git/.")
     scopes: ScopesInput | None = Field(default=None, description="Only memories of these scopes. Default: every scope for jsonl (each line names its scope); only project for markdown and git_notes, which are meant to be committed (local memories are personal, global ones belong to no project).")
 
     @model_validator(mode="after")
