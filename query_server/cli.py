@@ -260,6 +260,7 @@ def serve(project: str, host: str, port: int) -> None:
     import uvicorn
 
     from .http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
+    from .request_guard import WILDCARD_BINDS
 
     settings = _settings_for(project)
     token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -272,8 +273,13 @@ def serve(project: str, host: str, port: int) -> None:
     try:
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
-        app = build_http_app(handle, token=token)
+        app = build_http_app(handle, token=token, bind_host=host)
         console.print(f"codemem on http://{host}:{port} — MCP at /mcp, API docs at /docs; Ctrl-C to stop")
+        if host in WILDCARD_BINDS:
+            console.print(
+                "listening on every address: requests must name 127.0.0.1, localhost or a host in "
+                "CODEMEM_ALLOWED_HOSTS (others get 421, DNS-rebinding protection)"
+            )
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
     except KeyboardInterrupt:
         pass

@@ -3,6 +3,8 @@ and the MCP streamable-HTTP endpoint mounted at ``/mcp``.
 
 Every route is a few lines over ``ProjectHandle.call``. Binding beyond loopback requires a
 bearer token (``CODEMEM_API_TOKEN``); when a token is set, every route but ``/health`` checks it.
+In front of every route, ``RequestGuard`` refuses a foreign Host (421) or Origin (403) and a body
+over ``CODEMEM_MAX_REQUEST_BYTES`` (413); ``/mcp`` checks the same allow-list (``request_guard``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from resources.schemas.tools import (
 from .mcp_server import build_mcp_server
 from .methods import METHODS
 from .ownership import ProjectHandle
+from .request_guard import LOOPBACK_NAMES, RequestGuard, transport_security
 from .service import ToolError
 from .telemetry import Metrics, ToolTelemetry
 
@@ -45,7 +48,8 @@ TOOL_ROUTES: dict[str, tuple[type[BaseModel] | None, type[BaseModel], str]] = {
     if method.route is not None and method.result is not None
 }
 """Every plain tool route (index_status merges a job's state and has its own): name -> (input, result, summary)."""
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+LOOPBACK = frozenset(LOOPBACK_NAMES)
+"""Bind addresses that need no bearer token (``codemem serve --host``)."""
 KEEP_ALIVE_S = 95
 """Seconds an idle HTTP connection stays open. Longer than any common client keeps one (httpx,
 which the MCP SDK uses, 5 s; Node 4-5 s; Go 90 s), so the client always closes first: equal
@@ -53,17 +57,23 @@ timeouts race, and a request sent on a connection the server is closing fails wi
 stream (``httpx.ReadError``, seen under load in ``bench.load``)."""
 
 
-def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAPI:
+def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host: str | None = None) -> FastAPI:
     """The FastAPI application for the project behind ``handle``.
 
     Args:
-        handle: The project (its own stores or the owner's).
+        handle: The project (its own stores or the owner's); its settings give the Host/Origin
+            allow-list and the body limit.
         token: Bearer token required on every route but ``/health`` (None: no check).
+        bind_host: The address the server listens on; allowed as a Host unless it is a wildcard.
     """
     metrics = Metrics()
     telemetry = ToolTelemetry(metrics)
     mcp = build_mcp_server(handle, telemetry)
-    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp")
+    security = transport_security(handle.settings, bind_host)
+    max_body = handle.settings.max_request_bytes
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=security, max_request_body_size=max_body
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -187,4 +197,5 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None) -> FastAP
         return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.mount("/", mcp_app)  # last: serves /mcp (the routes above match first)
+    app.add_middleware(RequestGuard, security=security, max_body_bytes=max_body)  # outermost: before auth
     return app

@@ -7,10 +7,11 @@ aliases. Defaults give the embedded mode: state under ``<project>/.codemem/``, n
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
@@ -49,6 +50,12 @@ class Settings(BaseSettings):
         duplicate_threshold: Default similarity for duplicate detection.
         parse_timeout_s: Per-file parser time limit.
         api_token: Bearer token the HTTP API requires (mandatory when bound beyond loopback).
+        allowed_hosts: Host header values the HTTP server answers besides the loopback names and the
+            address ``codemem serve --host`` binds (DNS-rebinding protection, ``query_server.request_guard``):
+            ``name`` (any port), ``name:port`` or ``name:*``.
+        allowed_origins: Origin header values (web pages) accepted besides the pages of the allowed hosts,
+            e.g. ``https://tools.example.com``; ``scheme://name:*`` allows any port.
+        max_request_bytes: Largest HTTP request body, refused with 413 before it is read (default 2 MiB).
         fusion: How code search fuses dense and sparse candidates: ``minmax`` (normalized-score
             convex combination, measured best) or ``rrf`` (reciprocal rank fusion in Qdrant).
         dense_weight: Weight of the dense list in ``minmax`` fusion.
@@ -110,6 +117,9 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(
         default=None, validation_alias=_alias("CODEMEM_API_TOKEN", "MEMORY_SERVICE_API_KEY")
     )
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_request_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     fusion: Literal["minmax", "rrf"] = "minmax"
     dense_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     search_candidates: int = Field(default=100, ge=10, le=1000)
@@ -126,6 +136,28 @@ class Settings(BaseSettings):
     component_depth: int = Field(default=1, ge=1, le=4)
     pattern_min_implementations: int = Field(default=3, ge=2)
     heap_trim_interval_s: float = Field(default=10.0, ge=0)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if not re.fullmatch(r"[^\s/@]+", entry.strip()):
+                raise ValueError(
+                    f"{entry!r} is not a host name — CODEMEM_ALLOWED_HOSTS takes names such as codemem.internal "
+                    "or codemem.internal:8765, not URLs"
+                )
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if not re.fullmatch(r"https?://[^\s/@]+/?", entry.strip()):
+                raise ValueError(
+                    f"{entry!r} is not an origin — CODEMEM_ALLOWED_ORIGINS takes scheme://host[:port], "
+                    "e.g. https://tools.example.com"
+                )
+        return value
 
     def resolved_root(self) -> Path:
         """The project root, absolute with symlinks resolved."""

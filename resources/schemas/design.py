@@ -7,10 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from resources.schemas.limits import MAX_DIFF_CHARS, MAX_DOCUMENT_CHARS, ToolInput
+
 PatternKind = Literal["Template", "Convention"]
 
 
-class CheckConsistencyInput(BaseModel):
+class CheckConsistencyInput(ToolInput):
     """Check a component (class, file, directory or component id) against its patterns."""
 
     component_id: str = Field(min_length=1, max_length=500, description="A class name or qualified name, a repo-relative file or directory, or a component id (e.g. 'agents').")
@@ -65,7 +67,7 @@ class CheckConsistencyResult(BaseModel):
     note: str | None = None
 
 
-class ValidateFixInput(BaseModel):
+class ValidateFixInput(ToolInput):
     """A proposed fix, checked against the designs (ADRs) and requirements that govern it."""
 
     fix_description: str = Field(min_length=1, max_length=20_000, description="What the fix does, in words.")
@@ -99,7 +101,7 @@ class ValidateFixResult(BaseModel):
     recommendation: str
 
 
-class DesignContextInput(BaseModel):
+class DesignContextInput(ToolInput):
     """Design context for a component or a feature: give component_id, query or both."""
 
     component_id: str | None = Field(default=None, max_length=500, description="Class, file, directory or component id.")
@@ -137,7 +139,7 @@ class DesignContextResult(BaseModel):
     token_estimate: int
 
 
-class TraceRequirementsInput(BaseModel):
+class TraceRequirementsInput(ToolInput):
     """Trace a requirement to its implementations, tests and designs."""
 
     requirement_id: str = Field(min_length=1, max_length=200, description="Requirement id, e.g. REQ-MEM-FN-001.")
@@ -165,11 +167,11 @@ class TraceRequirementsResult(BaseModel):
     coverage: dict[str, int]
 
 
-class RecordTestRunInput(BaseModel):
+class RecordTestRunInput(ToolInput):
     """A JUnit XML report to record as test history: a project file or the XML itself."""
 
     junit_xml_path: str | None = Field(default=None, max_length=1_000, description="Repo-relative path of the report (confined to the project).")
-    junit_xml: str | None = Field(default=None, max_length=20_000_000, description="The report's XML, when it is not a file.")
+    junit_xml: str | None = Field(default=None, max_length=MAX_DOCUMENT_CHARS, description="The report's XML, when it is not a file.")
     commit: str | None = Field(default=None, max_length=64, description="Commit the run tested (recorded on failures).")
 
     @model_validator(mode="after")
@@ -193,10 +195,10 @@ class RecordTestRunResult(BaseModel):
     failures: list[dict[str, Any]]
 
 
-class ImpactOfChangeInput(BaseModel):
+class ImpactOfChangeInput(ToolInput):
     """A change to assess: a unified diff, changed files, or changed symbols."""
 
-    diff: str | None = Field(default=None, max_length=2_000_000, description="A unified diff (git diff output).")
+    diff: str | None = Field(default=None, max_length=MAX_DIFF_CHARS, description="A unified diff (git diff output).")
     files: list[str] | None = Field(default=None, max_length=1_000, description="Changed repo-relative files.")
     symbols: list[str] | None = Field(default=None, max_length=1_000, description="Changed symbols (ids or qualified names).")
     depth: int = Field(default=2, ge=1, le=4, description="Caller hops to follow.")

@@ -1,7 +1,8 @@
 """Memories: the 8 typed metadata schemas (seed 001 §5) and the memory tools' inputs and results (seed 004).
 
 `validate_metadata` is the one gate for a memory's metadata (memory_add, memory_update after merging,
-memory_bulk_add, import_memory); the tool input models check shape only and leave metadata to it.
+memory_bulk_add, import_memory); the tool input models check only its shape and its size and nesting
+(`resources.schemas.limits.JsonObject`, a bound on what a caller may send, not on what pipelines derive).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from pydantic import (
     model_validator,
 )
 
+from resources.schemas.limits import MAX_DOCUMENT_CHARS, MAX_TEXT_CHARS, JsonObject, ToolInput
 from resources.schemas.tools import MAX_QUERY_CHARS
 
-MAX_CONTENT_CHARS = 100_000
+MAX_CONTENT_CHARS = MAX_TEXT_CHARS
 REQUIREMENT_ID_PATTERN = r"^REQ-[A-Z0-9]+(-[A-Z0-9]+)*-\d{3,}$"
 RELATIONSHIP_TYPE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 
@@ -404,12 +406,12 @@ def _check_content(value: str | None) -> str | None:
 ContentText = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(_check_content)]
 
 
-class RelationshipSpec(BaseModel):
+class RelationshipSpec(ToolInput):
     """A link to create from the new memory to another memory, a code symbol or a requirement."""
 
     type: str = Field(description="Relationship type in UPPER_SNAKE_CASE: IMPLEMENTS_REQ, ADDRESSES, DEPENDS_ON, USES_PATTERN, TESTS, SATISFIES, FOLLOWS_PATTERN, TESTED_BY, RELATES_TO.")
     target_id: str = Field(min_length=1, max_length=2_000, description="A memory id, a code symbol id or qualified name (pkg.module.func), or a requirement id (REQ-MEM-FN-001).")
-    properties: dict[str, Any] = Field(default_factory=dict, description="Extra properties stored on the relationship.")
+    properties: JsonObject = Field(default_factory=dict, description="Extra properties stored on the relationship.")
 
     @field_validator("type", mode="before")
     @classmethod
@@ -422,12 +424,12 @@ class RelationshipSpec(BaseModel):
         return value
 
 
-class MemoryAddInput(BaseModel):
+class MemoryAddInput(ToolInput):
     """Store a new memory. Its metadata is checked against its type when it is stored."""
 
     memory_type: MemoryTypeInput = Field(description="Kind of memory; decides which metadata fields apply.")
     content: ContentText = Field(description="The memory itself (what is embedded and searched), up to 100,000 characters.")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Type-specific fields (enum values are case-insensitive; other keys are kept):\n" + _metadata_guide())
+    metadata: JsonObject = Field(default_factory=dict, description="Type-specific fields (enum values are case-insensitive; other keys are kept):\n" + _metadata_guide())
     relationships: list[RelationshipSpec] = Field(default_factory=list, max_length=100, description="Links to create (max 100).")
     importance_score: float | None = Field(default=None, ge=0.0, le=1.0, description="Retrieval priority 0-1 (default 0.5).")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key: a retry with the same request_id returns the first result instead of storing the memory twice.")
@@ -458,13 +460,13 @@ class MemoryAddResult(BaseModel):
     scope: MemoryScope = "project"
 
 
-class MemoryUpdateInput(BaseModel):
+class MemoryUpdateInput(ToolInput):
     """Change a memory's content, metadata or importance, with optimistic concurrency."""
 
     memory_id: str = Field(min_length=1, description="Id of the memory (from memory_add or memory_search).")
     memory_type: MemoryTypeInput = Field(description="The memory's type.")
     content: ContentText | None = Field(default=None, description="New content (re-embedded); unchanged when omitted.")
-    metadata: dict[str, Any] | None = Field(default=None, description="Metadata fields to change, merged into the stored metadata (other fields are kept).")
+    metadata: JsonObject | None = Field(default=None, description="Metadata fields to change, merged into the stored metadata (other fields are kept).")
     importance_score: float | None = Field(default=None, ge=0.0, le=1.0, description="New retrieval priority 0-1.")
     expected_version: int | None = Field(default=None, ge=1, description="Optimistic concurrency: the version you read (memory_get/memory_search). If the memory changed since, the update is refused with the current version; read it again and retry.")
     expected_updated_at: IsoTimestamp | None = Field(default=None, description="Alternative to expected_version: the updated_at you read; a mismatch is refused.")
@@ -483,7 +485,7 @@ class MemoryUpdateResult(BaseModel):
     scope: MemoryScope = "project"
 
 
-class MemoryDeleteInput(BaseModel):
+class MemoryDeleteInput(ToolInput):
     """Delete a memory: soft by default (kept 30 days, restorable), or permanently."""
 
     memory_id: str = Field(min_length=1, description="Id of the memory.")
@@ -501,7 +503,7 @@ class MemoryDeleteResult(BaseModel):
     scope: MemoryScope = "project"
 
 
-class MemoryGetInput(BaseModel):
+class MemoryGetInput(ToolInput):
     """Read one memory in full."""
 
     memory_id: str = Field(min_length=1, description="Id of the memory.")
@@ -540,7 +542,7 @@ class MemoryRecord(BaseModel):
     scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
 
 
-class MemoryBulkAddInput(BaseModel):
+class MemoryBulkAddInput(ToolInput):
     """Store several memories at once: all of them, or none when any is invalid."""
 
     memories: list[MemoryAddInput] = Field(min_length=1, max_length=1000, description="The memories (1-1000), as for memory_add.")
@@ -557,7 +559,7 @@ class MemoryBulkAddResult(BaseModel):
     scope: MemoryScope = "project"
 
 
-class TimeRange(BaseModel):
+class TimeRange(ToolInput):
     """A time window on when memories were created (either end may be open)."""
 
     start: IsoTimestamp | None = Field(default=None, description="Created at or after (ISO 8601).")
@@ -573,7 +575,7 @@ class TimeRange(BaseModel):
 FilterScalar = bool | int | float | str
 
 
-class MemorySearchInput(BaseModel):
+class MemorySearchInput(ToolInput):
     """Search memories by meaning, optionally narrowed by type, time, metadata and importance."""
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What you are looking for, in plain words.")
@@ -649,12 +651,12 @@ ExportFormat = Literal["jsonl", "markdown", "git_notes"]
 DEFAULT_NOTES_REF = "refs/notes/codemem"
 
 
-class ExportMemoryInput(BaseModel):
+class ExportMemoryInput(ToolInput):
     """Export memories as JSONL (a file inside the project or inline), as Markdown files (a directory),
     or as git notes on commits (session and design memories)."""
 
     memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
-    filters: dict[str, Any] | None = Field(default=None, description="Exact match on metadata keys, as memory_search's metadata_filters.")
+    filters: JsonObject | None = Field(default=None, description="Exact match on metadata keys, as memory_search's metadata_filters.")
     include_deleted: bool = Field(default=False, description="Also export soft-deleted memories.")
     output_path: str | None = Field(default=None, max_length=4_096, description="jsonl: file to write, inside the project directory (the JSONL comes back inline when omitted); markdown: the directory to write, inside the project.")
     format: ExportFormat = Field(default="jsonl", description="jsonl (one memory per line); markdown (one file per memory, YAML front matter, <dir>/<type>/<slug>-<id>.md); git_notes (session and design memories as notes on the commit their metadata names — commit_sha, commit or git_commit — else HEAD).")
@@ -682,12 +684,12 @@ class ExportMemoryResult(BaseModel):
     errors: list[dict[str, Any]] = Field(default_factory=list, description="{memory_id, error} for each memory not exported (git_notes: a commit that is not in the repository).")
 
 
-class ImportMemoryInput(BaseModel):
+class ImportMemoryInput(ToolInput):
     """Import memories from JSONL (one memory per line, as export_memory writes), from a directory of
     Markdown memory files, or from the git notes export_memory wrote."""
 
     input_path: str | None = Field(default=None, max_length=4_096, description="jsonl: a JSONL file inside the project directory; markdown: a directory (or one .md file) inside the project.")
-    data: str | None = Field(default=None, description="jsonl: JSONL text, instead of input_path.")
+    data: str | None = Field(default=None, max_length=MAX_DOCUMENT_CHARS, description="jsonl: JSONL text, instead of input_path.")
     conflict_resolution: Literal["skip", "overwrite", "error"] = Field(default="skip", description="When a memory id already exists: skip it, overwrite it, or stop with an error.")
     format: ExportFormat = Field(default="jsonl", description="jsonl, markdown (files as export_memory format=markdown writes) or git_notes (the notes in notes_ref).")
     notes_ref: str = Field(default=DEFAULT_NOTES_REF, min_length=1, max_length=200, description="git_notes: the notes ref to read.")
@@ -721,14 +723,14 @@ class ImportMemoryResult(BaseModel):
 NormalizationPhase = Literal["snapshot", "deduplication", "orphan_detection", "embedding_refresh", "cleanup", "validation", "swap"]
 
 
-class NormalizeMemoryInput(BaseModel):
+class NormalizeMemoryInput(ToolInput):
     """Start a normalization job (deduplicate, detect orphans, refresh embeddings, clean up, swap)."""
 
     phases: list[NormalizationPhase] | None = Field(default=None, description="Only these phases (all when omitted). Without 'swap' nothing is applied.")
     dry_run: bool = Field(default=False, description="Report what would change without changing anything.")
 
 
-class NormalizeStatusInput(BaseModel):
+class NormalizeStatusInput(ToolInput):
     """Which normalization job to report on."""
 
     job_id: str | None = Field(default=None, description="A job id from normalize_memory; the latest job when omitted.")
@@ -748,7 +750,7 @@ class NormalizationJob(BaseModel):
     report: dict[str, Any] | None = None
 
 
-class MemoryListInput(BaseModel):
+class MemoryListInput(ToolInput):
     """Browse memories, most recently updated first."""
 
     memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
@@ -770,7 +772,7 @@ MAX_CONTEXT_TOKENS = 4_000
 """memory_context's default token budget."""
 
 
-class MemoryContextInput(BaseModel):
+class MemoryContextInput(ToolInput):
     """A topic's memories for a conversation: grouped by type, most relevant first, within a token budget."""
 
     topic: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The topic, feature, component or requirement to load the context of, in plain words.")
@@ -827,7 +829,7 @@ class MemoryContextResult(BaseModel):
     next: str | None = Field(default=None, description="How to get more when something was cut or omitted.")
 
 
-class BackupInput(BaseModel):
+class BackupInput(ToolInput):
     """Where to write a backup (a directory inside the project, created if needed)."""
 
     path: str = Field(min_length=1, max_length=4_096, description="Backup directory inside the project, e.g. backups/2026-11-22.")
@@ -841,7 +843,7 @@ class BackupResult(BaseModel):
     memories: int
 
 
-class RestoreInput(BaseModel):
+class RestoreInput(ToolInput):
     """A backup directory made by backup."""
 
     path: str = Field(min_length=1, max_length=4_096, description="A backup directory inside the project.")

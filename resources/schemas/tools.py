@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-MAX_QUERY_CHARS = 100_000
+from resources.schemas.limits import MAX_TEXT_CHARS, JsonObject, ToolInput
+
+MAX_QUERY_CHARS = MAX_TEXT_CHARS
 CodeKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "doc_chunk"]
 
 
@@ -16,7 +18,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     return f"invalid input — {problems}"
 
 
-class CodeSearchInput(BaseModel):
+class CodeSearchInput(ToolInput):
     """Search the indexed code by meaning and by words."""
 
     query: str = Field(description="A code snippet or a description of what the code does.", min_length=1, max_length=MAX_QUERY_CHARS)
@@ -72,11 +74,11 @@ class CodeSearchResult(BaseModel):
     truncated: bool = False
 
 
-class GraphQueryInput(BaseModel):
+class GraphQueryInput(ToolInput):
     """A read-only Cypher query over the code graph."""
 
     cypher: str = Field(min_length=1, max_length=20_000, description="Cypher (read-only: MATCH ... RETURN).")
-    parameters: dict[str, Any] | None = Field(default=None, description="Query parameters ($name).")
+    parameters: JsonObject | None = Field(default=None, description="Query parameters ($name).")
     limit: int = Field(default=100, ge=1, le=1000, description="Maximum rows returned.")
 
 
@@ -88,7 +90,7 @@ class GraphQueryResult(BaseModel):
     truncated: bool
 
 
-class IndexInput(BaseModel):
+class IndexInput(ToolInput):
     """Index (incrementally) the project or part of it."""
 
     paths: list[str] | None = Field(default=None, description="Repo-relative files or directories; all of the project when omitted.")
@@ -124,7 +126,7 @@ class HealthResult(BaseModel):
 RelationshipType = Literal["CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS"]
 
 
-class FindDuplicatesInput(BaseModel):
+class FindDuplicatesInput(ToolInput):
     """Code you are about to write, to check against what the repository already has."""
 
     code: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The function (or snippet) to check.")
@@ -164,7 +166,7 @@ class FindDuplicatesResult(BaseModel):
     truncated: bool = Field(default=False, description="More duplicates exist than fit in one response.")
 
 
-class GetRelatedInput(BaseModel):
+class GetRelatedInput(ToolInput):
     """A graph neighbourhood of a symbol or file."""
 
     entity_id: str = Field(min_length=1, max_length=2_000, description="An id from code_search/get_symbol, a qualified name (pkg.module.Class.method) or a repo-relative file path.")
@@ -198,7 +200,7 @@ class GetRelatedResult(BaseModel):
     next_cursor: str | None = None
 
 
-class GetSymbolInput(BaseModel):
+class GetSymbolInput(ToolInput):
     """One symbol, hydrated progressively."""
 
     symbol: str = Field(min_length=1, max_length=2_000, description="An id from code_search or a qualified name (pkg.module.Class.method).")
@@ -214,7 +216,7 @@ class GetSymbolResult(BaseModel):
     code: str | None = None
 
 
-class IndexFileInput(BaseModel):
+class IndexFileInput(ToolInput):
     """Index one file now."""
 
     file_path: str = Field(min_length=1, max_length=4_096, description="Path of the file, inside the project.")
@@ -232,7 +234,7 @@ class IndexFileResult(BaseModel):
     reason: str | None = None
 
 
-class IndexDirectoryInput(BaseModel):
+class IndexDirectoryInput(ToolInput):
     """Index a directory recursively, as a background job."""
 
     directory_path: str = Field(default=".", max_length=4_096, description="Directory inside the project ('.' for all of it).")
@@ -241,7 +243,7 @@ class IndexDirectoryInput(BaseModel):
     force: bool = Field(default=False, description="Re-index every file, changed or not.")
 
 
-class ReindexInput(BaseModel):
+class ReindexInput(ToolInput):
     """Re-index a directory, incrementally or from scratch, as a background job."""
 
     directory_path: str = Field(default=".", max_length=4_096, description="Directory inside the project ('.' for all of it).")
@@ -250,7 +252,7 @@ class ReindexInput(BaseModel):
     exclude: list[str] | None = None
 
 
-class JobStatusInput(BaseModel):
+class JobStatusInput(ToolInput):
     """Which job to report on."""
 
     job_id: str | None = Field(default=None, description="A job id from index_directory/reindex; overall statistics when omitted.")

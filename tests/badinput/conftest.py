@@ -90,7 +90,7 @@ def handle(bad_project: Path) -> Iterator[ProjectHandle]:
 
 @pytest.fixture(scope="module")
 def http(handle: ProjectHandle) -> Iterator[TestClient]:
-    with TestClient(build_http_app(handle), raise_server_exceptions=False) as client:
+    with TestClient(build_http_app(handle), base_url="http://127.0.0.1:8765", raise_server_exceptions=False) as client:
         yield client
 
 

@@ -24,6 +24,8 @@ from query_server.http_api import TOOL_ROUTES, build_http_app
 from query_server.ownership import ProjectHandle
 from tests.badinput.conftest import EXAMPLES, PROFILE, assert_clean_error
 
+LOCAL_HOST = "127.0.0.1:8765"
+"""The Host a local client sends (the app refuses others, e.g. the test client's default ``testserver``)."""
 STATUSES: Counter[tuple[str, int]] = Counter()
 NEGATIVE_ACCEPTED: Counter[str] = Counter()
 
@@ -35,13 +37,13 @@ def app(handle: ProjectHandle) -> Iterator[FastAPI]:
 
 @pytest.fixture(scope="module")
 def api_schema(app: FastAPI):
-    return schemathesis.openapi.from_asgi("/openapi.json", app)
+    return schemathesis.openapi.from_asgi("/openapi.json", app, headers={"host": LOCAL_HOST})
 
 
 def _send(client: TestClient, case) -> Any:
     """Send a generated case through the module's TestClient (its lifespan runs once: the mounted MCP
     app's session manager cannot be started again for every request, as ``case.call()`` would)."""
-    kwargs = case.as_transport_kwargs(base_url="http://testserver")
+    kwargs = case.as_transport_kwargs(base_url=f"http://{LOCAL_HOST}")
     headers = {k: v for k, v in kwargs["headers"].items() if k.lower() not in {"connection", "accept-encoding"}}
     body: dict[str, Any] = {}
     if "json" in kwargs:
@@ -93,6 +95,40 @@ def test_every_route_answers_without_5xx_or_traceback(
         run()
     except Unsatisfiable:
         pytest.skip(f"{path} takes no input: no schema-violating body to generate")
+
+
+HOSTILE = [
+    ({"host": "rebind.attacker.example:8716"}, 421),
+    ({"origin": "http://rebind.attacker.example:8716"}, 403),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES, ids=[path for _, path in ROUTES])
+def test_every_route_refuses_a_foreign_host_or_origin_and_an_oversized_body(
+    api_schema, http: TestClient, method: str, path: str,
+) -> None:
+    """Generated valid requests sent from a rebinding page (foreign Host, foreign Origin), and padded past
+    CODEMEM_MAX_REQUEST_BYTES: refused with 421, 403 and 413 and an ``error`` that says what to do.
+    ``/health`` stays open to any Host and Origin (probes), so only its body limit applies."""
+    operation = api_schema[path][method]
+
+    @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+    @settings(settings.get_profile(PROFILE), max_examples=2)
+    def run(case) -> None:
+        for extra, status in HOSTILE if path != "/health" else []:
+            case.headers = {**(case.headers or {}), **extra}
+            response = _send(http, case)
+            assert response.status_code == status, (path, extra, response.status_code, response.text[:300])
+            body = assert_clean_error(response.status_code, response.text)
+            assert "CODEMEM_ALLOWED_" in body["error"], body
+            case.headers = {k: v for k, v in case.headers.items() if k not in extra}
+        kwargs = case.as_transport_kwargs(base_url=f"http://{LOCAL_HOST}")
+        padded = http.request(kwargs["method"], kwargs["url"], content=b" " * (3 * 1024 * 1024),
+                              headers={"content-type": "application/json"})
+        assert padded.status_code == 413, (path, padded.status_code, padded.text[:300])
+        assert "CODEMEM_MAX_REQUEST_BYTES" in assert_clean_error(padded.status_code, padded.text)["error"]
+
+    run()
 
 
 def test_the_schema_lists_every_tool_route(app: FastAPI) -> None:

@@ -201,7 +201,7 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     handle = ProjectHandle(Settings(project_root=root))
     try:
         assert handle.is_owner
-        with TestClient(build_http_app(handle)) as client:
+        with TestClient(build_http_app(handle), base_url="http://127.0.0.1:8765") as client:
             yield client
     finally:
         handle.close()

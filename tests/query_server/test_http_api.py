@@ -31,7 +31,7 @@ def client(project: Path):
     write_files(project, FILES)
     handle = ProjectHandle(Settings(project_root=project))
     handle.call("index", IndexInput())
-    with TestClient(build_http_app(handle)) as test_client:
+    with TestClient(build_http_app(handle), base_url="http://127.0.0.1:8765") as test_client:
         yield test_client
     handle.close()
 
@@ -87,7 +87,7 @@ def test_bearer_token_is_required_when_set(project: Path) -> None:
     write_files(project, FILES)
     handle = ProjectHandle(Settings(project_root=project, dense_embeddings=False))
     try:
-        with TestClient(build_http_app(handle, token="s3cret")) as client:
+        with TestClient(build_http_app(handle, token="s3cret"), base_url="http://127.0.0.1:8765") as client:
             assert client.get("/health").status_code == 200  # health stays open for probes
             assert client.post("/tools/index_status").status_code == 401
             assert client.get("/metrics").status_code == 401

@@ -127,7 +127,7 @@ def test_the_tools_over_mcp_and_http(handle: ProjectHandle) -> None:
             assert missing.is_error and "Entity not found" in missing.content[0].text
 
     anyio.run(scenario)
-    with TestClient(build_http_app(handle)) as client:
+    with TestClient(build_http_app(handle), base_url="http://127.0.0.1:8765") as client:
         related = client.post("/tools/get_related", json={"entity_id": "shop.checkout.pay", "direction": "outgoing", "depth": 2})
         assert related.status_code == 200 and {r["name"] for r in related.json()["results"]} >= {"checkout", "total_with_tax"}
         assert client.post("/tools/get_symbol", json={"symbol": "nope"}).status_code == 400

@@ -137,7 +137,7 @@ def test_graph_server_that_cannot_come_back_degrades_then_drains(
         found = svc.memory_search(MemorySearchInput(query="invoice rendering worker process"))
         assert found.results and found.results[0].id == added.memory_id  # vectors were written before the graph failed
 
-        with TestClient(build_http_app(handle, token=None)) as http:
+        with TestClient(build_http_app(handle, token=None), base_url="http://127.0.0.1:8765") as http:
             health = http.get("/health")
             assert health.status_code == 503, health.text
             graph = health.json()["components"]["graph_store"]
