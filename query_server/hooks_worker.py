@@ -47,6 +47,9 @@ DECISION = re.compile(
 MAX_DECISIONS = 10
 MAX_FILES_LISTED = 30
 MAX_CONTENT = 6_000
+LIST_BUDGET_CHARS = 24_000
+"""At most this much JSON per list in the session's metadata (files_modified, memories_created):
+metadata is capped at 64 KiB, and a session that touched thousands of files must still be stored."""
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
@@ -189,11 +192,25 @@ def render(digest: SessionDigest, event: str, detail: str) -> tuple[str, dict[st
     }
     if digest.decisions:
         metadata["key_decisions"] = digest.decisions
-    if digest.memories:
-        metadata["memories_created"] = digest.memories
-    if digest.files:
-        metadata["files_modified"] = digest.files
+    for key, items in (("memories_created", digest.memories), ("files_modified", digest.files)):
+        if items:
+            kept = _within_budget(items)
+            metadata[key] = kept
+            if len(kept) < len(items):
+                metadata[f"{key}_count"] = len(items)
     return content, metadata
+
+
+def _within_budget(items: list[str]) -> list[str]:
+    """The first items whose JSON fits ``LIST_BUDGET_CHARS`` (the rest are counted, not listed)."""
+    kept: list[str] = []
+    used = 2
+    for item in items:
+        used += len(json.dumps(item, ensure_ascii=False)) + 2
+        if used > LIST_BUDGET_CHARS:
+            break
+        kept.append(item)
+    return kept
 
 
 def request_id(session_id: str, event: str) -> str:

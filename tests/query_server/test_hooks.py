@@ -462,3 +462,20 @@ def test_mentions_cache_matches_the_ledger_scan_and_follows_changes(project: dic
     assert _wait_for(lambda: _cache_meta(state)["built_at"] != before["built_at"], 60)
     done, _ = run_hook("PostToolUse", read_of(root, "src/dispatch.py", session="after-rebuild"), cwd=root)
     assert ids["ADR-3 webhook retries"] in context_of(done, "PostToolUse") and new.id not in done.stdout
+
+
+def test_a_session_that_touched_thousands_of_files_is_still_storable() -> None:
+    """Metadata is capped at 64 KiB: the session memory of a huge refactor lists what fits and
+    counts the rest, and passes the same validation memory_add applies."""
+    from query_server.hooks_worker import SessionDigest, render
+    from resources.schemas.memory import MemoryAddInput
+
+    digest = SessionDigest(session_id="big-refactor", requests=["Rename the billing package"])
+    digest.files = [f"src/billing/module_{n:05d}/implementation_of_feature_{n:05d}.py" for n in range(5_000)]
+    digest.memories = [f"00000000-0000-4000-8000-{n:012d}" for n in range(3_000)]
+    content, metadata = render(digest, "SessionEnd", "other")
+    MemoryAddInput(memory_type="session", content=content, metadata=metadata)  # raises over the limit
+    assert metadata["files_modified_count"] == 5_000 and 100 < len(metadata["files_modified"]) < 5_000
+    assert metadata["files_modified"] == digest.files[: len(metadata["files_modified"])]
+    assert metadata["memories_created_count"] == 3_000
+    assert len(json.dumps(metadata)) < 64 * 1024
