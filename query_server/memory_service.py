@@ -114,6 +114,9 @@ HIT_CONTENT_CHARS = 4_000
 CONTEXT_CONTENT_CHARS = 1_500
 """Content characters of one memory in memory_context (when the budget allows; else a summary)."""
 SYNC_INTERVAL_S = 2.0
+REPLAYED = "replayed a committed write"
+"""Logged when a call's idempotency key finds its change already in the ledger (a retry after its
+owner died between the commit and the answer): the first outcome is returned."""
 FALLBACK_SCAN_LIMIT = 50_000
 MAX_RANK_WEIGHT = 1.0
 """The largest factor importance and recency apply to a memory's similarity (see ``_rank_weight``)."""
@@ -209,7 +212,8 @@ class MemoryService:
     def _report(reports: Sequence[ProjectionReport]) -> dict[str, Any]:
         return {
             "projected": sum(r.projected for r in reports), "deleted": sum(r.deleted for r in reports),
-            "failed": sum(r.failed for r in reports), "last_error": next((r.last_error for r in reports if r.last_error), None),
+            "failed": sum(r.failed for r in reports), "deferred": sum(r.deferred for r in reports),
+            "last_error": next((r.last_error for r in reports if r.last_error), None),
         }
 
     def _drain_scopes(self, *, retry_now: bool = False) -> dict[str, Any]:
@@ -261,6 +265,21 @@ class MemoryService:
                 f"call again with memory_type='{row.memory_type}'"
             )
         return row
+
+    def _replayed(
+        self, request_id: str | None, memory_id: str, operations: tuple[str, ...]
+    ) -> tuple[str, dict[str, Any] | None] | None:
+        """(scope, memory as it was left) when the call with idempotency key ``request_id``
+        already did one of ``operations`` to ``memory_id`` (its owner died before answering; see
+        ``query_server.methods``); None when it did not."""
+        if request_id is None:
+            return None
+        for store in self.scopes.opened():
+            found = store.ledger.replayed(request_id, memory_id)
+            if found is not None and found[0] in operations:
+                log.info(REPLAYED, memory_id=memory_id, operation=found[0], request_id=request_id)
+                return store.name, found[1]
+        return None
 
     def _store(self, scope: str, *, create: bool = False) -> ScopeStore:
         """The store of a scope (a row's scope always has one)."""
@@ -486,6 +505,8 @@ class MemoryService:
                 "send a new request_id (or none) to store this memory"
             )
         row = rows[0]
+        if row.id != new.id:
+            log.info(REPLAYED, memory_id=row.id, operation="create", request_id=request.request_id)
         fault_point("memory_add:after_ledger")
         if row.metadata.get("anchors"):
             self._record_anchor_state(row)
@@ -544,7 +565,14 @@ class MemoryService:
 
     def memory_update(self, request: MemoryUpdateInput, *, request_id: str | None = None) -> MemoryUpdateResult:
         """Change a memory in whichever scope holds it; refused with the current version when
-        ``expected_version`` is stale."""
+        ``expected_version`` is stale. A repeated ``request_id`` returns the first outcome."""
+        first = self._replayed(request_id, request.memory_id, ("update",))
+        if first is not None and first[1] is not None:
+            scope, done = first
+            return MemoryUpdateResult(
+                memory_id=done["id"], memory_type=done["memory_type"], status="updated", version=done["version"],
+                updated_at=done["updated_at"], scope=scope,  # type: ignore[arg-type]
+            )
         row = self._row_of(request.memory_id, request.memory_type)
         store = self._store(row.scope)
         self._no_global_anchors(row.scope, request.metadata)
@@ -589,22 +617,33 @@ class MemoryService:
 
     def memory_delete(self, request: MemoryDeleteInput, *, request_id: str | None = None) -> MemoryDeleteResult:
         """Soft-delete (kept 30 days) or hard-delete a memory in whichever scope holds it; its graph
-        relationships go with it."""
+        relationships go with it. A repeated ``request_id`` returns the first outcome."""
+        first = self._replayed(request_id, request.memory_id, ("soft_delete", "hard_delete"))
+        if first is not None:
+            scope, done = first
+            return self._deleted(request.memory_id, str(request.memory_type), scope, done)
         row = self._row_of(request.memory_id, request.memory_type)
         store = self._store(row.scope)
-        scope: Any = row.scope
         if request.hard_delete:
             store.ledger.hard_delete([row.id], request_id=request_id)
             fault_point("memory_delete:after_ledger")
             self._project([row.id], scope=row.scope)
-            return MemoryDeleteResult(memory_id=row.id, memory_type=row.memory_type, status="hard_deleted", scope=scope)
+            return self._deleted(row.id, row.memory_type, row.scope, None)
         after = store.ledger.soft_delete(row.id, request_id=request_id)
         fault_point("memory_delete:after_ledger")
         self._project([row.id], scope=row.scope)
-        until = datetime.fromisoformat(after.deleted_at or after.updated_at) + timedelta(days=RETENTION_DAYS)
+        return self._deleted(row.id, row.memory_type, row.scope, after.snapshot())
+
+    @staticmethod
+    def _deleted(memory_id: str, memory_type: str, scope: Any, after: dict[str, Any] | None) -> MemoryDeleteResult:
+        """The answer to a delete: hard when the memory is gone (``after`` None), else soft with
+        the end of its retention."""
+        if after is None:
+            return MemoryDeleteResult(memory_id=memory_id, memory_type=memory_type, status="hard_deleted", scope=scope)  # type: ignore[arg-type]
+        until = datetime.fromisoformat(after["deleted_at"] or after["updated_at"]) + timedelta(days=RETENTION_DAYS)
         return MemoryDeleteResult(
-            memory_id=row.id, memory_type=row.memory_type, status="deleted", retention_until=until.isoformat(timespec="seconds"),
-            scope=scope,
+            memory_id=memory_id, memory_type=memory_type, status="deleted",  # type: ignore[arg-type]
+            retention_until=until.isoformat(timespec="seconds"), scope=scope,
         )
 
     def _relationships(self, row: MemoryRow) -> list[MemoryRelationship]:
@@ -960,6 +999,7 @@ class MemoryService:
                     f"cannot write {request.output_path[:200]!r}: {getattr(exc, 'strerror', None) or exc} — pass a shorter file path "
                     "inside the project, or leave output_path out to get the JSONL inline"
                 ) from exc
+            fault_point("export_memory:after_write")
             return ExportMemoryResult(exported_count=len(lines), output_path=str(path))
         if estimate_tokens(text) > MAX_RESPONSE_TOKENS - 1_000:
             raise ToolError(
@@ -1014,7 +1054,8 @@ class MemoryService:
     def import_memory(self, request: ImportMemoryInput, *, request_id: str | None = None) -> ImportMemoryResult:
         """Memories from JSONL, a directory of Markdown memory files, or git notes, into ``scope`` (or
         the scope each JSONL line names, else project); existing ids, in any scope, are skipped,
-        overwritten where they are, or refused (then nothing is imported)."""
+        overwritten where they are, or refused (then nothing is imported). A repeated ``request_id``
+        imports nothing twice and counts as the first call did."""
         if request.format == "markdown":
             items = self._markdown_items(request)
         elif request.format == "git_notes":
@@ -1057,6 +1098,8 @@ class MemoryService:
                 continue
             seen[memory_id] = where
             existing = self.scopes.locate(memory_id)
+            if existing is not None and self._replayed(request_id, memory_id, ("create",)) is not None:
+                existing = None  # this call created it before its owner died: the ledger returns it again
             if existing is not None:
                 if request.conflict_resolution == "skip":
                     skipped += 1

@@ -6,6 +6,11 @@ serves the service methods on a loopback port written, with a random token, to
 ``<state>/owner.json``. Every other process (a second ``codemem mcp``, ``codemem index`` while
 the MCP server runs, a Dagster run) sends its calls there. When the owner goes away, the next
 caller takes the lock and becomes the owner itself.
+
+A call in flight when its owner dies is retried on the next owner (``ProjectHandle.call``) under
+its method's retry policy (``query_server.methods``): writes carry an idempotency key that the
+ledger deduplicates, so the caller gets one result and the stores change once. The owner answers
+only after the method returned, i.e. after the ledger committed.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import secrets
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,7 +36,7 @@ from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
 from .heap_trim import HeapTrimmer
-from .methods import METHODS
+from .methods import KEYED, METHODS, ONCE, call_method
 from .service import CodeMemService, ToolError
 
 log = structlog.get_logger("codemem.ownership")
@@ -38,6 +44,26 @@ log = structlog.get_logger("codemem.ownership")
 OWNER_FILE = "owner.json"
 LOCK_FILE = "owner.lock"
 CONNECT_WAIT_S = 60.0
+HANDOVER_WAIT_S = 60.0
+"""How long a call whose owner went away waits for the next owner (this process or another) to
+answer before it reports the failure; retries back off from 50 ms to 1 s."""
+RPC_TIMEOUT_S = 3600.0
+MAX_REQUEST_ID_CHARS = 200
+
+
+class OwnerGone(ConnectionError):
+    """The connection to the owner process failed: it died or is going away.
+
+    Attributes:
+        sent: The request had reached the owner (it may have run); False: it surely did not.
+        pid: The owner's process id.
+    """
+
+    def __init__(self, message: str, *, sent: bool, pid: int) -> None:
+        """Record how far the call got."""
+        super().__init__(message)
+        self.sent = sent
+        self.pid = pid
 
 
 class OwnerLock:
@@ -85,7 +111,10 @@ class _Handler(BaseHTTPRequestHandler):
             request = json.loads(self.rfile.read(length) or b"{}")
             method = request["method"]
             input_model = METHODS[method].input
-        except (ValueError, KeyError):
+            request_id = request.get("request_id")
+            if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= MAX_REQUEST_ID_CHARS):
+                raise ValueError("request_id")
+        except (ValueError, KeyError, TypeError, AttributeError):
             self._send(400, {"error": "bad request"})
             return
         params = request.get("params") or {}
@@ -94,9 +123,8 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "index":
                 self._stream_index(service, IndexInput.model_validate(params))
                 return
-            fn = getattr(service, method)
             with service.foreground.serving_call(method):
-                result = fn(input_model.model_validate(params)) if input_model else fn()
+                result = call_method(service, method, input_model.model_validate(params) if input_model else None, request_id)
             self._send(200, {"result": result.model_dump(mode="json") if isinstance(result, BaseModel) else result})
         except ValidationError as exc:
             self._send(200, {"error": f"invalid input: {exc}"})
@@ -151,24 +179,43 @@ class RemoteService:
         self.token = str(address["token"])
         self.pid = int(address.get("pid", 0))
 
-    def _call(self, method: str, params: dict[str, Any] | None, on_line: Callable[[dict[str, Any]], None] | None = None) -> Any:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600)
+    def _call(
+        self, method: str, params: dict[str, Any] | None, on_line: Callable[[dict[str, Any]], None] | None = None,
+        request_id: str | None = None,
+    ) -> Any:
+        """One call; a broken connection (refused, reset, cut short) raises ``OwnerGone``."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=RPC_TIMEOUT_S)
+        sent = in_callback = False
         try:
-            body = json.dumps({"method": method, "params": params or {}})
+            body = json.dumps({"method": method, "params": params or {}, "request_id": request_id})
             conn.request("POST", "/call", body=body, headers={"X-Codemem-Token": self.token, "Content-Type": "application/json"})
+            sent = True
             response = conn.getresponse()
             if on_line is None:
                 payload = json.loads(response.read())
             else:
-                payload = {}
+                payload = None
                 for raw in response:
                     line = json.loads(raw)
                     if "progress" in line:
+                        in_callback = True
                         on_line(line)
+                        in_callback = False
                     else:
                         payload = line
+        except TimeoutError as exc:
+            raise ToolError(
+                f"the project's owner process (pid {self.pid}) did not answer {method} within {RPC_TIMEOUT_S:g} s — "
+                "`codemem status` shows what it is doing"
+            ) from exc
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if in_callback:
+                raise
+            raise OwnerGone(f"{type(exc).__name__}: {exc}", sent=sent, pid=self.pid) from exc
         finally:
             conn.close()
+        if payload is None:
+            raise OwnerGone(f"the owner's answer to {method} ended before its result", sent=True, pid=self.pid)
         if "error" in payload:
             raise ToolError(payload["error"])
         return payload.get("result")
@@ -179,9 +226,9 @@ class RemoteService:
             raise AttributeError(method)
         result_model = METHODS[method].result
 
-        def call(request: BaseModel | None = None) -> Any:
+        def call(request: BaseModel | None = None, *, request_id: str | None = None) -> Any:
             params = request.model_dump(mode="json") if request is not None else None
-            result = self._call(method, params)
+            result = self._call(method, params, request_id=request_id)
             return result_model.model_validate(result) if result_model is not None else result
 
         return call
@@ -212,6 +259,7 @@ class ProjectHandle:
         self._lock = OwnerLock(self.state_dir)
         self._server: _OwnerHTTPServer | None = None
         self._trimmer: HeapTrimmer | None = None
+        self._reconnecting = threading.Lock()
         self.backend: CodeMemService | RemoteService = self._connect()
 
     @property
@@ -219,8 +267,8 @@ class ProjectHandle:
         """True when this process holds the stores."""
         return isinstance(self.backend, CodeMemService)
 
-    def _connect(self) -> CodeMemService | RemoteService:
-        deadline = time.monotonic() + CONNECT_WAIT_S
+    def _connect(self, deadline: float | None = None) -> CodeMemService | RemoteService:
+        deadline = time.monotonic() + CONNECT_WAIT_S if deadline is None else deadline
         while True:
             if self._lock.try_acquire():
                 return self._become_owner()
@@ -271,22 +319,63 @@ class ProjectHandle:
             return False
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call a service method, taking over ownership if a remote owner has gone away."""
-        try:
-            return self._invoke(method, *args, **kwargs)
-        except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            if self.is_owner:
-                raise
-            log.warning("owner unreachable; taking over", operation=method, error=str(exc))
-            self.backend = self._connect()
-            return self._invoke(method, *args, **kwargs)
+        """Call a service method (a ``request_id`` keyword is the call's idempotency key).
 
-    def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """The call on the backend; on the owner, counted in flight (background index steps wait)."""
-        if isinstance(self.backend, CodeMemService):
-            with self.backend.foreground.serving_call(method):
-                return getattr(self.backend, method)(*args, **kwargs)
-        return getattr(self.backend, method)(*args, **kwargs)
+        If a remote owner goes away, wait for the next owner — this process takes the lock when it
+        can — and retry under the method's retry policy (``query_server.methods``), a write with
+        the same idempotency key (one is made when the caller gives none), backing off until
+        ``HANDOVER_WAIT_S``; then raise a ``ToolError`` that says what happened.
+        """
+        policy = METHODS[method].retry if method in METHODS else ONCE
+        request_id = kwargs.pop("request_id", None)
+        if policy == KEYED:
+            request_id = request_id or getattr(args[0] if args else None, "request_id", None) or uuid.uuid4().hex
+        deadline: float | None = None
+        pause = 0.05
+        takeover_error = ""
+        while True:
+            backend = self.backend
+            try:
+                return self._invoke(backend, method, args, kwargs, request_id)
+            except OwnerGone as exc:
+                gone = exc
+            if gone.sent and policy == ONCE:
+                raise ToolError(
+                    f"the project's owner process (pid {gone.pid}) went away while running {method} ({gone}) — it may "
+                    "have completed: check its result before running it again"
+                ) from gone
+            deadline = deadline if deadline is not None else time.monotonic() + HANDOVER_WAIT_S
+            if time.monotonic() >= deadline:
+                raise ToolError(
+                    f"the project's owner process went away during {method} and no process took over within "
+                    f"{HANDOVER_WAIT_S:g} s ({gone}{takeover_error}) — it may or may not have been applied: check before "
+                    "repeating it; `codemem status` shows the project's owner"
+                ) from gone
+            log.warning("owner went away; retrying on the next owner", operation=method, error=str(gone), pid=gone.pid, sent=gone.sent)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            with self._reconnecting:
+                if self.backend is backend:  # another thread may have reconnected meanwhile
+                    try:
+                        self.backend = self._connect(deadline)
+                    except Exception as exc:  # noqa: BLE001 - opening the stores may fail while the old owner goes away
+                        takeover_error = f"; taking over failed: {type(exc).__name__}: {exc}"
+                        log.warning("taking over failed; retrying", operation=method, error=takeover_error[2:])
+
+    @staticmethod
+    def _invoke(
+        backend: CodeMemService | RemoteService, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], request_id: str | None,
+    ) -> Any:
+        """The call on ``backend`` with its idempotency key; on the owner, counted in flight
+        (background index steps wait)."""
+        if request_id is None:
+            run = lambda: getattr(backend, method)(*args, **kwargs)  # noqa: E731
+        else:
+            run = lambda: call_method(backend, method, *args, request_id=request_id, **kwargs)  # noqa: E731
+        if isinstance(backend, CodeMemService):
+            with backend.foreground.serving_call(method):
+                return run()
+        return run()
 
     def close(self) -> None:
         """Stop serving, close the stores and release the lock."""

@@ -488,7 +488,9 @@ class CodeMemService:
         from resources.graph_store import GraphQueryError, ReadOnlyViolation
 
         try:
-            columns, rows, truncated = self.graph.read_query(request.cypher, request.parameters or {}, request.limit)
+            columns, rows, truncated = self.graph.read_query(
+                request.cypher, request.parameters or {}, request.limit, timeout_s=self.settings.graph_query_timeout_s
+            )
         except ReadOnlyViolation as exc:
             raise ToolError(str(exc)) from exc
         except GraphQueryError as exc:

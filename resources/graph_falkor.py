@@ -30,6 +30,11 @@ passed at all, so the models refuse both in ids and indexed properties. redislit
 10 s for a starting server to finish loading, which bounds the data size it can reopen (50k
 nodes / 200k relationships load in about 1 s).
 
+Reads block writes: FalkorDB applies a write under the graph's write lock, which waits for every
+read then running. Client reads (:meth:`FalkorGraphStore.read_query`) are counted, and a write
+that must not wait asks :meth:`FalkorGraphStore.write_unless_reading` first
+(``resources.graph_gate``).
+
 Only one process may own ``db_dir``; cross-process ownership is handled by the caller.
 """
 
@@ -46,7 +51,7 @@ import signal
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from resources import graph_cypher as cy
+from resources.graph_gate import ReadGate
 from resources.graph_store import (
     QUERY_HINT,
     BaseGraphStore,
@@ -432,6 +438,7 @@ class FalkorGraphStore(BaseGraphStore):
         make_private_dir(self.db_dir)
         self.recovery = recover_stale_server(self.db_dir)
         self._client_name = f"{_CLIENT_NAME_PREFIX}-{os.getpid()}-{id(self):x}"
+        self._gate = ReadGate()
         self.restarts = 0
         self._last_revive = 0.0
         started = time.perf_counter()
@@ -633,9 +640,10 @@ class FalkorGraphStore(BaseGraphStore):
             raise ValueError("limit must be >= 0")
         assert_read_only(cypher)
         try:
-            result = self._retrying(lambda: self._graph.ro_query(
-                cypher, dict(parameters) if parameters else None, timeout=max(1, int(timeout_s * 1000))
-            ))
+            with self._gate.reading():
+                result = self._retrying(lambda: self._graph.ro_query(
+                    cypher, dict(parameters) if parameters else None, timeout=max(1, int(timeout_s * 1000))
+                ))
         except redis.ResponseError as exc:
             message = str(exc)
             if "read-only" in message or "RO_QUERY" in message:
@@ -659,6 +667,13 @@ class FalkorGraphStore(BaseGraphStore):
             for record in records[:limit]
         ]
         return columns, rows, len(records) > limit
+
+    @contextlib.contextmanager
+    def write_unless_reading(self) -> Iterator[bool]:
+        """See :meth:`resources.graph_store.GraphStore.write_unless_reading` (FalkorDB's write lock
+        waits for running reads; see ``resources.graph_gate``)."""
+        with self._gate.write_unless_reading() as free:
+            yield free
 
     def health(self) -> dict[str, Any]:
         """Ping the server and run a trivial read."""

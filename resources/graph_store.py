@@ -20,6 +20,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
@@ -554,6 +555,11 @@ class GraphStore(Protocol):
         """
         ...
 
+    def write_unless_reading(self) -> AbstractContextManager[bool]:
+        """Enter around a write a caller waits for: yields False (write nothing; the caller
+        retries later) when a client read runs and the write would wait for it, else True."""
+        ...
+
     def counts(self) -> dict[str, int]:
         """Nodes per label and relationships per type, in one flat dict."""
         ...
@@ -765,6 +771,12 @@ class BaseGraphStore(ABC):
         return removed
 
     # -- reads -----------------------------------------------------------------------------
+
+    @contextmanager
+    def write_unless_reading(self) -> Iterator[bool]:
+        """See :meth:`GraphStore.write_unless_reading`: always True here (a backend whose reads
+        block writes, the embedded FalkorDB, overrides it)."""
+        yield True
 
     def counts(self) -> dict[str, int]:
         """See :meth:`GraphStore.counts`."""

@@ -652,6 +652,21 @@ class Ledger:
                 )
             ]
 
+    def replayed(self, request_id: str, memory_id: str) -> tuple[str, dict[str, Any] | None] | None:
+        """What the call with idempotency key ``request_id`` last did to ``memory_id``: its audit
+        operation and the memory as it left it (None after a hard delete); None when it did nothing.
+
+        A retried call (its owner died before answering) returns this first outcome instead of
+        changing the memory again."""
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT operation, current FROM audit WHERE request_id=? AND memory_id=? ORDER BY seq DESC LIMIT 1",
+                (request_id, memory_id),
+            ).fetchone()
+        if found is None:
+            return None
+        return found[0], json.loads(found[1]) if found[1] else None
+
     def counts(self) -> dict[str, dict[str, int]]:
         """total/active/deleted per memory type."""
         result: dict[str, dict[str, int]] = {}

@@ -131,11 +131,13 @@ def _scalar_props(metadata: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class ProjectionReport:
-    """What one drain did."""
+    """What one drain did (``deferred``: memories whose vectors were written but whose graph part
+    waits in the outbox, because a client read held the graph)."""
 
     projected: int = 0
     deleted: int = 0
     failed: int = 0
+    deferred: int = 0
     last_error: str | None = None
 
 
@@ -223,7 +225,9 @@ class MemoryProjector:
                 has that digest (a concurrent update may have changed it; then it is re-embedded).
 
         Returns:
-            Counts, and the last error when some projection failed.
+            Counts, and the last error when some projection failed. The graph part never waits
+            for a client read (``GraphStore.write_unless_reading``): while one runs, the memories
+            stay in the outbox (``deferred``) and the next drain writes them.
         """
         report = ProjectionReport()
         if not memory_ids:
@@ -233,9 +237,13 @@ class MemoryProjector:
             rows = self.ledger.get_many(memory_ids)
             gone = [memory_id for memory_id in memory_ids if memory_id not in rows]
             try:
-                self._project_rows(list(rows.values()), vectors_of or {})
+                self._project_vectors(list(rows.values()), vectors_of or {})
                 if gone:
-                    self._remove(gone)
+                    for memory_type in COLLECTIONS:
+                        self.vectors.delete(self.collection(memory_type), list(gone))
+                if not self._project_graph(list(rows.values()), gone):
+                    report.deferred = len(memory_ids)
+                    return report
             except Exception as exc:  # noqa: BLE001 - any store failure leaves the outbox row for a retry
                 message = f"{type(exc).__name__}: {exc}"
                 self.ledger.mark_failed(list(memory_ids), message)
@@ -249,7 +257,7 @@ class MemoryProjector:
             report.deleted = len(gone)
             return report
 
-    def _project_rows(self, rows: list[MemoryRow], supplied: dict[str, Any]) -> None:
+    def _project_vectors(self, rows: list[MemoryRow], supplied: dict[str, Any]) -> None:
         if not rows:
             return
         vectors_of: dict[str, np.ndarray] = {}
@@ -271,8 +279,22 @@ class MemoryProjector:
             by_type.setdefault(row.memory_type, []).append(self.point(row, dense))
         for memory_type, points in by_type.items():
             self.vectors.upsert(self.collection(memory_type), points)
-        if self.graph is None:
-            return
+
+    def _project_graph(self, rows: list[MemoryRow], gone: list[str]) -> bool:
+        """Memory nodes and relationships of ``rows``, and no node for ``gone`` (hard-deleted) ids;
+        False, writing nothing, while a client read holds the graph."""
+        if self.graph is None or not (rows or gone):
+            return True
+        with self.graph.write_unless_reading() as free:
+            if free:
+                self._write_graph(rows, gone)
+        return free
+
+    def _write_graph(self, rows: list[MemoryRow], gone: list[str]) -> None:
+        assert self.graph is not None
+        if gone:
+            for label in GRAPH_LABELS.values():
+                self.graph.delete_nodes(label, list(gone))  # type: ignore[arg-type]
         live = [r for r in rows if not r.deleted]
         dead = [r for r in rows if r.deleted]
         for row in dead:
@@ -310,14 +332,6 @@ class MemoryProjector:
         if edges:
             self.graph.add_edges(edges)
 
-    def _remove(self, memory_ids: Sequence[str]) -> None:
-        """Hard-deleted memories: out of every collection and the graph."""
-        for memory_type in COLLECTIONS:
-            self.vectors.delete(self.collection(memory_type), list(memory_ids))
-        if self.graph is not None:
-            for label in GRAPH_LABELS.values():
-                self.graph.delete_nodes(label, list(memory_ids))  # type: ignore[arg-type]
-
     def drain(self, *, batch: int = 128, max_batches: int | None = None) -> ProjectionReport:
         """Project everything due in the outbox, batch by batch, until it is empty or fails."""
         total = ProjectionReport()
@@ -330,9 +344,10 @@ class MemoryProjector:
             total.projected += report.projected
             total.deleted += report.deleted
             total.failed += report.failed
+            total.deferred += report.deferred
             total.last_error = report.last_error or total.last_error
             done += 1
-            if report.failed:
+            if report.failed or report.deferred:
                 break
         return total
 

@@ -74,6 +74,9 @@ class Settings(BaseSettings):
             implementations becomes a code_pattern memory (a Template).
         heap_trim_interval_s: How often the process that owns the stores gives the heap's free
             memory back to the system after a burst of work (glibc ``malloc_trim``); 0 disables.
+        graph_query_timeout_s: Server-side time limit of a ``graph_query`` (client Cypher). While
+            one runs, memory writes leave their graph nodes to the background sync (FalkorDB's
+            writes wait for running reads), so this also bounds how late they appear there.
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
@@ -136,6 +139,7 @@ class Settings(BaseSettings):
     component_depth: int = Field(default=1, ge=1, le=4)
     pattern_min_implementations: int = Field(default=3, ge=2)
     heap_trim_interval_s: float = Field(default=10.0, ge=0)
+    graph_query_timeout_s: float = Field(default=10.0, gt=0, le=300)
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -120,3 +120,59 @@ def test_reads_during_a_full_reindex_never_fail(project: Path) -> None:
         assert owner.call("index_status").symbols == 40
     finally:
         owner.close()
+
+
+SLOW_READ = "UNWIND range(1, 8000) AS a UNWIND range(1, 6000) AS b WITH a, b WHERE a * b % 7919 = 1 RETURN count(*) AS n"
+"""A read-only query that runs for seconds (48 million rows) on the embedded FalkorDB."""
+
+
+def test_a_slow_graph_read_does_not_hold_up_memory_writes(project: Path, service_factory) -> None:  # noqa: ANN001
+    """issue 25, item 4: FalkorDB applies a write under the graph's write lock, which waits for every
+    running read. memory_add answers after the ledger commit and the vector projection; while a client
+    read runs, the memory's graph node is left to the outbox, which projects it after the read."""
+    import statistics
+    import threading
+    import time
+
+    from resources.memory_projection import GRAPH_LABELS
+    from resources.schemas.memory import MemoryAddInput, MemorySearchInput
+
+    write_files(project, {"svc/module_0.py": FILES["svc/module_0.py"]})
+    svc = service_factory(project)
+    svc.index(IndexInput(embed=False))
+
+    def add(text: str) -> tuple[str, float]:
+        started = time.perf_counter()
+        result = svc.memory_add(MemoryAddInput(memory_type="session", content=text))
+        return result.memory_id, time.perf_counter() - started
+
+    add("warm-up: the model and the collections are loaded")
+    idle = statistics.median(add(f"idle write {n}: the parser keeps {n} entries")[1] for n in range(5))
+    read: dict[str, float | str] = {}
+
+    def slow_read() -> None:
+        started = time.perf_counter()
+        try:
+            read["rows"] = str(svc.graph_query(GraphQueryInput(cypher=SLOW_READ)).results)
+        except ToolError as exc:  # the read timed out: it still held the graph that long
+            read["rows"] = str(exc)
+        read["seconds"] = time.perf_counter() - started
+
+    reader = threading.Thread(target=slow_read)
+    reader.start()
+    time.sleep(0.5)  # the read is running
+    during = [add(f"busy write {n}: the scheduler keeps {n * 7} entries") for n in range(3)]
+    read_still_running = reader.is_alive()
+    reader.join()
+    print(f"\nmemory_add idle median {idle * 1000:.1f} ms; during a {read['seconds']:.1f} s read: "
+          f"{', '.join(f'{s * 1000:.1f} ms' for _, s in during)}")
+    assert read_still_running and float(read["seconds"]) > 2.0, read  # the writes overlapped the read
+    assert max(s for _, s in during) < 1.0, (idle, during)
+    ids = {memory_id for memory_id, _ in during}
+    found = svc.memory_search(MemorySearchInput(query="which component keeps entries for the scheduler", limit=20))
+    assert ids <= {hit.id for hit in found.results}, "searchable at once (the vectors are written before the answer)"
+    deadline = time.monotonic() + 30
+    while not ids <= svc.graph.node_ids(GRAPH_LABELS["session"]):  # type: ignore[arg-type]
+        assert time.monotonic() < deadline, "the graph projection did not catch up after the read"
+        time.sleep(0.1)
+    assert svc.memory_statistics().outbox["pending"] == 0

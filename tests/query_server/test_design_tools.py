@@ -200,3 +200,31 @@ def test_anchored_memory_goes_stale_when_its_code_changes(mcp: StdioSession, des
         "memory_type": "session", "content": "x", "metadata": {"anchors": [{"qualified_name": "no.such.symbol"}]},
     })
     assert unknown.is_error and "not in the code index" in _text(unknown)
+
+
+def test_record_test_run_repeated_with_its_request_id_records_each_run_once(project: Path, service_factory) -> None:  # noqa: ANN001
+    """The retry of a record_test_run whose owner died after recording (issue 25, item 3) returns
+    the first counts and adds no run to any test's history; parametrized cases of one test, which
+    share its memory, each still count."""
+    from resources.schemas.design import RecordTestRunInput
+
+    junit = (
+        '<testsuite timestamp="2026-01-01T00:00:00"><testcase classname="pkg.test_mod" name="test_a[1]"/>'
+        '<testcase classname="pkg.test_mod" name="test_a[2]"><failure message="boom"/></testcase>'
+        '<testcase classname="pkg.test_mod" name="test_b"/></testsuite>'
+    )
+    (project / "pkg").mkdir()
+    (project / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    svc = service_factory(project)
+    svc.index(IndexInput(embed=False))
+    first = svc.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-1")
+    again = svc.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-1")
+    assert again == first and first.memories_written == 3
+
+    def runs(test: str) -> list[str]:
+        (row,) = svc.memory.ledger.find_by_metadata("test_history", "test_key", f"pkg.test_mod.{test}")
+        return [run["status"] for run in row.metadata["runs"]]
+
+    assert runs("test_a") == ["Passed", "Failed"] and runs("test_b") == ["Passed"]
+    svc.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-2")
+    assert runs("test_a") == ["Passed", "Failed", "Passed", "Failed"] and runs("test_b") == ["Passed", "Passed"]

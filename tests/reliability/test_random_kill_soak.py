@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.children import child_env
+from tests.reliability.children import McpStdioClient, child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS = REPO_ROOT / "bench" / ".cache" / "corpora" / "requests-2.34.2"
@@ -205,74 +205,11 @@ def test_random_sigkill_of_codemem_index_soak(tmp_path: Path, graph_servers: Pat
 # --------------------------------------------------------------------------------------------
 
 
-class _StdioClient:
-    """A bare JSON-RPC client of ``codemem mcp`` over its pipes (newline-delimited messages), so
-    the test can SIGKILL the server at any moment without an async client in the way."""
-
-    def __init__(self, project: Path) -> None:
-        self.proc = subprocess.Popen(
-            [*CODEMEM, "mcp", "--project", str(project)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=child_env(), cwd=str(REPO_ROOT), text=True, bufsize=1, start_new_session=True,
-        )
-        self._next = 0
-
-    def request(self, method: str, params: dict[str, Any], timeout: float = 120) -> dict[str, Any] | None:
-        """The result of one call; None when the server died first."""
-        self._next += 1
-        message = {"jsonrpc": "2.0", "id": self._next, "method": method, "params": params}
-        try:
-            assert self.proc.stdin is not None and self.proc.stdout is not None
-            self.proc.stdin.write(json.dumps(message) + "\n")
-            self.proc.stdin.flush()
-            while True:
-                line = self.proc.stdout.readline()
-                if not line:
-                    return None
-                reply = json.loads(line)
-                if reply.get("id") == self._next:
-                    if "error" in reply:
-                        raise AssertionError(f"{method}: {reply['error']}")
-                    return reply["result"]
-        except (BrokenPipeError, ValueError, OSError):
-            return None
-
-    def notify(self, method: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}) + "\n")
-        self.proc.stdin.flush()
-
-    def initialize(self) -> bool:
-        result = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                             "clientInfo": {"name": "soak", "version": "0"}})
-        if result is None:
-            return False
-        self.notify("notifications/initialized")
-        return True
-
-    def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        result = self.request("tools/call", {"name": name, "arguments": arguments})
-        if result is None:
-            return None
-        assert not result.get("isError"), (name, result)
-        return result.get("structuredContent") or json.loads(result["content"][0]["text"])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(30)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                if pipe:
-                    pipe.close()
-            except OSError:
-                pass
-
-
 def _client_session(project: Path, trial: int, rng: random.Random, kill_after_s: float,
                     acked: dict[str, tuple[str, int]]) -> dict[str, int]:
     """Start ``codemem mcp``, write and search until the server is SIGKILLed ``kill_after_s`` after
     it answered ``initialize`` (its start-up alone takes seconds: loading the model and the stores)."""
-    client = _StdioClient(project)
+    client = McpStdioClient(project)
     killer = threading.Timer(kill_after_s, lambda: client.proc.poll() is None and os.kill(client.proc.pid, signal.SIGKILL))
     counts = {"adds": 0, "updates": 0, "searches": 0}
     try:

@@ -613,6 +613,39 @@ def test_falkor_stale_registry_is_cleaned(tmp_path: Path) -> None:
     store.close()
 
 
+def test_falkor_writes_that_must_not_wait_are_refused_while_a_client_read_runs(tmp_path: Path) -> None:
+    """FalkorDB's graph write lock waits for running reads (issue 25, item 4): a write entered
+    through ``write_unless_reading`` is refused while a ``read_query`` runs instead of waiting for
+    it, and a read that starts during such a write waits for it."""
+    import threading
+
+    store = _open_falkor(tmp_path / "graph")
+    try:
+        store.ensure_schema()
+        slow = "UNWIND range(1, 8000) AS a UNWIND range(1, 4000) AS b WITH a, b WHERE a * b % 7919 = 1 RETURN count(*) AS n"
+        reader = threading.Thread(target=lambda: store.read_query(slow))
+        reader.start()
+        time.sleep(0.3)
+        started = time.perf_counter()
+        with store.write_unless_reading() as free:
+            refused_at_once = not free and time.perf_counter() - started < 0.1
+        assert reader.is_alive() and refused_at_once
+        reader.join()
+        order: list[str] = []
+        with store.write_unless_reading() as free:
+            assert free
+            quick = threading.Thread(target=lambda: (store.read_query("RETURN 1 AS one"), order.append("read")))
+            quick.start()
+            time.sleep(0.2)
+            store.merge_nodes([GraphNode(id="note-1", label="Session", properties={"memory_id": "note-1"})])
+            order.append("write")
+        quick.join()
+        assert order == ["write", "read"]
+        assert store.node_ids("Session") == {"note-1"}
+    finally:
+        store.close()
+
+
 def test_factory_picks_backend(tmp_path: Path) -> None:
     from resources.graph_factory import create_graph_store
     from resources.graph_falkor import FalkorGraphStore

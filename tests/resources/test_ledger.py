@@ -51,6 +51,18 @@ def test_repeated_request_id_returns_the_first_result(ledger: Ledger) -> None:
     assert ledger.counts()["requirements"]["total"] == 1
 
 
+def test_replayed_tells_what_a_request_id_last_did_to_a_memory(ledger: Ledger) -> None:
+    (row,) = ledger.add([_new()], request_id="create-1")
+    ledger.update(row.id, content="Search answers in 150 ms", request_id="update-1")
+    assert ledger.replayed("create-1", row.id) == ("create", {**row.snapshot(), "version": 1})
+    operation, after = ledger.replayed("update-1", row.id)  # type: ignore[misc]
+    assert (operation, after["version"], after["content"]) == ("update", 2, "Search answers in 150 ms")
+    ledger.hard_delete([row.id], request_id="delete-1")
+    assert ledger.replayed("delete-1", row.id) == ("hard_delete", None)
+    assert ledger.replayed("never-used", row.id) is None
+    assert ledger.replayed("update-1", "another-memory") is None
+
+
 def test_bulk_add_is_all_or_nothing(ledger: Ledger) -> None:
     good = _new("one")
     clash = _new("two")
