@@ -7,6 +7,7 @@ which offers the same methods over loopback.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -99,29 +100,6 @@ class CodeMemService:
         from resources.vector_store import create_vector_store
 
         self.settings = settings
-        state = make_private_dir(settings.resolved_state_dir())
-        self.embedder, self.embedder_status = create_embedder(settings)
-        self.vectors = create_vector_store(settings)
-        self.graph = create_graph_store(settings)
-        self.manifest = Manifest(state / "index.db")
-        self.ctx = IndexContext(
-            settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder
-        )
-        from .memory_service import MemoryService
-
-        self.memory = MemoryService(
-            settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder, resolve_code=self._code_target,
-            lookup_symbols=lambda names: symbols_by_qualified_name(self.vectors, names),
-        )
-        self.memory.start_sync()
-        for name in MEMORY_METHODS:
-            setattr(self, name, getattr(self.memory, name))
-        self.sync_memory = self.memory.sync
-        from .design_service import DesignService
-
-        self.design = DesignService(self)
-        for name in DESIGN_METHODS:
-            setattr(self, name, getattr(self.design, name))
         self._index_lock = threading.Lock()
         self._dense_thread: threading.Thread | None = None
         self._index_thread: threading.Thread | None = None
@@ -131,6 +109,35 @@ class CodeMemService:
         self.foreground = ForegroundGate()
         """Tool calls in flight (counted by the project handle and the owner's RPC): index runs
         and background embedding pause between steps while there are any."""
+        state = make_private_dir(settings.resolved_state_dir())
+        with contextlib.ExitStack() as opened:  # a store that fails to open closes the ones before it
+            self.embedder, self.embedder_status = create_embedder(settings)
+            self.vectors = create_vector_store(settings)
+            opened.callback(self.vectors.close)
+            self.graph = create_graph_store(settings)
+            opened.callback(self.graph.close)
+            self.manifest = Manifest(state / "index.db")
+            opened.callback(self.manifest.close)
+            self.ctx = IndexContext(
+                settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder
+            )
+            from .memory_service import MemoryService
+
+            self.memory = MemoryService(
+                settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder, resolve_code=self._code_target,
+                lookup_symbols=lambda names: symbols_by_qualified_name(self.vectors, names),
+            )
+            opened.callback(self.memory.close)
+            self.memory.start_sync()
+            for name in MEMORY_METHODS:
+                setattr(self, name, getattr(self.memory, name))
+            self.sync_memory = self.memory.sync
+            from .design_service import DesignService
+
+            self.design = DesignService(self)
+            for name in DESIGN_METHODS:
+                setattr(self, name, getattr(self.design, name))
+            opened.pop_all()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_background_embedding(self) -> None:
