@@ -52,6 +52,7 @@ from resources.memory_projection import (
 )
 from resources.memory_scopes import MemoryScopes, ScopeStore
 from resources.private_files import make_private_dir, make_private_file
+from resources.schemas.limits import check_json_object, json_size
 from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
     MEMORY_SCOPES,
@@ -136,6 +137,17 @@ def summarize(text: str, max_chars: int, hint: str) -> tuple[str, bool]:
         head = head[:space]
     head = head.rstrip()
     return f"{head} … [summary: {len(text) - len(head)} more characters — {hint}]", True
+
+
+def _merged_metadata_within_limits(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Refuse an update whose merged metadata grows past the input limits (each update's own metadata
+    is checked on input; repeated updates could still pile it up). Metadata the pipeline made larger
+    than the limit stays updatable as long as the update does not grow it."""
+    try:
+        check_json_object(after)
+    except ValueError as exc:
+        if json_size(after) > json_size(before):
+            raise ToolError(f"metadata after this update: {exc}") from exc
 
 
 def _not_found(memory_id: str) -> ToolError:
@@ -584,6 +596,8 @@ class MemoryService:
         metadata = row.metadata
         if request.metadata is not None or request.content is not None:
             metadata = self._validated_metadata(request.memory_type, {**row.metadata, **(request.metadata or {})}, content)
+        if request.metadata:
+            _merged_metadata_within_limits(row.metadata, metadata)
         if (request.metadata and "anchors" in request.metadata) or request.confirm_anchors or (request.content is not None and metadata.get("anchors")):
             metadata = self._anchored(metadata, reanchor=request.confirm_anchors or request.content is not None)
         try:

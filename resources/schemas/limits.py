@@ -42,6 +42,11 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return any(_depth_exceeds(child, limit - 1) for child in children)
 
 
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (what ``MAX_JSON_BYTES`` measures)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+
+
 def check_json_object(value: dict[str, Any]) -> dict[str, Any]:
     """Refuse a free-form JSON object nested deeper than ``MAX_JSON_DEPTH`` or larger than ``MAX_JSON_BYTES``.
 
@@ -53,7 +58,7 @@ def check_json_object(value: dict[str, Any]) -> dict[str, Any]:
             f"nested more than {MAX_JSON_DEPTH} levels deep — flatten it: keep values a few levels deep "
             "(put long structured text in the memory's content instead)"
         )
-    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+    size = json_size(value)
     if size > MAX_JSON_BYTES:
         raise ValueError(
             f"{size} bytes of JSON, over the {MAX_JSON_BYTES}-byte limit — keep it to short fields: long text "

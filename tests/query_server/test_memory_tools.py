@@ -244,3 +244,21 @@ def test_search_ranks_as_if_it_read_every_candidate(svc, monkeypatch: pytest.Mon
         assert read_pruned <= read_all
         saved += read_all - read_pruned
     assert saved > 0  # the early stop did happen
+
+
+def test_updates_cannot_pile_metadata_past_the_limit(svc) -> None:  # noqa: ANN001
+    """Each update's metadata is within the 64 KiB cap on input; merged into the stored metadata, an
+    update that grows it past the cap is refused, and the memory keeps its last good version."""
+    added = _add(svc, "session", "Long refactoring session")
+    chunk = "x" * 20_000
+    version = added.version
+    for n in range(3):
+        version = svc.memory_update(MemoryUpdateInput(
+            memory_id=added.memory_id, memory_type="session", metadata={f"notes_{n}": chunk},
+        )).version
+    with pytest.raises(ToolError, match="metadata after this update"):
+        svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_3": chunk}))
+    stored = svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
+    assert stored.version == version and "notes_3" not in stored.metadata
+    shrunk = svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_0": "done"}))
+    assert shrunk.status == "updated"
