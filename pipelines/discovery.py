@@ -6,12 +6,16 @@ walked and every ``.gitignore`` on the way is honoured with ``pathspec``. ``.cod
 (gitignore syntax, at the root) is applied in both cases. Vendored and generated trees,
 minified files and lockfiles are skipped by default, as are files with an extension outside the
 configured filter, files over the size limit, symlinks that leave the root, and special files.
-Every skip carries its reason so the summary can say why a file is not indexed.
+Every skip carries its reason so the summary can say why a file is not indexed; a folder that
+cannot be listed is one skip (its path ends in ``/``) with the system's reason. A file listed
+but gone when it is looked at (a tracked file deleted from the work tree, or one deleted
+meanwhile) is not part of the tree: it is left out.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +42,8 @@ LOCKFILES: frozenset[str] = frozenset(
 MINIFIED_SUFFIXES: tuple[str, ...] = (".min.js", ".min.mjs", ".min.css", ".bundle.js", "-min.js")
 GENERATED_SUFFIXES: tuple[str, ...] = (".pb.go", "_pb2.py", "_pb2_grpc.py", ".g.cs", ".designer.cs", ".d.ts.map")
 MINIFIED_LINE_LENGTH = 1000
+_GIT_UNREADABLE = re.compile(r"^warning: could not open directory '(.*)': (.*)$", re.MULTILINE)
+"""git's warning for a folder it cannot list (``LC_ALL=C``: the English text)."""
 
 
 class DiscoveryError(ValueError):
@@ -94,8 +100,14 @@ def _load_ignore(path: Path) -> pathspec.GitIgnoreSpec | None:
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _git_candidates(root: Path) -> list[str] | None:
-    """Paths from git (tracked + untracked not ignored), or None when root is not a git tree."""
+def _unreadable_folder(rel: str, reason: str) -> SkippedFile:
+    """The skip of a folder that cannot be listed (``rel`` repo-relative, "" for the root)."""
+    return SkippedFile(rel.rstrip("/") + "/" if rel not in ("", ".") else "./", f"unreadable folder: {reason}")
+
+
+def _git_candidates(root: Path, unreadable: list[SkippedFile] | None = None) -> list[str] | None:
+    """Paths from git (tracked + untracked not ignored), or None when root is not a git tree;
+    the folders git could not list are appended to ``unreadable`` (when given)."""
     try:
         inside = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
@@ -107,18 +119,31 @@ def _git_candidates(root: Path) -> list[str] | None:
         return None
     listed = subprocess.run(
         ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True, timeout=300, check=False,
+        capture_output=True, timeout=300, check=False, env={**os.environ, "LC_ALL": "C"},
     )
     if listed.returncode != 0:
         return None
+    top = Path(inside.stdout.strip())  # git names folders from the top of the work tree
+    for folder, reason in _GIT_UNREADABLE.findall(listed.stderr.decode("utf-8", errors="replace")):
+        rel = Path(os.path.relpath(top / folder, root)).as_posix()
+        if unreadable is not None and not rel.startswith("../"):
+            unreadable.append(_unreadable_folder(rel, reason))
     names = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
     return sorted({name for name in names if name})
 
 
-def _walk_candidates(root: Path) -> Iterator[str]:
-    """Walk the tree without following directory symlinks, honouring nested .gitignore files."""
+def _walk_candidates(root: Path, unreadable: list[SkippedFile] | None = None) -> Iterator[str]:
+    """Walk the tree without following directory symlinks, honouring nested .gitignore files; the
+    folders that cannot be listed are appended to ``unreadable`` (when given)."""
+
+    def cannot_list(exc: OSError) -> None:
+        if unreadable is None:
+            return
+        folder = Path(exc.filename).relative_to(root).as_posix() if exc.filename else ""
+        unreadable.append(_unreadable_folder(folder, exc.strerror or str(exc)))
+
     specs: list[tuple[str, pathspec.GitIgnoreSpec]] = []
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+    for directory, dirnames, filenames in os.walk(root, onerror=cannot_list, followlinks=False):
         rel_dir = Path(directory).relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
         if ".gitignore" in filenames:
@@ -182,13 +207,15 @@ def discover(
         extra_ignore_patterns: More gitignore-style patterns (from settings).
 
     Returns:
-        The files to index (sorted by path) and the skipped files with reasons. Files with an
-        extension outside the filter are not reported individually (there would be thousands).
+        The files to index (sorted by path) and the skipped files and unreadable folders with
+        reasons. Files with an extension outside the filter are not reported individually (there
+        would be thousands).
     """
     root = resolve_project_root(root)
     allowed = {ext.lower() for ext in extensions}
-    git_paths = _git_candidates(root)
-    candidates = git_paths if git_paths is not None else list(_walk_candidates(root))
+    unreadable: list[SkippedFile] = []
+    git_paths = _git_candidates(root, unreadable)
+    candidates = git_paths if git_paths is not None else list(_walk_candidates(root, unreadable))
     ignore_lines = list(extra_ignore_patterns)
     codememignore = root / ".codememignore"
     if codememignore.is_file():
@@ -196,6 +223,10 @@ def discover(
     ignore = pathspec.GitIgnoreSpec.from_lines(ignore_lines) if ignore_lines else None
 
     result = Discovery(git_aware=git_paths is not None)
+    for folder in unreadable:  # those skipped anyway (vendored, ignored) are not worth a line
+        vendored = any(part in DEFAULT_EXCLUDED_DIRS for part in PurePosixPath(folder.path).parts)
+        if not vendored and (ignore is None or not ignore.match_file(folder.path)):
+            result.skipped.append(folder)
     for rel in candidates:
         suffix = PurePosixPath(rel).suffix.lower()
         if suffix not in allowed:
@@ -218,8 +249,9 @@ def discover(
             result.skipped.append(SkippedFile(rel, "symlink loop"))
             continue
         except FileNotFoundError:
-            result.skipped.append(SkippedFile(rel, "broken symlink or file vanished"))
-            continue
+            if absolute.is_symlink():
+                result.skipped.append(SkippedFile(rel, "broken symlink"))
+            continue  # listed, but not in the tree (deleted since git's index or the walk saw it)
         except OSError as exc:
             reason = "symlink loop" if exc.errno == 40 else f"cannot stat: {exc.strerror}"
             result.skipped.append(SkippedFile(rel, reason))
@@ -232,7 +264,14 @@ def discover(
                 SkippedFile(rel, f"larger than the {max_file_bytes:,}-byte limit ({stat.st_size:,} bytes)")
             )
             continue
-        if _looks_minified(absolute, stat.st_size):
+        try:
+            minified = _looks_minified(absolute, stat.st_size)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            result.skipped.append(SkippedFile(rel, f"cannot read: {exc.strerror}"))
+            continue
+        if minified:
             result.skipped.append(SkippedFile(rel, "minified file"))
             continue
         language = language_for_path(rel)

@@ -6,9 +6,11 @@ when present) and their subgraph replaced → deleted files vanish from every st
 edges are re-resolved and the graph receives only the difference → dense vectors are filled for
 whatever still lacks one (resumable; search fuses whatever exists meanwhile).
 
-Crash safety: a file's manifest row is committed after its points and subgraph are written, so
-an interrupted run leaves the old hash and the next run redoes the file (writes are
-idempotent, ids are deterministic).
+Crash safety: a file's manifest row is committed after its points and subgraph are written, and
+the files (with their point ids) are recorded as in flight before the first store write, so an
+interrupted run leaves them named and the next run redoes or deletes them whatever they became
+meanwhile; cross-file edges about to change are recorded the same way (writes are idempotent,
+ids are deterministic). A complete run ends with the stores a clean index of the tree builds.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pipelines.parsing import ParseTimeout, parse_source
 from pipelines.records import EMBEDDING_TEXT_VERSION, build_symbol_records, file_id, graph_label
 from pipelines.resolution import resolve
 from resources import sparse
+from resources.faults import fault_point
 from resources.graph_store import GraphEdge, GraphNode, GraphStore
 from resources.settings import Settings
 from resources.vector_store import VectorPoint, VectorStore
@@ -45,6 +48,11 @@ MAX_WORKERS = 4
 MAX_IN_FLIGHT = 4 * BATCH_FILES
 OPTIMIZE_MIN_REWRITES = 5_000
 DENSE_BATCH = 64
+
+RUN_FAILED = "(index run)"
+"""The path of a ``failed`` entry about the run as a whole rather than one file."""
+STOPPED_BEFORE = "the run was stopped before this file: the next run indexes it"
+"""The skip reason of the changed files a stopped run did not reach."""
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): phases are discover, parse, resolve, embed."""
@@ -64,7 +72,10 @@ class IndexReport:
     files_unchanged: int = 0
     files_deleted: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    """Paths not indexed, with the reason (an unreadable folder is one entry, its path ending in /)."""
     failed: list[tuple[str, str]] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    """Files listed at the start of the run and gone when it came to read them."""
     files_with_syntax_errors: list[str] = field(default_factory=list)
     symbols_written: int = 0
     symbols_total: int = 0
@@ -84,6 +95,15 @@ class IndexReport:
         """True when nothing failed (skips with a reason are fine)."""
         return not self.failed
 
+    @property
+    def unaccounted(self) -> int:
+        """Files seen minus those the report accounts for; 0 in every run, for the invariant
+        seen = indexed + unchanged + skipped + failed + vanished."""
+        failed = sum(1 for path, _ in self.failed if path != RUN_FAILED)
+        return self.files_seen - (
+            self.files_indexed + self.files_unchanged + len(self.skipped) + failed + len(self.vanished)
+        )
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
         return {
@@ -94,6 +114,7 @@ class IndexReport:
             "files_deleted": self.files_deleted,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "failed": [{"path": p, "error": e} for p, e in self.failed],
+            "vanished": self.vanished,
             "files_with_syntax_errors": self.files_with_syntax_errors,
             "symbols_written": self.symbols_written,
             "symbols_total": self.symbols_total,
@@ -222,13 +243,15 @@ def _hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message)
+Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message) | ("vanished", None)
 
 
 def _prepare_safely(source: SourceFile, timeout_s: float) -> Outcome:
     """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
     try:
         data = source.absolute_path.read_bytes()
+    except FileNotFoundError:
+        return ("vanished", None)
     except OSError as exc:
         return ("fail", f"cannot read: {exc.strerror or exc}")
     if b"\0" in data[:8192]:
@@ -309,7 +332,12 @@ def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
 
 def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
     """Stage 1 of a write: the files' points (sparse, plus dense from the cache) into the vector
-    store, and the points of symbols that no longer exist out of it. Returns points written."""
+    store, and the points of symbols that no longer exist out of it. Returns points written.
+
+    The files and their point ids are recorded as in flight first (``Manifest.begin_writes``), so
+    an interruption before their manifest commit is undone by the next run whatever the files
+    become meanwhile."""
+    ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
     _attach_cached_dense(ctx, prepared)
     points = [pt for p in prepared for pt in p.points]
     ctx.vectors.upsert(CODE_COLLECTION, points)
@@ -325,11 +353,13 @@ def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previ
     """Stage 2 of a write: the files' subgraphs replaced, then the manifest rows committed (last,
     so an interrupted write is redone by the next run), with the replaced node ids marked dirty
     for cross-file resolution in the same transaction."""
+    fault_point("index:before_graph")
     ctx.graph.replace_files(
         [p.state.path for p in prepared],
         [n for p in prepared for n in p.nodes],
         [e for p in prepared for e in p.edges],
     )
+    fault_point("index:before_manifest")
     destroyed = {i for ids in previous_ids.values() for i in ids} | {file_id(p.state.path) for p in prepared}
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
@@ -344,11 +374,14 @@ def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dic
 
 
 def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
-    """Remove files from every store (vectors, graph, manifest)."""
+    """Remove files from every store (vectors, graph, manifest), the manifest last: the files are
+    in flight until then, so an interrupted deletion is finished, or the file redone, next run."""
     if not paths:
         return
     ids = ctx.manifest.symbol_ids_of(paths)
+    ctx.manifest.begin_writes({path: [] for path in paths})
     ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
+    fault_point("index:deleting")
     ctx.graph.delete_files(list(paths))
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
@@ -368,10 +401,12 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     resolution = resolve(ctx.manifest.all_symbols(), ctx.manifest.all_refs())
     current = ctx.manifest.resolved_edges()
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
-    still_in_graph = current - destroyed
+    unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
+    still_in_graph = current - destroyed - unsettled
     wanted = set(resolution.edges)
     to_add = wanted - still_in_graph
-    to_remove = still_in_graph - wanted
+    to_remove = (still_in_graph | unsettled) - wanted
+    ctx.manifest.begin_edge_changes(to_add | to_remove)
     if resolution.external_modules:
         ctx.graph.merge_nodes(
             [
@@ -389,6 +424,12 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
             for s, t, d in to_add
         ]
     )
+    # Module nodes stand for external imports, shared by every file that makes them: the graph
+    # holds exactly those some file still imports (a deleted file, or one that stopped importing a
+    # module, leaves no orphan, as a clean index of the same tree would have none).
+    unreferenced = ctx.graph.node_ids("Module") - resolution.external_modules.keys()
+    ctx.graph.delete_nodes("Module", sorted(unreferenced))
+    fault_point("index:resolving")
     ctx.manifest.replace_resolved_edges(
         [(s, t, d, resolution.edges[(s, t, d)]) for s, t, d in to_add], list(destroyed | to_remove), touched_ids
     )
@@ -400,6 +441,7 @@ def resolve_pending(ctx: IndexContext) -> tuple[int, int]:
     touched = ctx.manifest.dirty()
     if not touched:
         return 0, 0
+    fault_point("index:before_resolve")
     return resolve_edges(ctx, touched)
 
 
@@ -439,13 +481,14 @@ def reset_index(ctx: IndexContext) -> None:
     Used by ``codemem index --reembed`` and automatically when the embedding model changed:
     vectors of two models are never mixed in one collection.
     """
-    known = list(ctx.manifest.files())
+    known = sorted(set(ctx.manifest.files()) | ctx.manifest.in_flight())
     ctx.vectors.clear_collection(CODE_COLLECTION, ctx.embedder.dimension)  # never missing for a concurrent search
     if known:
         ctx.graph.delete_files(known)
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, known)
         conn.execute("DELETE FROM resolved_edges")
+        conn.execute("DELETE FROM unsettled_edges")
         conn.execute("DELETE FROM meta WHERE key = 'embedding_model'")
 
 
@@ -510,7 +553,7 @@ def index_project(
     progress("discover", 1, 1)
     files = found.files
     skipped = found.skipped
-    seen_paths = {f.path for f in files}  # before the run's filters: only vanished files are deleted
+    on_disk = {f.path for f in files}  # before the run's filters: indexed files not in it leave the index
     if only_paths is not None:
         files = [f for f in files if _in_scope(f.path, only_paths)]
         skipped = [s for s in skipped if _in_scope(s.path, only_paths)]
@@ -528,6 +571,7 @@ def index_project(
     with ctx.write_lock:
         prepare_stores(ctx, report, reembed=reembed)
         known = ctx.manifest.files()
+        in_flight = ctx.manifest.in_flight()  # written by an interrupted run: redone whatever their hash
         touched: set[str] = set()
         rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
         progress("parse", 0, len(files))
@@ -536,10 +580,13 @@ def index_project(
             state = known.get(source.path)
             try:
                 content_hash = _hash_file(source.absolute_path)
+            except FileNotFoundError:
+                report.vanished.append(source.path)
+                continue
             except OSError as exc:
                 report.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
                 continue
-            if state is not None and state.content_hash == content_hash and not force:
+            if state is not None and state.content_hash == content_hash and not force and source.path not in in_flight:
                 report.files_unchanged += 1
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)
@@ -549,6 +596,7 @@ def index_project(
         progress("parse", done, len(files))
         batch: list[_Prepared] = []
         interrupted = False
+        reached: set[str] = set()
         prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s)
         for source, outcome in prepared_files:
             if stop is not None and stop.is_set():
@@ -556,11 +604,15 @@ def index_project(
                 prepared_files.close()  # cancels the work not yet started
                 break
             done += 1
+            reached.add(source.path)
             kind, value = outcome
-            if kind == "skip":
+            if kind == "skip":  # not indexable now (binary, parser time limit): out of the index
                 report.skipped.append((source.path, value))
-            elif kind == "fail":
+                on_disk.discard(source.path)
+            elif kind == "fail":  # a failure keeps what was indexed
                 report.failed.append((source.path, value))
+            elif kind == "vanished":
+                report.vanished.append(source.path)
             else:
                 if value.state.error_count:
                     report.files_with_syntax_errors.append(source.path)
@@ -579,17 +631,19 @@ def index_project(
             touched |= replaced
         progress("parse", len(files), len(files))
 
-        deleted = [] if interrupted else [
-            p for p in known if p not in seen_paths and (only_paths is None or _in_scope(p, only_paths))
-        ]
         if interrupted:
             report.notes.append("stopped before the end: run `codemem index` again to finish")
+            report.skipped += [(s.path, STOPPED_BEFORE) for s, _ in changed if s.path not in reached]
+        on_disk -= set(report.vanished)
+        deleted = [] if interrupted else [
+            p for p in sorted(known.keys() | in_flight) if p not in on_disk and (only_paths is None or _in_scope(p, only_paths))
+        ]
         if deleted:
             old_ids = ctx.manifest.symbol_ids_of(deleted)
             rewritten += sum(len(group) for group in old_ids.values())
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
             delete_files(ctx, deleted)
-        report.files_deleted = len(deleted)
+        report.files_deleted = len([p for p in deleted if p in known])
         if touched or ctx.manifest.dirty():
             progress("resolve", 0, 1)
             report.edges_added, report.edges_removed = resolve_pending(ctx)
@@ -623,6 +677,9 @@ def finish_report(
     report.symbols_total = counts["symbols"]
     report.edges_total = counts["resolved_edges"]
     report.seconds = time.perf_counter() - started
+    if report.unaccounted:
+        report.notes.append(f"the counts miss {report.unaccounted} file(s): seen != indexed + unchanged + skipped + "
+                            "failed + vanished (a codemem bug; please report it)")
     return report
 
 
@@ -672,6 +729,7 @@ __all__ = [
     "CODE_COLLECTION",
     "IndexContext",
     "IndexReport",
+    "RUN_FAILED",
     "delete_files",
     "embed_pending",
     "finish_report",

@@ -1,8 +1,10 @@
 """The index manifest: what is indexed, at which content hash, and what still needs a vector.
 
 A SQLite database (WAL) under the state dir. A file's row is committed only after its points
-and its subgraph are written, so a run killed in the middle leaves the old hash in place and
-the next run redoes that file (every store write is idempotent): the index converges.
+and its subgraph are written, and the file is recorded as in flight before them, so a run killed
+in the middle leaves the old hash and the record in place and the next run redoes (or deletes)
+that file; cross-file edges about to change in the graph are recorded as unsettled the same way
+(every store write is idempotent): the index converges.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ CREATE TABLE IF NOT EXISTS resolved_edges (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dirty (id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS in_flight (path TEXT NOT NULL, ids TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS in_flight_path ON in_flight(path);
+CREATE TABLE IF NOT EXISTS unsettled_edges (
+    source TEXT NOT NULL,
+    type TEXT NOT NULL,
+    target TEXT NOT NULL,
+    PRIMARY KEY (source, type, target)
+);
 """
 
 
@@ -126,12 +136,35 @@ class Manifest:
         return FileState(*row) if row else None
 
     def symbol_ids_of(self, paths: Iterable[str]) -> dict[str, list[str]]:
-        """Symbol ids per path."""
+        """Symbol ids per path that the stores may hold: the indexed symbols, plus the points of
+        writes still in flight (written by a run that was interrupted before its manifest commit)."""
         found: dict[str, list[str]] = {}
         with self._lock:
             for path in paths:
-                found[path] = [r[0] for r in self._conn.execute("SELECT id FROM symbols WHERE path = ?", (path,))]
+                ids = [r[0] for r in self._conn.execute("SELECT id FROM symbols WHERE path = ?", (path,))]
+                for (written,) in self._conn.execute("SELECT ids FROM in_flight WHERE path = ?", (path,)):
+                    ids += json.loads(written)
+                found[path] = list(dict.fromkeys(ids))
         return found
+
+    def begin_writes(self, ids_by_path: dict[str, list[str]]) -> None:
+        """Record, before any store write or deletion, the files about to change there (and the
+        point ids about to be written).
+
+        Committed first, so a run interrupted before the files' manifest commit leaves them named:
+        the next run redoes them even when their content is back to the indexed hash, and removes
+        every point the interrupted run wrote (``symbol_ids_of``), the file deleted meanwhile
+        included. The records go with the commit (``replace_files``, ``remove_files``).
+        """
+        with self.transaction() as conn:  # one row per file and attempt: repeated interruptions add up
+            conn.executemany(
+                "INSERT INTO in_flight(path, ids) VALUES (?, ?)", [(path, json.dumps(ids)) for path, ids in ids_by_path.items()]
+            )
+
+    def in_flight(self) -> set[str]:
+        """Paths whose store writes have no manifest commit yet (an interrupted run's)."""
+        with self._lock:
+            return {row[0] for row in self._conn.execute("SELECT DISTINCT path FROM in_flight")}
 
     def replace_files(self, conn: sqlite3.Connection, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
         """Inside a transaction: replace the rows of these files (state, refs, symbols).
@@ -141,6 +174,7 @@ class Manifest:
         """
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
+            conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))
             conn.execute(
                 "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -184,6 +218,7 @@ class Manifest:
         for path in paths:
             conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            conn.execute("DELETE FROM in_flight WHERE path = ?", (path,))
 
     def find_symbols(self, *, symbol_id: str | None = None, qualified_name: str | None = None) -> list[SymbolRow]:
         """Symbols by id or by global qualified name (overloads share a name)."""
@@ -270,15 +305,31 @@ class Manifest:
         with self._lock:
             return {tuple(r) for r in self._conn.execute("SELECT source, type, target FROM resolved_edges")}  # type: ignore[misc]
 
+    def begin_edge_changes(self, edges: Iterable[tuple[str, str, str]]) -> None:
+        """Record, before the graph changes, the edges about to be added to or removed from it.
+
+        ``replace_resolved_edges`` forgets them; an interrupted resolution leaves them behind, and
+        the next one treats their state in the graph as unknown (``unsettled_edges``).
+        """
+        with self.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO unsettled_edges VALUES (?, ?, ?)", list(edges))
+
+    def unsettled_edges(self) -> set[tuple[str, str, str]]:
+        """Edges an interrupted resolution may or may not have added or removed in the graph."""
+        with self._lock:
+            return {tuple(r) for r in self._conn.execute("SELECT source, type, target FROM unsettled_edges")}  # type: ignore[misc]
+
     def replace_resolved_edges(
         self,
         added: Sequence[tuple[str, str, str, dict[str, Any]]],
         removed: Sequence[tuple[str, str, str]],
         resolved_ids: Iterable[str] = (),
     ) -> None:
-        """Apply a diff to the resolved edge set (and forget the dirty ids it resolved)."""
+        """Apply a diff to the resolved edge set (and forget the dirty ids it resolved, and the
+        edges recorded as unsettled: the graph now holds the set)."""
         with self.transaction() as conn:
             self.clear_dirty(conn, resolved_ids)
+            conn.execute("DELETE FROM unsettled_edges")
             conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", removed)
             conn.executemany(
                 "INSERT OR REPLACE INTO resolved_edges VALUES (?, ?, ?, ?)",

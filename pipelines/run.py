@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.buckets import ALL_BUCKETS
-from pipelines.indexer import IndexContext, IndexReport, Progress, _no_progress, finish_report
-from pipelines.stages import PreparedBucket, plan_buckets
+from pipelines.indexer import RUN_FAILED, IndexContext, IndexReport, Progress, _no_progress, finish_report
+from pipelines.stages import BucketPlan, PreparedBucket, plan_buckets
 from resources.private_files import make_private_dir
 
 
@@ -99,9 +99,9 @@ def materialize_index(
     plans = plan_buckets(settings, ctx.manifest, force=force)
     progress("discover", 1, 1)
     pending = sorted(b for b, plan in plans.items() if plan.pending)
-    report.files_seen = sum(p.unchanged + len(p.changed) + len(p.skipped) + len(p.failed) for p in plans.values())
     changed_files = sum(len(p.changed) for p in plans.values())
     ran: set[str] = set()
+    run_plans: dict[str, BucketPlan] = {}
     if pending or ctx.manifest.dirty():
         progress("parse", 0, changed_files)
         root = str(settings.resolved_root())
@@ -138,9 +138,10 @@ def materialize_index(
         if not result.success:
             failure = next((e for e in result.all_events if e.is_failure), None)
             detail = failure.event_specific_data.error.message.strip() if failure is not None and failure.event_specific_data else "see the Dagster run"
-            report.failed.append(("(index run)", f"Dagster run {result.run_id} failed: {detail}"))
+            report.failed.append((RUN_FAILED, f"Dagster run {result.run_id} failed: {detail}"))
         else:
             buckets: dict[str, PreparedBucket] = result.output_for_node("graph_loaded") or {}
+            run_plans = result.output_for_node("source_files") or {}
             for key, bucket in buckets.items():
                 if bucket is None:
                     continue
@@ -149,6 +150,7 @@ def materialize_index(
                 report.files_deleted += len(bucket.deleted)
                 report.failed += bucket.failed
                 report.skipped += bucket.skipped
+                report.vanished += bucket.vanished
                 report.symbols_written += bucket.points_written
                 report.files_with_syntax_errors += [p.state.path for p in bucket.prepared if p.state.error_count]
             normalized = result.asset_materializations_for_node("normalized_graph")
@@ -159,7 +161,19 @@ def materialize_index(
             report.notes.append(f"Dagster run {result.run_id} over buckets {first}..{last}")
         progress("parse", changed_files, changed_files)
     _materialize_design(handle, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
-    report.files_unchanged = sum(p.unchanged for p in plans.values())
+    # A bucket's numbers come from the listing its files were indexed against: the run's own (it
+    # lists the tree again) for the buckets it ran, the one above for the others. A file the first
+    # listing saw and the run's did not was deleted while the run started: it vanished.
+    counted = {**plans, **{key: run_plans[key] for key in ran if key in run_plans}}
+    between = sorted(
+        path for key in ran if key in run_plans and key in plans for path in set(plans[key].listed) - set(run_plans[key].listed)
+    )
+    report.vanished += between
+    report.files_seen = sum(p.seen for p in counted.values()) + len(between)
+    report.files_unchanged = sum(p.unchanged for p in counted.values())
     report.skipped += [s for key, p in plans.items() if key not in ran for s in p.skipped]
     report.failed += [f for key, p in plans.items() if key not in ran for f in p.failed]
+    report.failed += [(s.path, "not indexed: the Dagster run failed") for key, p in plans.items() if key not in ran
+                      for s, _ in p.changed]
+    report.vanished += [v for key, p in plans.items() if key not in ran for v in p.vanished]
     return finish_report(ctx, report, started, embed=embed, progress=progress)

@@ -42,6 +42,15 @@ class BucketPlan:
     deleted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    """Files listed and gone before they could be hashed."""
+    listed: list[str] = field(default_factory=list)
+    """Every file of the bucket that discovery listed (changed, unchanged, failed or vanished)."""
+
+    @property
+    def seen(self) -> int:
+        """Files of the bucket the report counts as seen."""
+        return self.unchanged + len(self.changed) + len(self.skipped) + len(self.failed) + len(self.vanished)
 
     @property
     def digest(self) -> str:
@@ -64,6 +73,8 @@ class PreparedBucket:
     deleted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    """Files listed and gone before they could be hashed or read."""
     unchanged: int = 0
     points_written: int = 0
     dense_computed: int = 0
@@ -94,6 +105,7 @@ def plan_buckets(
     root = resolve_project_root(settings.resolved_root())
     found = discover(root, extensions=settings.extensions, max_file_bytes=settings.max_file_bytes)
     known: dict[str, FileState] = manifest.files()
+    in_flight = manifest.in_flight()  # written by an interrupted run: redone whatever their hash or mtime
     plans: dict[str, BucketPlan] = {}
 
     def plan_of(path: str) -> BucketPlan | None:
@@ -112,20 +124,26 @@ def plan_buckets(
         plan = plan_of(source.path)
         if plan is None:
             continue
+        plan.listed.append(source.path)
         state = known.get(source.path)
-        if trust_mtime and not force and state is not None and state.mtime_ns == source.mtime_ns and state.size == source.size:
+        redo = force or source.path in in_flight
+        if trust_mtime and not redo and state is not None and state.mtime_ns == source.mtime_ns and state.size == source.size:
             plan.unchanged += 1
             continue
         try:
             content_hash = _hash_file(source.absolute_path)
+        except FileNotFoundError:
+            plan.vanished.append(source.path)
+            on_disk.discard(source.path)
+            continue
         except OSError as exc:
             plan.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
             continue
-        if state is not None and state.content_hash == content_hash and not force:
+        if state is not None and state.content_hash == content_hash and not redo:
             plan.unchanged += 1
         else:
             plan.changed.append((source, content_hash))
-    for path in known:
+    for path in sorted(known.keys() | in_flight):
         if path not in on_disk:
             plan = plan_of(path)
             if plan is not None:
@@ -144,7 +162,7 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float) -> dict[str, 
     results = {
         plan.bucket: PreparedBucket(
             bucket=plan.bucket, deleted=list(plan.deleted), skipped=list(plan.skipped), failed=list(plan.failed),
-            unchanged=plan.unchanged,
+            vanished=list(plan.vanished), unchanged=plan.unchanged,
         )
         for plan in plans
     }
@@ -155,6 +173,8 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float) -> dict[str, 
             result.prepared.append(value)
         elif kind == "skip":
             result.skipped.append((source.path, value))
+        elif kind == "vanished":
+            result.vanished.append(source.path)
         else:
             result.failed.append((source.path, value))
     return results
@@ -182,9 +202,17 @@ def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bo
 
 
 def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBucket:
-    """Subgraphs of a bucket's files replaced, its deleted files removed from every store, and
+    """Subgraphs of a bucket's files replaced, its deleted files removed from every store (those
+    that vanished while the run read them, or that cannot be indexed any more, included), and
     the manifest committed last."""
     with ctx.write_lock:
+        gone = [*bucket.vanished, *(path for path, _ in bucket.skipped)]
+        if gone:
+            in_flight = ctx.manifest.in_flight()
+            bucket.deleted += [
+                p for p in dict.fromkeys(gone)
+                if p not in bucket.deleted and (p in in_flight or ctx.manifest.file(p) is not None)
+            ]
         if bucket.prepared:
             previous = ctx.manifest.symbol_ids_of([p.state.path for p in bucket.prepared])
             write_graph_and_manifest(ctx, bucket.prepared, previous)

@@ -119,6 +119,12 @@ def hook(args: tuple[str, ...]) -> None:
     sys.exit(hook_main(list(args)))
 
 
+def _names(paths: list[str], shown: int = 5) -> str:
+    """The first ``shown`` paths, and how many more (``--json`` lists them all)."""
+    more = f" and {len(paths) - shown} more (--json lists all)" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
 def print_summary(report: dict[str, Any]) -> None:
     """A human summary of an index run."""
     table = Table(title=f"codemem index — {report['root']}", show_header=False)
@@ -128,6 +134,7 @@ def print_summary(report: dict[str, Any]) -> None:
     table.add_row("deleted from the index", str(report["files_deleted"]))
     table.add_row("skipped", str(len(report["skipped"])))
     table.add_row("failed", str(len(report["failed"])))
+    table.add_row("vanished during the run", str(len(report.get("vanished", []))))
     table.add_row("files with syntax errors (indexed what parsed)", str(len(report["files_with_syntax_errors"])))
     table.add_row("symbols (written / total)", f"{report['symbols_written']} / {report['symbols_total']}")
     table.add_row("cross-file edges (+added / -removed / total)", f"+{report['edges_added']} / -{report['edges_removed']} / {report['edges_total']}")
@@ -145,11 +152,14 @@ def print_summary(report: dict[str, Any]) -> None:
         )
     table.add_row("time", f"{report['seconds']:.2f} s")
     console.print(table)
-    reasons: dict[str, int] = {}
+    reasons: dict[str, list[str]] = {}
     for item in report["skipped"]:
-        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
-    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
-        console.print(f"  skipped {count:>5} × {reason}")
+        reasons.setdefault(item["reason"], []).append(item["path"])
+    for reason, paths in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+        console.print(f"  skipped {len(paths):>5} × {reason}: {_names(paths)}", markup=False)
+    if report.get("vanished"):
+        console.print(f"  vanished {len(report['vanished']):>4} × listed, then deleted before they were read: "
+                      f"{_names(report['vanished'])}", markup=False)
     for note in report.get("notes", []):
         console.print(f"[yellow]  note: {note}[/yellow]")
     for item in report["failed"]:
