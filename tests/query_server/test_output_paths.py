@@ -53,7 +53,7 @@ def _untouched(repo: Path) -> None:
 def test_http_export_cannot_replace_the_ledger_a_source_file_or_a_git_hook(repo: Path) -> None:
     handle = ProjectHandle(Settings(project_root=repo))
     try:
-        with TestClient(build_http_app(handle)) as client:
+        with TestClient(build_http_app(handle), base_url="http://127.0.0.1:8765") as client:
             added = client.post("/tools/memory_add", json={"memory_type": "session", "content": "Refactored the login flow"})
             assert added.status_code == 200
             for target, expected in (
