@@ -2,7 +2,7 @@
 
 * BM25 — Lucene BM25 (k1=1.5, b=0.75) over the stripped function texts, with a code tokenizer:
   words and identifiers, camelCase / snake_case split into parts, lower-cased, English stop
-  words dropped, Snowball-stemmed (PyStemmer). It is ``pipelines.evaluation.BM25`` (numpy, the
+  words dropped, Snowball-stemmed (PyStemmer). It is ``pipelines.eval_corpus.BM25`` (numpy, the
   same rankings as ``bm25s``, which the tests check), the baseline ``codemem eval`` reports too.
 * MiniLM — the raw local model all-MiniLM-L6-v2 (the packaged weights, the same numpy forward
   pass codemem uses, truncated at 256 word pieces as sentence-transformers does, mean pooled,
@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from bench.corpora import CACHE_DIR
-from pipelines.evaluation import BM25, code_tokenize
+from pipelines.eval_corpus import BM25, code_tokenize
 
 __all__ = ["BM25", "RawMiniLM", "VectorCache", "code_tokenize", "dense_rank", "rrf"]
 
 MAX_SEQ = 256
 
 
-# BM25 and its tokenizer: pipelines.evaluation (shared with `codemem eval`), re-exported here.
+# BM25 and its tokenizer: pipelines.eval_corpus (shared with `codemem eval`), re-exported here.
 
 
 # -- raw MiniLM ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ measurement (requests 706 functions here vs 711 then, flask 1,419 vs 1,463).
 
 Stripping (``ast``, line numbers kept), queries (the first paragraph of each docstring whose
 first line has at least 3 words; ``--query-mode line``: the first line; identical texts merged)
-and functions come from ``pipelines.evaluation``, the module ``codemem eval`` runs on a user's
+and functions come from ``pipelines.eval_corpus``, the module ``codemem eval`` runs on a user's
 own repository, so the benchmark and the product measure the same way.
 """
 
@@ -22,7 +22,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.evaluation import MIN_QUERY_WORDS, Function, Query, build_queries, strip_docstrings, strip_file
+from pipelines.eval_corpus import MIN_QUERY_WORDS, Function, Query, build_queries, strip_docstrings, strip_file
 
 __all__ = ["MIN_QUERY_WORDS", "Corpus", "Function", "Query", "load_corpus", "fresh_copy", "strip_docstrings"]
 
@@ -89,7 +89,7 @@ def _extract_py_files(tarball: Path) -> dict[str, bytes]:
     return out
 
 
-# -- docstring stripping, functions and queries: pipelines.evaluation (shared with `codemem eval`)
+# -- docstring stripping, functions and queries: pipelines.eval_corpus (shared with `codemem eval`)
 
 def load_corpus(package: str, version: str | None = None, query_mode: str = "paragraph") -> Corpus:
     """Download (cached), strip and write the corpus of ``package``; returns its functions and queries."""

@@ -194,7 +194,7 @@ def _first_function(path: str, source: str, language: str) -> Any:
 
 def _candidates(service: Any, pair: Pair, vector: Any, count: int) -> list[Any]:
     from pipelines.indexer import CODE_COLLECTION
-    from resources.vector_store import PayloadFilter
+    from resources.vectors.store import PayloadFilter
 
     hits, _ = service.vectors.ranked_lists(
         CODE_COLLECTION, dense=vector, sparse=None, candidates=count,

@@ -4,7 +4,7 @@
 
 Each variant re-creates codemem's search index for the benchmark corpora with the real pieces
 (``pipelines.parsing.parse_source``, ``pipelines.records.build_symbol_records``,
-``resources.sparse``, ``resources.vector_store.EdgeVectorStore``) but a different
+``resources.vectors.sparse``, ``resources.vectors.store.EdgeVectorStore``) but a different
 ``embedding_text`` and/or ``sparse_text`` (monkeypatched functions of this process only; no
 project file is edited), then ranks every query by dense only, sparse only, and weighted RRF
 of the two candidate lists, for several (dense, sparse) weights, RRF k and candidate depths.
@@ -265,8 +265,8 @@ class VariantIndex:
     def __init__(self, corpus: Corpus, symbols: Symbols, embed_fn: EmbedFn, sparse_fn: SparseFn,
                  model: RawMiniLM, cache: VectorCache, avg_len: float | str | None = None,
                  k1: float | None = None, query_tf: bool = False) -> None:
-        from resources import sparse
-        from resources.vector_store import EdgeVectorStore, VectorPoint
+        from resources.vectors import sparse
+        from resources.vectors.store import EdgeVectorStore, VectorPoint
 
         self.tmp = Path(tempfile.mkdtemp(prefix="codemem-exp-"))
         self.store = EdgeVectorStore(self.tmp)
@@ -296,8 +296,7 @@ class VariantIndex:
         self.texts = texts
 
     def lists(self, query_vec: np.ndarray, query: str, candidates: int):  # noqa: ANN201
-        from resources import sparse
-
+        from resources.vectors import sparse
         if self.query_tf:  # repeated query words count (as in classic BM25), not once each
             from collections import Counter
 
@@ -307,8 +306,7 @@ class VariantIndex:
         return self.store.ranked_lists("code", dense=query_vec, sparse=qv, candidates=candidates)
 
     def hybrid(self, query_vec: np.ndarray, query: str, limit: int, candidates: int = 100, weights=(1.0, 1.0)):  # noqa: ANN001, ANN201
-        from resources import sparse
-
+        from resources.vectors import sparse
         return self.store.hybrid_query("code", dense=query_vec, sparse=sparse.query_vector(query), limit=limit,
                                        candidates=candidates, weights=weights)
 

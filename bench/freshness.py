@@ -87,8 +87,8 @@ def sensor_path(root: Path, saves: int) -> list[float]:
     """Save → searchable through file_change_sensor ticks and index_buckets runs."""
     from dagster import DagsterInstance, SensorResult, build_sensor_context
 
-    from pipelines.definitions import defs
-    from pipelines.sensors import SENSOR_INTERVAL_S, file_change_sensor
+    from pipelines.dagster.definitions import defs
+    from pipelines.dagster.sensors import SENSOR_INTERVAL_S, file_change_sensor
     from query_server.ownership import ProjectHandle
     from resources.schemas.tools import IndexInput
     from resources.settings import Settings
@@ -137,7 +137,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure both paths and print them against the targets."""
-    from pipelines.sensors import SENSOR_INTERVAL_S
+    from pipelines.dagster.sensors import SENSOR_INTERVAL_S
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--saves", type=int, default=10)

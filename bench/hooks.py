@@ -7,8 +7,8 @@ every session start and tool call), with no model load and no store server start
 
 The project is built the way a real one looks to the hooks: ``--memories`` memories (the varied
 content and valid typed metadata of ``bench.memory.MemoryGenerator``, created over the past year)
-written with ``resources.ledger.Ledger.add``; an ``anchor_state`` table with 2% of them anchored to
-indexed symbols, a third of those stale; an index manifest (``pipelines.manifest.Manifest``) of
+written with ``resources.memory.ledger.Ledger.add``; an ``anchor_state`` table with 2% of them anchored to
+indexed symbols, a third of those stale; an index manifest (``resources.manifest.Manifest``) of
 ``--files`` real files (the generator's ``src/<component>/<noun>_<kind>.py`` paths, which its
 memories mention) with one symbol each. Hook payloads are the documented samples of
 tests/fixtures/hooks with real paths.
@@ -81,8 +81,8 @@ def _fixture(name: str, **fields: Any) -> dict[str, Any]:
 def build_project(work: Path, memories: int, files: int, rng: random.Random) -> dict[str, Any]:
     """A project dir with a filled ledger, anchor_state and an index manifest; returns facts about it."""
     from bench.memory import COMPONENTS, NOUNS, MemoryGenerator
-    from pipelines.manifest import FileState, Manifest, SymbolRow
-    from resources.ledger import Ledger, NewMemory
+    from resources.manifest import FileState, Manifest, SymbolRow
+    from resources.memory.ledger import Ledger, NewMemory
     from resources.schemas.memory import validate_metadata
 
     root = work / "proj"
@@ -223,8 +223,7 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
 
 def _scan_cost(project: dict[str, Any]) -> list[float]:
     """In-process time of PostToolUse's fallback (a ledger scan, used while the mentions cache is not current)."""
-    from query_server import hooks
-
+    from query_server.hooks import events as hooks
     target = hooks.Project({"cwd": str(project["root"])})
     module = hooks.module_name(project["busiest"])
     times = []
@@ -242,7 +241,7 @@ def _foreign_imports(argv: list[str], stdin: str, cwd: Path) -> list[str]:
                           env=_env(PYTHONPROFILEIMPORTTIME="1", CODEMEM_HOOK_WORKER_DRY_RUN="1"))
     modules = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     return sorted(m for m in modules - {"imported package"}
-                  if m.split(".")[0] not in sys.stdlib_module_names and m not in ("query_server", "query_server.entry", "query_server.hooks")
+                  if m.split(".")[0] not in sys.stdlib_module_names and m not in ("query_server", "query_server.entry", "query_server.hooks.events")
                   and not m.startswith(("__editable__", "_distutils_hack", "sitecustomize")))
 
 

@@ -334,7 +334,7 @@ def fill(service: Any, size: int, gen: MemoryGenerator, rng: random.Random) -> d
     """Write ``size`` memories to the ledger and project them with random dense vectors."""
     import numpy as np
 
-    from resources.ledger import NewMemory
+    from resources.memory.ledger import NewMemory
     from resources.schemas.memory import validate_metadata
 
     memory = service.memory
@@ -381,7 +381,7 @@ def fill(service: Any, size: int, gen: MemoryGenerator, rng: random.Random) -> d
 
 def measure_add(service: Any, gen: MemoryGenerator, count: int, *, cached: bool) -> dict[str, Any]:
     """Time ``count`` memory_add calls; ``cached``: their embeddings are in the cache beforehand."""
-    from resources.memory_projection import EMBED_CHARS, prepared_text
+    from resources.memory.projection import EMBED_CHARS, prepared_text
     from resources.schemas.memory import MemoryAddInput, validate_metadata
 
     memory = service.memory
@@ -470,8 +470,8 @@ def what_if_indexed(service: Any) -> Iterator[None]:
     this benchmark motivates; the indexes stay, the patch is undone on exit."""
     import qdrant_edge as qe
 
-    from resources import vector_store
-    from resources.memory_projection import COLLECTIONS
+    from resources.vectors import store as vector_store
+    from resources.memory.projection import COLLECTIONS
 
     for memory_type in COLLECTIONS:
         shard = service.vectors._shard(service.memory.projector.collection(memory_type))

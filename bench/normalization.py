@@ -60,8 +60,8 @@ def scale(size: int, dup_rate: float, work: Path, rng: random.Random) -> dict:
     import numpy as np
 
     from query_server.service import CodeMemService
-    from resources.ledger import NewMemory
-    from resources.memory_normalization import Normalizer
+    from resources.memory.ledger import NewMemory
+    from resources.memory.normalization import Normalizer
     from resources.settings import Settings
 
     project = work / "scale"
@@ -153,7 +153,7 @@ def real_text(count: int, work: Path, rng: random.Random) -> dict:
     """Real docstrings, real embeddings, planted human-style variants."""
     from bench.latency import _queries, _stdlib_files
     from query_server.service import CodeMemService
-    from resources.memory_normalization import Normalizer
+    from resources.memory.normalization import Normalizer
     from resources.schemas.memory import MemoryBulkAddInput
     from resources.settings import Settings
 
@@ -189,7 +189,7 @@ def real_text(count: int, work: Path, rng: random.Random) -> dict:
             hits = sum(1 for i, j in pairs if tuple(sorted((ids[i], ids[j]))) in merged_pairs)
             planted_pairs |= {tuple(sorted((ids[i], ids[j]))) for i, j in pairs}
             per_variant[name] = {"planted": len(pairs), "merged": hits, "recall": round(hits / max(1, len(pairs)), 3)}
-        from resources.memory_normalization import _plain
+        from resources.memory.normalization import _plain
 
         unplanted = [(svc.memory.ledger.get(a).content, svc.memory.ledger.get(b).content) for a, b in merged_pairs - planted_pairs]
         different = [(a, b) for a, b in unplanted if _plain(a) != _plain(b) and _plain(a).removeprefix("note ") != _plain(b).removeprefix("note ")]

@@ -56,10 +56,10 @@ def _dagster(root: Path, per_bucket: bool) -> dict:
     from dagster import DagsterInstance
 
     from pipelines.buckets import ALL_BUCKETS
-    from pipelines.definitions import defs
-    from pipelines.run import materialize_index
+    from pipelines.dagster.definitions import defs
+    from pipelines.dagster.run import materialize_index
     from query_server.ownership import ProjectHandle
-    from resources.dagster_resources import INJECTED_HANDLES
+    from pipelines.dagster.resources import INJECTED_HANDLES
     from resources.settings import Settings
 
     settings = Settings(project_root=root, dense_embeddings=False)

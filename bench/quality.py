@@ -1,6 +1,6 @@
 """Retrieval quality: codemem's ``code_search`` vs BM25, raw MiniLM and their plain RRF.
 
-Metrics (all at cutoff 10, over the corpus's queries; computed by ``pipelines.evaluation``, as
+Metrics (all at cutoff 10, over the corpus's queries; computed by ``pipelines.eval_corpus``, as
 ``codemem eval`` computes them on a user's repository):
 * R@1 — share of queries whose first result is a gold function;
 * R@10 — share with a gold function in the first 10;
@@ -22,9 +22,9 @@ from typing import Any
 
 from bench.baselines import BM25, RawMiniLM, VectorCache, dense_rank, rrf
 from bench.corpora import Corpus, fresh_copy
-from pipelines.evaluation import CUTOFF, Metrics, evaluate, first_gold_rank
-from pipelines.evaluation import GoldMatcher as _GoldMatcher
-from query_server.evaluation import CodememRun
+from pipelines.eval_corpus import CUTOFF, Metrics, evaluate, first_gold_rank
+from pipelines.eval_corpus import GoldMatcher as _GoldMatcher
+from query_server.search_eval import CodememRun
 
 __all__ = ["CodememRun", "GoldMatcher", "Metrics", "codemem_rankings", "evaluate", "first_gold_rank", "run_quality"]
 
@@ -83,7 +83,7 @@ def codemem_rankings(
         search: Optional replacement of ``svc.code_search`` (experiments): ``search(svc, query, limit)``
             returning hits with ``file_path``, ``start_line``, ``qualified_name``, ``kind``.
     """
-    from query_server.evaluation import index_and_search
+    from query_server.search_eval import index_and_search
     from resources.settings import Settings
 
     tmp = Path(tempfile.mkdtemp(prefix=f"codemem-bench-{corpus.name}-", dir=work_dir))

@@ -31,15 +31,15 @@ from typing import Any
 import pathspec
 
 from pipelines.discovery import Discovery, SkippedFile, SourceFile, discover, resolve_project_root
-from pipelines.manifest import FileState, Manifest, SymbolRow
+from resources.manifest import FileState, Manifest, SymbolRow
 from pipelines.parsing import ParseTimeout, parse_source
 from pipelines.records import EMBEDDING_TEXT_VERSION, build_symbol_records, file_id, graph_label
 from pipelines.resolution import resolve
-from resources import sparse
+from resources.vectors import sparse
 from resources.faults import fault_point
-from resources.graph_store import GraphEdge, GraphNode, GraphStore
+from resources.graph.store import GraphEdge, GraphNode, GraphStore
 from resources.settings import Settings
-from resources.vector_store import VectorPoint, VectorStore
+from resources.vectors.store import VectorPoint, VectorStore
 
 CODE_COLLECTION = "code"
 BATCH_FILES = 64

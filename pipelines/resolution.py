@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from pipelines.manifest import SymbolRow
+from resources.manifest import SymbolRow
 from pipelines.records import CLASS_KINDS, file_id, module_id, module_name
 
 _GENERIC = re.compile(r"<.*>|\[.*\]|\(.*\)")

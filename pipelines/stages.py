@@ -28,7 +28,7 @@ from pipelines.indexer import (
     write_graph_and_manifest,
     write_vectors,
 )
-from pipelines.manifest import FileState, Manifest
+from resources.manifest import FileState, Manifest
 from resources.settings import Settings
 
 

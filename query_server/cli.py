@@ -21,7 +21,7 @@ from rich.text import Text
 from pipelines.discovery import DiscoveryError, resolve_project_root
 from resources.settings import Settings
 
-from .service import ToolError
+from query_server.service import ToolError
 
 console = Console(stderr=True)  # progress, summaries of index runs, errors
 out = Console()  # query results (follows sys.stdout, so pipes and test runners get them)
@@ -48,7 +48,7 @@ def _settings_for(project: str) -> Settings:
 
 
 def _handle(project: str):  # noqa: ANN202 - lazy import keeps `codemem --help` fast
-    from .ownership import ProjectHandle
+    from query_server.ownership import ProjectHandle
 
     settings = _settings_for(project)
     try:
@@ -56,7 +56,7 @@ def _handle(project: str):  # noqa: ANN202 - lazy import keeps `codemem --help` 
     except ToolError as exc:
         raise click.ClickException(str(exc)) from exc
     except Exception as exc:
-        from .cli_repair import describe_broken_state
+        from query_server.cli_repair import describe_broken_state
 
         broken = describe_broken_state(settings.resolved_state_dir())
         if broken:
@@ -114,7 +114,7 @@ def hook(args: tuple[str, ...]) -> None:
     """Run a Claude Code hook: EVENT (SessionStart, PostToolUse, PreToolUse, PreCompact, SessionEnd)
     with the event's JSON on stdin; `codemem hook --help` for details. Claude Code calls it (see
     `codemem init`); the `codemem` script answers it without loading this CLI."""
-    from .hooks import main as hook_main
+    from query_server.hooks.events import main as hook_main
 
     sys.exit(hook_main(list(args)))
 
@@ -208,7 +208,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     except click.ClickException:
         raise
     except Exception as exc:  # a corrupted state file names itself; anything else is one line, no traceback
-        from .cli_repair import describe_broken_state
+        from query_server.cli_repair import describe_broken_state
 
         broken = describe_broken_state(handle.state_dir)
         if broken:
@@ -227,7 +227,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
 
 def _dagster_index(handle: Any, *, embed: bool, repair: bool, progress: Callable[[str, int, int], None]) -> dict[str, Any]:
     """``codemem index`` as an in-process Dagster run recorded in the project's instance."""
-    from pipelines.run import materialize_index
+    from pipelines.dagster.run import materialize_index
     from pipelines.stages import repair_index
 
     service = handle.backend
@@ -249,7 +249,7 @@ def _dagster_index(handle: Any, *, embed: bool, repair: bool, progress: Callable
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json)."""
     _configure_logging("INFO")
-    from .mcp_server import run_stdio
+    from query_server.mcp_server import run_stdio
 
     handle = _handle(project)
     try:
@@ -269,8 +269,8 @@ def serve(project: str, host: str, port: int) -> None:
     _configure_logging("INFO")
     import uvicorn
 
-    from .http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
-    from .request_guard import WILDCARD_BINDS
+    from query_server.http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
+    from query_server.request_guard import WILDCARD_BINDS
 
     settings = _settings_for(project)
     token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -583,7 +583,7 @@ def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | No
 
 
 
-from . import cli_design, cli_eval, cli_init, cli_memory, cli_pipeline, cli_repair, cli_ui  # noqa: E402,F401 - register their commands on `main`
+from query_server import cli_design, cli_eval, cli_init, cli_memory, cli_pipeline, cli_repair, cli_ui  # noqa: E402,F401 - register their commands on `main`
 
 if __name__ == "__main__":
     # `python -m query_server.cli` runs this file as __main__: the commands of the modules above

@@ -22,8 +22,8 @@ from resources.schemas.design import (
     ValidateFixInput,
 )
 
-from .cli import InputError, _key_values, _location, _query_options, _request, _show, _table, main
-from .cli_memory import memory
+from query_server.cli import InputError, _key_values, _location, _query_options, _request, _show, _table, main
+from query_server.cli_memory import memory
 
 
 def _read_text(value: str | None, what: str) -> str | None:

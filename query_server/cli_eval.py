@@ -1,6 +1,6 @@
 """``codemem eval``: recall@10 and MRR of code search on the user's own repository, against BM25.
 
-See ``query_server.evaluation``: docstrings become the queries and are stripped from a temporary
+See ``query_server.search_eval``: docstrings become the queries and are stripped from a temporary
 copy, which is indexed with the project's settings; the project's own index is never touched.
 """
 
@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from . import cli
-from .cli import PHASES, InputError, _failure, _settings_for, main
+from query_server import cli
+from query_server.cli import PHASES, InputError, _failure, _settings_for, main
 
 EVAL_PHASES = {
     "strip": "Mining queries, stripping docstrings",
@@ -72,7 +72,7 @@ def eval_command(project: str, max_queries: int, as_json: bool) -> None:
     each docstring's first paragraph is searched for its function. Reports R@1, R@10 and
     MRR@10 of codemem and of BM25 over the same stripped functions, measured in the same run.
     """
-    from .evaluation import NotEnoughDocumented, evaluate_project
+    from query_server.search_eval import NotEnoughDocumented, evaluate_project
 
     settings = _settings_for(project)
     try:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from . import claude_setup as setup
-from .cli import InputError, main
+from query_server import claude_setup as setup
+from query_server.cli import InputError, main
 
 
 @main.command()

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from resources.schemas.memory import DEFAULT_NOTES_REF, MEMORY_SCOPES, MEMORY_TYPES
 
-from .cli import (
+from query_server.cli import (
     InputError,
     _call,
     _key_values,
@@ -218,8 +218,8 @@ def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...
     """Deduplicate, clean up and rebuild the memory store (a job; progress until it ends)."""
     from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
 
-    from .cli import _failure, _handle
-    from .service import ToolError
+    from query_server.cli import _failure, _handle
+    from query_server.service import ToolError
 
     request = _request(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run)
     handle = _handle(project)  # one handle for the whole job: without a server, this process owns the job

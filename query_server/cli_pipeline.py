@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .cli import InputError, main
+from query_server.cli import InputError, main
 
 
 @main.command(name="which-partition")
@@ -48,9 +48,9 @@ def watch(project: str, debounce_ms: int, no_embed: bool, no_catch_up: bool) -> 
     import signal
     import threading
 
-    from .cli import _handle, console
-    from .service import ToolError
-    from .watch import Watcher
+    from query_server.cli import _handle, console
+    from query_server.service import ToolError
+    from query_server.watch import Watcher
 
     handle = _handle(project)
     watcher = Watcher(handle, debounce_s=debounce_ms / 1000, embed=not no_embed, on_batch=lambda b: click.echo(b.line()))

@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from .cli import InputError, _failure, _settings_for, console, main
+from query_server.cli import InputError, _failure, _settings_for, console, main
 
 LEDGER, MANIFEST, CACHE = "memory.db", "index.db", "embedding_cache.sqlite3"
 PENDING = "repair-pending.json"
@@ -82,7 +82,7 @@ def _sqlite_files(state_dir: Path) -> list[tuple[str, Path]]:
 
 
 def _vector_problems(state_dir: Path) -> list[Finding]:
-    from resources.vector_store import EdgeVectorStore, VectorStoreError
+    from resources.vectors.store import EdgeVectorStore, VectorStoreError
 
     root = state_dir / "qdrant"
     if not root.is_dir():
@@ -107,7 +107,7 @@ def _vector_problems(state_dir: Path) -> list[Finding]:
 
 
 def _graph_problem(state_dir: Path) -> Finding:
-    from resources.graph_falkor import FalkorGraphStore
+    from resources.graph.falkor import FalkorGraphStore
 
     path = state_dir / "graph"
     finding = Finding("graph", str(path))
@@ -254,7 +254,7 @@ def _quiet(conn: sqlite3.Connection, sql: str) -> list[Any]:
 
 def _repair_ledger(finding: Finding, root: Path, backup: Path | None) -> bool:
     """Restore or salvage the ledger; True when the memory projections must be rebuilt."""
-    from resources.ledger import Ledger
+    from resources.memory.ledger import Ledger
 
     path = Path(finding.path)
     source = backup or latest_backup(root)
@@ -295,7 +295,7 @@ def _repair_ledger(finding: Finding, root: Path, backup: Path | None) -> bool:
 def repair(project: str, check_only: bool, backup_dir: str | None, as_json: bool) -> None:
     """Check every state file (ledger, manifest, caches, vector collections, graph, Dagster storage)
     and restore or rebuild what is corrupted, keeping damaged files aside."""
-    from .ownership import OwnerLock
+    from query_server.ownership import OwnerLock
 
     settings = _settings_for(project)
     state_dir = settings.resolved_state_dir()
@@ -371,9 +371,9 @@ def _repair(settings: Any, backup: Path | None, check_only: bool) -> dict[str, A
 def _rebuild(project: str, *, reindex: bool, rebuild: bool, broken: list[Finding]) -> None:
     from pipelines.stages import repair_index
     from resources.schemas.tools import IndexInput
-    from resources.vector_store import VectorStoreError
+    from resources.vectors.store import VectorStoreError
 
-    from .cli import _handle
+    from query_server.cli import _handle
 
     handle = _handle(project)
     try:

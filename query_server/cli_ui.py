@@ -2,7 +2,7 @@
 
 ``dagster dev`` runs as a child in its own process group with ``DAGSTER_HOME`` set to the
 project's ``<state>/dagster`` (run storage in SQLite) and ``CODEMEM_PROJECT_ROOT`` set to the
-project, so the code location ``pipelines.definitions:defs`` serves that project and the daemon
+project, so the code location ``pipelines.dagster.definitions:defs`` serves that project and the daemon
 ticks ``file_change_sensor``. This process never opens the project's stores: each Dagster run is
 a subprocess that owns them, or reaches the process that does (see ``CodememProject``).
 """
@@ -22,7 +22,7 @@ from types import FrameType
 
 import click
 
-from .cli import InputError, _settings_for, console, main
+from query_server.cli import InputError, _settings_for, console, main
 
 LOCATION_NAME = "codemem"
 STOP_GRACE_S = 30.0
@@ -49,7 +49,7 @@ def write_workspace(home: Path) -> Path:
         "# written by `codemem ui` on every start: the code location it serves\n"
         "load_from:\n"
         "  - python_module:\n"
-        "      module_name: pipelines.definitions\n"
+        "      module_name: pipelines.dagster.definitions\n"
         "      attribute: defs\n"
         f"      location_name: {LOCATION_NAME}\n"
         f"      working_directory: {_yaml_string(str(source))}\n"
@@ -130,9 +130,9 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     per touched bucket). Index the project once first (`codemem index`): that is one run over
     every bucket. Run history lives under <state>/dagster (SQLite). Ctrl-C stops everything.
     """
-    from pipelines.run import dagster_home
+    from pipelines.dagster.run import dagster_home
 
-    from .http_api import LOOPBACK
+    from query_server.http_api import LOOPBACK
 
     if host not in LOOPBACK and not allow_remote:
         raise InputError(

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import structlog
 
-from .foreground import ForegroundGate
+from query_server.foreground import ForegroundGate
 
 log = structlog.get_logger(__name__)
 

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
-from resources.graph_store import GraphUnavailable
+from resources.graph.store import GraphUnavailable
 from resources.schemas.memory import (
     MemoryStatisticsResult,
 )
@@ -33,12 +33,12 @@ from resources.schemas.tools import (
     JobStatusInput,
 )
 
-from .mcp_server import build_mcp_server
-from .methods import METHODS
-from .ownership import ProjectHandle
-from .request_guard import LOOPBACK_NAMES, RequestGuard, transport_security
-from .service import ToolError
-from .telemetry import Metrics, ToolTelemetry
+from query_server.mcp_server import build_mcp_server
+from query_server.methods import METHODS
+from query_server.ownership import ProjectHandle
+from query_server.request_guard import LOOPBACK_NAMES, RequestGuard, transport_security
+from query_server.service import ToolError
+from query_server.telemetry import Metrics, ToolTelemetry
 
 log = structlog.get_logger("codemem.http")
 

@@ -2,7 +2,7 @@
 aligned with the ADRs and requirements, and requirements traced to code and tests.
 
 Each tool is one line over the shared tool-call path of ``query_server.mcp_server``; the service
-is ``query_server.design_service.DesignService``.
+is ``query_server.design.service.DesignService``.
 """
 
 from __future__ import annotations

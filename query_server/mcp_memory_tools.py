@@ -1,7 +1,7 @@
 """MCP face of the memory tools: what Claude Code calls to write down and recall what it learns.
 
 Each tool is one line over the shared tool-call path of ``query_server.mcp_server`` (validation,
-telemetry, actionable errors); the service is ``query_server.memory_service.MemoryService``.
+telemetry, actionable errors); the service is ``query_server.memory.service.MemoryService``.
 """
 
 from __future__ import annotations

@@ -38,11 +38,11 @@ from resources.schemas.tools import (
     describe_validation_error,
 )
 
-from .mcp_design_tools import register_design_tools
-from .mcp_memory_tools import register_memory_tools
-from .ownership import ProjectHandle
-from .service import ToolError
-from .telemetry import ToolTelemetry
+from query_server.mcp_design_tools import register_design_tools
+from query_server.mcp_memory_tools import register_memory_tools
+from query_server.ownership import ProjectHandle
+from query_server.service import ToolError
+from query_server.telemetry import ToolTelemetry
 
 log = structlog.get_logger("codemem.mcp")
 

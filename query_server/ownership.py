@@ -35,9 +35,9 @@ from resources.private_files import make_private_dir
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
-from .heap_trim import HeapTrimmer
-from .methods import KEYED, METHODS, ONCE, call_method
-from .service import CodeMemService, ToolError
+from query_server.heap_trim import HeapTrimmer
+from query_server.methods import KEYED, METHODS, ONCE, call_method
+from query_server.service import CodeMemService, ToolError
 
 log = structlog.get_logger("codemem.ownership")
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import structlog
 
-from pipelines.design import symbols_by_qualified_name
+from pipelines.design.derive import symbols_by_qualified_name
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION, IndexContext, IndexReport, Progress, embed_pending, index_project
-from pipelines.manifest import Manifest
+from resources.manifest import Manifest
 from pipelines.parsing import EXTENSIONS, parse_source
 from pipelines.records import embedding_text, file_id, graph_label
-from resources import sparse
+from resources.vectors import sparse
 from resources.code_similarity import STRUCTURE_COSINE_FLOOR, Candidate, score_candidates
 from resources.private_files import make_private_dir
 from resources.ranking import minmax_fuse
@@ -53,12 +53,12 @@ from resources.schemas.tools import (
     RelatedEntity,
 )
 from resources.settings import Settings
-from resources.vector_store import PayloadFilter, VectorHit, VectorStoreError
+from resources.vectors.store import PayloadFilter, VectorHit, VectorStoreError
 
-from .foreground import ForegroundGate
-from .paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, cap_report, cut_text, estimate_tokens
-from .paging import decode_cursor as _decode_cursor
-from .paging import encode_cursor as _encode_cursor
+from query_server.foreground import ForegroundGate
+from query_server.paging import CHARS_PER_TOKEN, MAX_RESPONSE_TOKENS, ToolError, cap_report, cut_text, estimate_tokens
+from query_server.paging import decode_cursor as _decode_cursor
+from query_server.paging import encode_cursor as _encode_cursor
 
 log = structlog.get_logger("codemem.service")
 
@@ -68,12 +68,12 @@ MEMORY_METHODS = (
     "memory_statistics", "export_memory", "import_memory", "rebuild_projections", "normalize_memory",
     "normalize_status", "memory_list", "backup", "restore", "memory_context",
 )
-"""Memory tools served by ``query_server.memory_service.MemoryService`` (the service exposes them)."""
+"""Memory tools served by ``query_server.memory.service.MemoryService`` (the service exposes them)."""
 DESIGN_METHODS = (
     "check_consistency", "validate_fix", "get_design_context", "trace_requirements", "record_test_run",
     "impact_of_change", "memory_health",
 )
-"""Design-alignment tools served by ``query_server.design_service.DesignService``."""
+"""Design-alignment tools served by ``query_server.design.service.DesignService``."""
 SNIPPET_LINES = 30
 SUMMARY_LINES = 8
 """Lines of code in a ``detail="summary"`` code hit (``full``: ``SNIPPET_LINES``)."""
@@ -96,8 +96,8 @@ class CodeMemService:
     def __init__(self, settings: Settings) -> None:
         """Open the project's stores (embedded by default, servers when configured)."""
         from resources.embeddings import create_embedder
-        from resources.graph_factory import create_graph_store
-        from resources.vector_store import create_vector_store
+        from resources.graph.factory import create_graph_store
+        from resources.vectors.store import create_vector_store
 
         self.settings = settings
         self._index_lock = threading.Lock()
@@ -121,7 +121,7 @@ class CodeMemService:
             self.ctx = IndexContext(
                 settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder
             )
-            from .memory_service import MemoryService
+            from query_server.memory.service import MemoryService
 
             self.memory = MemoryService(
                 settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder, resolve_code=self._code_target,
@@ -132,7 +132,7 @@ class CodeMemService:
             for name in MEMORY_METHODS:
                 setattr(self, name, getattr(self.memory, name))
             self.sync_memory = self.memory.sync
-            from .design_service import DesignService
+            from query_server.design.service import DesignService
 
             self.design = DesignService(self)
             for name in DESIGN_METHODS:
@@ -231,7 +231,7 @@ class CodeMemService:
 
     def refresh_design(self) -> dict[str, Any]:
         """Bring the design layer up to date now: changed documents; links, patterns, components and
-        anchors when their inputs changed (``pipelines.design.derive_when_changed``)."""
+        anchors when their inputs changed (``pipelines.design.derive.derive_when_changed``)."""
         with self._index_lock:
             return self.design.refresh().as_dict()
 
@@ -492,7 +492,7 @@ class CodeMemService:
 
     def graph_query(self, request: GraphQueryInput) -> GraphQueryResult:
         """Run read-only Cypher over the code graph."""
-        from resources.graph_store import GraphQueryError, ReadOnlyViolation
+        from resources.graph.store import GraphQueryError, ReadOnlyViolation
 
         try:
             columns, rows, truncated = self.graph.read_query(
@@ -543,7 +543,7 @@ class CodeMemService:
 
     def get_symbol(self, request: GetSymbolInput) -> GetSymbolResult:
         """A symbol's summary, callers and callees; its full code with ``include_code``."""
-        from resources.graph_cypher import callers_and_callees_query
+        from resources.graph.cypher import callers_and_callees_query
 
         sid, label, _ = self._resolve_entity(request.symbol)
         if label == "File":
@@ -569,7 +569,7 @@ class CodeMemService:
 
     def get_related(self, request: GetRelatedInput) -> GetRelatedResult:
         """Entities within ``depth`` hops of a symbol or file, nearest first (breadth-first)."""
-        from resources.graph_cypher import one_hop_query
+        from resources.graph.cypher import one_hop_query
 
         sid, label, entity = self._resolve_entity(request.entity_id)
         key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)

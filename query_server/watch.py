@@ -361,7 +361,7 @@ class Watcher:
         self._buffer.add([WHOLE_PROJECT])
 
     def _index(self, paths: list[str], batch: Batch) -> dict[str, Any]:
-        from .service import ToolError
+        from query_server.service import ToolError
 
         kwargs: dict[str, Any] = {"stop": self._stop} if self.handle.is_owner else {}
         for attempt in range(2):

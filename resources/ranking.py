@@ -10,7 +10,7 @@ the confident list. RRF (computed inside Qdrant) remains available as ``fusion="
 
 from __future__ import annotations
 
-from resources.vector_store import VectorHit
+from resources.vectors.store import VectorHit
 
 
 def _minmax(hits: list[VectorHit]) -> dict[str, float]:

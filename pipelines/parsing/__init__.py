@@ -40,9 +40,9 @@ sibling lookups are O(depth) in tree-sitter; they are used a few times per defin
 
 from resources.schemas.code import Language
 
-from .engine import parse_source
-from .errors import ParseTimeout
-from .languages import EXTENSIONS, language_for_path
+from pipelines.parsing.engine import parse_source
+from pipelines.parsing.errors import ParseTimeout
+from pipelines.parsing.languages import EXTENSIONS, language_for_path
 
 __all__ = [
     "EXTENSIONS",

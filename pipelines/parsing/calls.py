@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .symbols import Scope
-from .text import callee_name, strip_type_args
+from pipelines.parsing.symbols import Scope
+from pipelines.parsing.text import callee_name, strip_type_args
 
 RawCall = tuple[int, int, int, bool]
 """A call as captured (a plain tuple, for speed): ``(end, start, row, is_new)`` = the byte one

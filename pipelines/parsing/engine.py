@@ -15,12 +15,12 @@ from tree_sitter import Node, QueryCursor
 
 from resources.schemas.code import ImportRef, Language, ParsedFile
 
-from .calls import RawCall, build_calls
-from .errors import ParseTimeout
-from .languages import LanguageSpec, get_parser, get_spec
-from .symbols import DefCapture, build_symbols
-from .text import decode, strip_type_args
-from .tree import count_errors, parse_tree
+from pipelines.parsing.calls import RawCall, build_calls
+from pipelines.parsing.errors import ParseTimeout
+from pipelines.parsing.languages import LanguageSpec, get_parser, get_spec
+from pipelines.parsing.symbols import DefCapture, build_symbols
+from pipelines.parsing.text import decode, strip_type_args
+from pipelines.parsing.tree import count_errors, parse_tree
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from tree_sitter import Parser, Query
 
 from resources.schemas.code import Language
 
-from .captures import PatternRole, pattern_roles
-from .hooks import (
+from pipelines.parsing.captures import PatternRole, pattern_roles
+from pipelines.parsing.hooks import (
     CSharpHooks,
     EcmaScriptHooks,
     GoHooks,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from .hooks.base import LanguageHooks, end_row
-from .text import clean_signature, strip_type_args
+from pipelines.parsing.hooks.base import LanguageHooks, end_row
+from pipelines.parsing.text import clean_signature, strip_type_args
 
 TYPE_KINDS = frozenset({"class", "interface", "struct", "trait", "enum", "impl"})
 FUNCTION_KINDS = frozenset({"function", "method"})

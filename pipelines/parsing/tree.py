@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node, Parser, Query, QueryCursor, Tree
 
-from .errors import ParseTimeout
+from pipelines.parsing.errors import ParseTimeout
 
 _CHUNK = 1 << 16
 

@@ -7,11 +7,11 @@ Typical use::
     vectors = embedder.embed_documents(texts)
 """
 
-from .base import Embedder, EmbeddingError, l2_normalize
-from .cache import CachedEmbedder, EmbeddingCache
-from .factory import EmbedderStatus, create_embedder
-from .local import LocalMiniLMEmbedder
-from .voyage import VoyageEmbedder
+from resources.embeddings.base import Embedder, EmbeddingError, l2_normalize
+from resources.embeddings.cache import CachedEmbedder, EmbeddingCache
+from resources.embeddings.factory import EmbedderStatus, create_embedder
+from resources.embeddings.local import LocalMiniLMEmbedder
+from resources.embeddings.voyage import VoyageEmbedder
 
 __all__ = [
     "CachedEmbedder",

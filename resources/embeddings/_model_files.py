@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import EmbeddingError
+from resources.embeddings.base import EmbeddingError
 
 REQUIRED = ("model.safetensors", "tokenizer.json", "config.json")
 INSTALL_HINT = (

@@ -20,7 +20,7 @@ import numpy as np
 
 from resources.private_files import make_private_file
 
-from .base import Embedder, EmbeddingError
+from resources.embeddings.base import Embedder, EmbeddingError
 
 log = logging.getLogger(__name__)
 DAY = 86_400.0

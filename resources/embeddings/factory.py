@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ._model_files import INSTALL_HINT, candidate_sources
-from .base import Embedder, EmbeddingError
-from .cache import DAY, CachedEmbedder, EmbeddingCache
-from .local import MODEL_NAME, LocalMiniLMEmbedder, onnx_available
-from .voyage import VoyageEmbedder
+from resources.embeddings._model_files import INSTALL_HINT, candidate_sources
+from resources.embeddings.base import Embedder, EmbeddingError
+from resources.embeddings.cache import DAY, CachedEmbedder, EmbeddingCache
+from resources.embeddings.local import MODEL_NAME, LocalMiniLMEmbedder, onnx_available
+from resources.embeddings.voyage import VoyageEmbedder
 
 log = logging.getLogger(__name__)
 CACHE_FILE = "embedding_cache.sqlite3"

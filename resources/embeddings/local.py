@@ -22,8 +22,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from ._model_files import load_model_files
-from .base import EmbeddingError, l2_normalize
+from resources.embeddings._model_files import load_model_files
+from resources.embeddings.base import EmbeddingError, l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -141,11 +141,11 @@ class LocalMiniLMEmbedder:
                 tokenizer.enable_truncation(max_length=self.max_tokens)
                 encoder: _Encoder
                 if runtime == "onnx":
-                    from ._bert_onnx import OnnxBert
+                    from resources.embeddings._bert_onnx import OnnxBert
 
                     encoder = OnnxBert(files.weights, files.config, threads=self.threads)
                 else:
-                    from ._bert_numpy import NumpyBert
+                    from resources.embeddings._bert_numpy import NumpyBert
 
                     _limit_blas_threads(self.threads)
                     encoder = NumpyBert(files.weights, files.config)

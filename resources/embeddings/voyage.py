@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from .base import EmbeddingError, l2_normalize
+from resources.embeddings.base import EmbeddingError, l2_normalize
 
 log = logging.getLogger(__name__)
 

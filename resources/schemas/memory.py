@@ -49,7 +49,7 @@ class MemoryType(StrEnum):
 MEMORY_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
 
 MemoryScope = Literal["project", "local", "global"]
-"""Where a memory is kept (``resources.memory_scopes``): ``project`` (the project's ledger, shared
+"""Where a memory is kept (``resources.memory.scopes``): ``project`` (the project's ledger, shared
 through exports), ``local`` (personal notes on this project, never shared) or ``global`` (the
 user's memories across all projects)."""
 MEMORY_SCOPES: tuple[MemoryScope, ...] = ("project", "local", "global")

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from resources.faults import FaultInjected, raising_at
 from tests.conftest import write_files
-from tests.pipelines.test_dagster import _snapshot
+from tests.pipelines.dagster.test_dagster import _snapshot
 from tests.reliability.children import CODEMEM, REPO_ROOT, child_env
 from tests.reliability.graph_servers import stop_graph_servers
 
@@ -96,7 +96,7 @@ def code_index(svc: Any) -> dict[str, Any]:
     ids, payloads, dense vectors, manifest rows) with the relationships between code nodes only
     (the design layer's memory nodes get fresh ids per project), plus the graph's counts per label
     and relationship type, and whether anything is left for a later run."""
-    from resources.graph_cypher import EDGE_TYPES, NODE_LABELS
+    from resources.graph.cypher import EDGE_TYPES, NODE_LABELS
 
     snap = _snapshot(svc)
     _, edges, truncated = svc.graph.read_query(CODE_EDGES, {}, 100_000)
@@ -269,7 +269,7 @@ def test_the_dagster_run_ends_equal_to_a_clean_index(tmp_path: Path) -> None:
     import and a call, a delete and a file turned binary, against a clean index of the final tree."""
     from dagster import DagsterInstance
 
-    from pipelines.run import materialize_index
+    from pipelines.dagster.run import materialize_index
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 

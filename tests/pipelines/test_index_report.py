@@ -125,7 +125,7 @@ def test_files_deleted_during_a_plain_run_are_reported_as_vanished(project: Path
 def test_files_deleted_during_a_dagster_run_are_reported_as_vanished(project: Path) -> None:
     from dagster import DagsterInstance
 
-    from pipelines.run import materialize_index
+    from pipelines.dagster.run import materialize_index
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 

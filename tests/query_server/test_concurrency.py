@@ -134,7 +134,7 @@ def test_a_slow_graph_read_does_not_hold_up_memory_writes(project: Path, service
     import threading
     import time
 
-    from resources.memory_projection import GRAPH_LABELS
+    from resources.memory.projection import GRAPH_LABELS
     from resources.schemas.memory import MemoryAddInput, MemorySearchInput
 
     write_files(project, {"svc/module_0.py": FILES["svc/module_0.py"]})

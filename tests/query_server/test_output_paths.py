@@ -19,7 +19,7 @@ from query_server.http_api import build_http_app
 from query_server.mcp_server import build_mcp_server
 from query_server.ownership import ProjectHandle
 from query_server.service import ToolError
-from resources.ledger import Ledger, LedgerReplaced, NewMemory
+from resources.memory.ledger import Ledger, LedgerReplaced, NewMemory
 from resources.schemas.memory import BackupInput, ExportMemoryInput, MemoryAddInput
 from resources.settings import Settings
 from tests.conftest import git_init, write_files

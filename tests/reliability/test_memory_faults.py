@@ -25,8 +25,8 @@ import anyio
 import pytest
 
 from query_server.service import CodeMemService, ToolError
-from resources.ledger import Ledger
-from resources.memory_projection import COLLECTIONS, GRAPH_LABELS
+from resources.memory.ledger import Ledger
+from resources.memory.projection import COLLECTIONS, GRAPH_LABELS
 from resources.schemas.memory import (
     MemoryAddInput,
     MemoryGetInput,
@@ -652,7 +652,7 @@ def _dense_of(svc: CodeMemService, memory_type: str, memory_id: str) -> Any:
     """The dense vector Qdrant holds for a memory (the store's public retrieve leaves vectors out)."""
     import numpy as np
 
-    from resources.vector_store import DENSE
+    from resources.vectors.store import DENSE
 
     [record] = svc.vectors._shard(COLLECTIONS[memory_type]).retrieve([memory_id], with_payload=False, with_vector=True)  # noqa: SLF001
     return np.asarray(record.vector[DENSE], dtype=float)
@@ -667,7 +667,7 @@ def _cosine(a: Any, b: Any) -> float:
 def test_concurrent_updates_leave_the_latest_contents_vector(
     project: Path, graph_servers: Path, service_factory, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
 ) -> None:
-    from resources.memory_projection import prepared_text
+    from resources.memory.projection import prepared_text
 
     svc = service_factory(project)
     mid = svc.memory_add(MemoryAddInput(memory_type="session", content="Original note about the release")).memory_id

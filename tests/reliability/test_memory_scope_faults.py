@@ -16,7 +16,7 @@ import pytest
 
 from query_server.service import CodeMemService
 from resources.faults import ENV as FAULT_ENV
-from resources.ledger import Ledger
+from resources.memory.ledger import Ledger
 from resources.schemas.memory import MemoryAddInput, MemoryGetInput, MemorySearchInput
 from resources.settings import Settings
 

@@ -16,7 +16,7 @@ import pytest
 
 from query_server.service import CodeMemService
 from resources.faults import ENV as FAULT_ENV
-from resources.memory_projection import COLLECTIONS, collection_name
+from resources.memory.projection import COLLECTIONS, collection_name
 from resources.schemas.memory import (
     MemoryAddInput,
     MemoryBulkAddInput,

@@ -3,7 +3,7 @@ run SIGKILLed in the middle of a stage leaves stores that the next run repairs i
 stores a clean index builds, the run after that has nothing to do, and re-materializing a bucket
 (``index_buckets`` with ``force``) twice changes nothing.
 
-Everything is real: a subprocess running ``pipelines.run.materialize_index`` (the in-process
+Everything is real: a subprocess running ``pipelines.dagster.run.materialize_index`` (the in-process
 Dagster run ``codemem index`` makes) on a tree of 220 files, SIGKILLed by the test; the project's
 SQLite Dagster instance, qdrant-edge, the embedded FalkorDB and the manifest. The subprocess only
 wraps the stage functions the assets call so that it prints a line when it enters one (no fault
@@ -36,7 +36,7 @@ import pytest
 
 from pipelines.buckets import bucket_of
 from tests.conftest import FIXTURE_REPOS
-from tests.pipelines.test_dagster import _snapshot
+from tests.pipelines.dagster.test_dagster import _snapshot
 from tests.reliability.children import child_env
 from tests.reliability.graph_servers import graph_servers_under, stop_graph_servers
 
@@ -186,8 +186,8 @@ _INDEX_RUN = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    import pipelines.assets as assets
-    from pipelines.run import materialize_index, project_instance
+    import pipelines.dagster.assets as assets
+    from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 
@@ -275,7 +275,7 @@ def kill_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def clean_index(kill_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The stores a clean, uninterrupted ``codemem index`` (Dagster, no dense vectors) builds
     from a fresh copy of the tree."""
-    from pipelines.run import materialize_index, project_instance
+    from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 
@@ -369,7 +369,7 @@ def test_sigkill_during_a_dagster_index_run_converges(
     stage: str, call: int, delay_s: float, server: str, kill_tree: Path, clean_index: dict[str, Any], tmp_path: Path,
     graph_servers: Path,
 ) -> None:
-    from pipelines.run import materialize_index, project_instance
+    from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 
@@ -415,7 +415,7 @@ def test_a_killed_index_run_does_not_hold_the_run_queue(tmp_path: Path, graph_se
     from dagster._core.utils import make_new_run_id
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-    from pipelines.run import project_instance
+    from pipelines.dagster.run import project_instance
     from resources.settings import Settings
 
     root = tmp_path / "tree"
@@ -426,7 +426,7 @@ def test_a_killed_index_run_does_not_hold_the_run_queue(tmp_path: Path, graph_se
     with project_instance(Settings(project_root=root).resolved_state_dir()) as instance:
         (killed,) = instance.get_runs()
         # Each sensor tick (and each `codemem index`) first marks failed the runs whose process is gone.
-        from resources.dagster_resources import fail_orphaned_runs
+        from pipelines.dagster.resources import fail_orphaned_runs
 
         assert fail_orphaned_runs(instance) == [killed.run_id]
         assert instance.get_run_by_id(killed.run_id).status == DagsterRunStatus.FAILURE
@@ -461,9 +461,9 @@ def test_rematerializing_a_bucket_is_idempotent(
 ) -> None:
     from dagster import DagsterInstance
 
-    from pipelines.definitions import defs
+    from pipelines.dagster.definitions import defs
     from pipelines.records import file_id
-    from pipelines.run import materialize_index
+    from pipelines.dagster.run import materialize_index
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 

@@ -81,7 +81,7 @@ _INDEX_CHECK = textwrap.dedent(
     import hashlib, json, sys
     from pathlib import Path
     from pipelines.indexer import CODE_COLLECTION
-    from pipelines.run import materialize_index, project_instance
+    from pipelines.dagster.run import materialize_index, project_instance
     from pipelines.stages import dangling_edges, store_consistency
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
@@ -263,7 +263,7 @@ _MCP_CHECK = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from query_server.service import CodeMemService
-    from resources.memory_projection import COLLECTIONS
+    from resources.memory.projection import COLLECTIONS
     from resources.settings import Settings
 
     svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
@@ -351,7 +351,7 @@ _NORMALIZE_CHECK = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from query_server.service import CodeMemService
-    from resources.memory_projection import COLLECTIONS, collection_name
+    from resources.memory.projection import COLLECTIONS, collection_name
     from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
     from resources.settings import Settings
 

@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from query_server.service import ToolError
-from resources.graph_falkor import FalkorGraphStore
-from resources.graph_store import GraphUnavailable
+from resources.graph.falkor import FalkorGraphStore
+from resources.graph.store import GraphUnavailable
 from resources.schemas.memory import MemoryAddInput, MemoryGetInput, MemorySearchInput
 from tests.reliability.children import child_env
 from tests.reliability.graph_servers import graph_servers_under
@@ -126,7 +126,7 @@ def test_graph_server_that_cannot_come_back_degrades_then_drains(
             raise GraphUnavailable(f"cannot start the embedded FalkorDB in {self.db_dir}: no space left (test)")
 
         monkeypatch.setattr(FalkorGraphStore, "_start", cannot_start)
-        monkeypatch.setattr("resources.graph_falkor.REVIVE_INTERVAL_S", 0.0)
+        monkeypatch.setattr("resources.graph.falkor.REVIVE_INTERVAL_S", 0.0)
         os.kill(pid, signal.SIGKILL)
         _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
 
@@ -198,7 +198,7 @@ def test_an_unrecorded_orphan_graph_server_is_stopped_on_the_next_open(tmp_path:
     """An owner killed while its server was starting leaves a server that no registry names (seen
     once in the normalize soak); the next open stops it instead of running a second server on the AOF."""
     db = tmp_path / "graph"
-    script = f"from pathlib import Path; from resources.graph_falkor import FalkorGraphStore; s = FalkorGraphStore(Path({str(db)!r})); print('up', flush=True); import time; time.sleep(60)"
+    script = f"from pathlib import Path; from resources.graph.falkor import FalkorGraphStore; s = FalkorGraphStore(Path({str(db)!r})); print('up', flush=True); import time; time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=child_env(), cwd=str(REPO_ROOT))
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
     os.kill(proc.pid, signal.SIGKILL)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from resources.ranking import minmax_fuse
-from resources.vector_store import VectorHit
+from resources.vectors.store import VectorHit
 
 
 def hits(*pairs: tuple[str, float]) -> list[VectorHit]:

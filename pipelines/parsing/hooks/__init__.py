@@ -1,12 +1,12 @@
 """Per-language extraction hooks (what the tree-sitter queries cannot express)."""
 
-from .base import LanguageHooks
-from .csharp import CSharpHooks
-from .ecmascript import EcmaScriptHooks
-from .go import GoHooks
-from .java import JavaHooks
-from .python import PythonHooks
-from .rust import RustHooks
+from pipelines.parsing.hooks.base import LanguageHooks
+from pipelines.parsing.hooks.csharp import CSharpHooks
+from pipelines.parsing.hooks.ecmascript import EcmaScriptHooks
+from pipelines.parsing.hooks.go import GoHooks
+from pipelines.parsing.hooks.java import JavaHooks
+from pipelines.parsing.hooks.python import PythonHooks
+from pipelines.parsing.hooks.rust import RustHooks
 
 __all__ = [
     "CSharpHooks",

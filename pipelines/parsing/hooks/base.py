@@ -13,7 +13,7 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from ..text import clean_block_comment, clean_line_comments, decode
+from pipelines.parsing.text import clean_block_comment, clean_line_comments, decode
 
 _ASYNC = re.compile(r"\basync\b")
 

@@ -8,8 +8,8 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from ..text import clean_line_comments, strip_xml_summary
-from .base import LanguageHooks, text_of
+from pipelines.parsing.text import clean_line_comments, strip_xml_summary
+from pipelines.parsing.hooks.base import LanguageHooks, text_of
 
 _INTERFACE_NAME = re.compile(r"^I[A-Z]")
 

@@ -6,7 +6,7 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from .base import LanguageHooks, first_named, text_of
+from pipelines.parsing.hooks.base import LanguageHooks, first_named, text_of
 
 
 def _string_value(node: Node | None, source: bytes) -> str | None:

@@ -6,7 +6,7 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from .base import LanguageHooks, text_of
+from pipelines.parsing.hooks.base import LanguageHooks, text_of
 
 
 class JavaHooks(LanguageHooks):

@@ -9,8 +9,8 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from ..text import cleandoc
-from .base import LanguageHooks, first_named, text_of
+from pipelines.parsing.text import cleandoc
+from pipelines.parsing.hooks.base import LanguageHooks, first_named, text_of
 
 _STRING_PREFIX_CHARS = "rRbBuUfFtT"
 

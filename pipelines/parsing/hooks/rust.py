@@ -6,8 +6,8 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from ..text import clean_line_comments
-from .base import LanguageHooks, text_of
+from pipelines.parsing.text import clean_line_comments
+from pipelines.parsing.hooks.base import LanguageHooks, text_of
 
 _PATH_TYPES = (
     "identifier",

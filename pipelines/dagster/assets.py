@@ -1,0 +1,266 @@
+"""The code-index assets: thin wrappers over ``pipelines.stages``, partitioned by path-hash bucket.
+
+source_files → parsed_files → embedded_symbols → graph_loaded → normalized_graph. The per-file
+assets are partitioned into 256 buckets (``pipelines.buckets``) with a single-run backfill
+policy, so a first index is one run over every bucket and a sensor-triggered update is one run
+per touched bucket. Every materialization carries its numbers and a preview table; graph_loaded
+records each written file's content hash and indexing time (which version of a file is indexed,
+and when) and checks the bucket against the disk before normalized_graph may run.
+"""
+
+
+import time
+import warnings
+from typing import Any
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    BackfillPolicy,
+    BetaWarning,
+    Config,
+    MetadataValue,
+    Output,
+    StaticPartitionsDefinition,
+    asset,
+    asset_check,
+)
+
+from pipelines.buckets import ALL_BUCKETS
+from pipelines.indexer import IndexReport, prepare_stores
+from pipelines.stages import (
+    BucketPlan,
+    PreparedBucket,
+    dangling_edges,
+    hash_mismatches,
+    load_bucket_graph,
+    normalize_index,
+    plan_buckets,
+    prepare_buckets,
+    store_consistency,
+    write_bucket_vectors,
+)
+from pipelines.dagster.resources import CodememProject
+from resources.schemas.tools import IndexInput
+
+warnings.filterwarnings("ignore", category=BetaWarning)  # backfill_policy is beta in Dagster 1.13
+BUCKETS = StaticPartitionsDefinition(list(ALL_BUCKETS))
+SINGLE_RUN = BackfillPolicy.single_run()
+PREVIEW_ROWS = 20
+REPAIR_HINT = "run `codemem index --repair` to re-index the named files and drop stray entries"
+
+
+class IndexRunConfig(Config):
+    """Options of an index run."""
+
+    embed: bool = True
+    """Compute dense vectors now (else the query server fills them in the background)."""
+    force: bool = False
+    """Re-process every file of the buckets, changed or not."""
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> MetadataValue:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows[:PREVIEW_ROWS]]
+    if len(rows) > PREVIEW_ROWS:
+        lines.append(f"| … {len(rows) - PREVIEW_ROWS} more |" + " |" * (len(headers) - 1))
+    return MetadataValue.md("\n".join(lines))
+
+
+@asset(
+    partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
+    description="Files of the bucket on disk, diffed by SHA-256 against what is indexed.",
+)
+def source_files(context: AssetExecutionContext, config: IndexRunConfig, codemem: CodememProject) -> Output[dict[str, BucketPlan]]:
+    """Plan each bucket: changed, unchanged, deleted and skipped files."""
+    started = time.perf_counter()
+    keys = list(context.partition_keys)
+    ctx = codemem.index_context()
+    if ctx is not None:
+        with ctx.write_lock:
+            prepare_stores(ctx, IndexReport(root=str(ctx.root)))
+    plans = plan_buckets(codemem.settings(), codemem.manifest(), keys, force=config.force)
+    out = {key: plans.get(key, BucketPlan(bucket=key)) for key in keys}
+    delegated = None
+    if ctx is None:  # another process owns the stores: it indexes the bucket's files for us
+        paths = [s.path for p in out.values() for s, _ in p.changed] + [d for p in out.values() for d in p.deleted]
+        if paths:
+            delegated = codemem.handle.call("index", IndexInput(paths=paths, embed=config.embed))
+        for plan in out.values():
+            plan.changed, plan.deleted = [], []
+    changed = [(s.path, s.language, h[:12]) for p in out.values() for s, h in p.changed]
+    skipped = [(path, reason) for p in out.values() for path, reason in p.skipped]
+    metadata = {
+        "buckets": len(keys),
+        "files": sum(p.unchanged + len(p.changed) for p in out.values()),
+        "changed": len(changed),
+        "unchanged": sum(p.unchanged for p in out.values()),
+        "deleted": sum(len(p.deleted) for p in out.values()),
+        "skipped": len(skipped),
+        "changed_files": _table(["path", "language", "sha256"], [list(r) for r in changed]),
+        "skipped_files": _table(["path", "reason"], [list(r) for r in skipped]),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    if delegated is not None:
+        metadata["delegated_to_owner"] = MetadataValue.json(delegated)
+    return Output(out, metadata=metadata)
+
+
+@asset(
+    partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
+    description="Changed files parsed with tree-sitter: symbols, imports, calls, inheritance, sparse vectors.",
+)
+def parsed_files(
+    context: AssetExecutionContext, codemem: CodememProject, source_files: dict[str, BucketPlan]
+) -> Output[dict[str, PreparedBucket]]:
+    """Parse each bucket's changed files."""
+    started = time.perf_counter()
+    timeout = codemem.settings().parse_timeout_s
+    out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], timeout)
+    rows = [
+        [p.state.path, p.state.symbol_count, p.state.error_count]
+        for bucket in out.values()
+        for p in bucket.prepared
+    ]
+    failed = [[path, why] for b in out.values() for path, why in b.failed]
+    return Output(out, metadata={
+        "files_parsed": len(rows),
+        "symbols": sum(r[1] for r in rows),
+        "files_with_syntax_errors": sum(1 for r in rows if r[2]),
+        "failed": len(failed),
+        "parsed": _table(["path", "symbols", "syntax errors"], rows),
+        "failures": _table(["path", "error"], failed),
+        "seconds": round(time.perf_counter() - started, 3),
+    })
+
+
+@asset(
+    partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
+    description="Symbols' sparse and dense vectors written to the vector store (embedding cache first).",
+)
+def embedded_symbols(
+    context: AssetExecutionContext, config: IndexRunConfig, codemem: CodememProject, parsed_files: dict[str, PreparedBucket]
+) -> Output[dict[str, PreparedBucket]]:
+    """Write each bucket's points."""
+    started = time.perf_counter()
+    ctx = codemem.index_context()
+    out: dict[str, PreparedBucket] = {}
+    for key, bucket in parsed_files.items():
+        bucket = bucket or PreparedBucket(bucket=key)
+        out[key] = write_bucket_vectors(ctx, bucket, embed=config.embed) if ctx is not None else bucket
+    return Output(out, metadata={
+        "points_written": sum(b.points_written for b in out.values()),
+        "dense_vectors": sum(b.dense_computed for b in out.values()),
+        "seconds": round(time.perf_counter() - started, 3),
+    })
+
+
+@asset(
+    partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
+    description="Each file's subgraph replaced in the graph, deleted files removed, the manifest committed last.",
+    check_specs=[AssetCheckSpec("bucket_matches_disk", asset="graph_loaded", blocking=True,
+                                description="Every file written has the hash that is on disk and its parsed symbol count.")],
+)
+def graph_loaded(
+    context: AssetExecutionContext, codemem: CodememProject, embedded_symbols: dict[str, PreparedBucket]
+) -> Any:
+    """Load each bucket's subgraphs and commit its manifest rows."""
+    started = time.perf_counter()
+    ctx = codemem.index_context()
+    written: list[list[Any]] = []
+    deleted = 0
+    for bucket in embedded_symbols.values():
+        if bucket is None or ctx is None:
+            continue
+        load_bucket_graph(ctx, bucket)
+        deleted += len(bucket.deleted)
+        written += [[p.state.path, p.state.content_hash[:12], p.state.indexed_at, p.state.symbol_count] for p in bucket.prepared]
+    summary = {key: b for key, b in embedded_symbols.items()}
+    yield Output(summary, metadata={
+        "files_written": len(written),
+        "files_deleted": deleted,
+        "nodes": sum(len(p.nodes) for b in embedded_symbols.values() if b for p in b.prepared),
+        "edges": sum(len(p.edges) for b in embedded_symbols.values() if b for p in b.prepared),
+        "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"], written),
+        "seconds": round(time.perf_counter() - started, 3),
+    })
+    problems: list[str] = []
+    if ctx is not None:
+        paths = [row[0] for row in written]
+        problems = [f"{p}: changed on disk since it was parsed" for p in hash_mismatches(ctx, paths)]
+        for bucket in embedded_symbols.values():
+            for p in bucket.prepared if bucket else []:
+                stored = ctx.manifest.file(p.state.path)
+                if stored is not None and stored.content_hash == p.state.content_hash and stored.symbol_count != len(p.symbols):
+                    problems.append(f"{p.state.path}: {stored.symbol_count} symbols indexed, {len(p.symbols)} parsed")
+    yield AssetCheckResult(
+        check_name="bucket_matches_disk", passed=not problems,
+        metadata={"problems": MetadataValue.md("\n".join(f"- {x}" for x in problems[:50]) or "none"),
+                  "fix": "the next run re-indexes changed files; " + REPAIR_HINT},
+    )
+
+
+@asset(deps=[graph_loaded], group_name="code_index", description="Cross-file CALLS/IMPORTS/EXTENDS/IMPLEMENTS edges re-resolved for every changed node.")
+def normalized_graph(context: AssetExecutionContext, codemem: CodememProject) -> Output[None]:
+    """Resolve cross-file edges (whatever the buckets left dirty, including interrupted runs)."""
+    started = time.perf_counter()
+    ctx = codemem.index_context()
+    added = removed = 0
+    if ctx is not None:
+        added, removed = normalize_index(ctx)
+    counts = ctx.manifest.counts() if ctx is not None else {}
+    return Output(None, metadata={
+        "edges_added": added, "edges_removed": removed, "files": counts.get("files", 0),
+        "symbols": counts.get("symbols", 0), "resolved_edges": counts.get("resolved_edges", 0),
+        "seconds": round(time.perf_counter() - started, 3),
+    })
+
+
+@asset_check(asset=normalized_graph, description="The vector store, the graph and the manifest hold the same symbol ids.")
+def stores_agree(context: AssetCheckExecutionContext, codemem: CodememProject) -> AssetCheckResult:
+    """Compare symbol ids across the three stores."""
+    ctx = codemem.index_context()
+    if ctx is None:
+        return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
+    diff = store_consistency(ctx)
+    bad = {k: v for k, v in diff.items() if v}
+    return AssetCheckResult(
+        passed=not bad, severity=AssetCheckSeverity.ERROR,
+        metadata={**{k: MetadataValue.json(v[:20]) for k, v in bad.items()}, "fix": REPAIR_HINT},
+    )
+
+
+@asset_check(asset=normalized_graph, description="Every resolved edge joins symbols, files or modules that exist.")
+def no_dangling_edges(context: AssetCheckExecutionContext, codemem: CodememProject) -> AssetCheckResult:
+    """Look for resolved edges whose endpoint vanished."""
+    ctx = codemem.index_context()
+    if ctx is None:
+        return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
+    dangling = dangling_edges(ctx)
+    return AssetCheckResult(
+        passed=not dangling, metadata={"dangling": MetadataValue.json([list(e) for e in dangling[:20]]), "fix": REPAIR_HINT}
+    )
+
+
+@asset_check(asset=normalized_graph, description="The manifest's per-file symbol counts add up to its symbols and the vector store's points.")
+def counts_match_parse(context: AssetCheckExecutionContext, codemem: CodememProject) -> AssetCheckResult:
+    """Compare the parse counts with what the stores hold."""
+    ctx = codemem.index_context()
+    if ctx is None:
+        return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
+    from pipelines.indexer import CODE_COLLECTION
+
+    parsed = sum(state.symbol_count for state in ctx.manifest.files().values())
+    symbols = ctx.manifest.counts()["symbols"]
+    points = ctx.vectors.count(CODE_COLLECTION)
+    return AssetCheckResult(
+        passed=parsed == symbols == points,
+        metadata={"parsed_symbols": parsed, "manifest_symbols": symbols, "vector_points": points, "fix": REPAIR_HINT},
+    )
+
+
+CODE_INDEX_ASSETS = [source_files, parsed_files, embedded_symbols, graph_loaded, normalized_graph]
+CODE_INDEX_CHECKS = [stores_agree, no_dangling_edges, counts_match_parse]

@@ -1,0 +1,1 @@
+"""The design layer's derivation: documents read into memories, links, patterns and components."""

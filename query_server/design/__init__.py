@@ -1,0 +1,1 @@
+"""The design-alignment tools: consistency, fix validation, design context, tracing, impact."""

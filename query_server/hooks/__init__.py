@@ -1,0 +1,1 @@
+"""Claude Code hooks (stdlib only: each hook process must start at the interpreter's floor)."""

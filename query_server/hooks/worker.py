@@ -1,0 +1,304 @@
+"""The background half of the PreCompact and SessionEnd hooks: a session memory from a transcript.
+
+``codemem hook PreCompact|SessionEnd`` answers Claude Code at once and starts this module as a
+detached process (``python -m query_server.hooks.worker …``, new session, output to
+``<state>/logs/hooks-worker.log``). It reads the session's JSONL transcript up to the size it had
+when the hook fired and stores one ``session`` memory through the normal path — the project's
+owner, ``memory_add`` with a ``request_id`` derived from the session id and the event, so a
+repeated hook stores nothing twice.
+
+One memory per Claude Code session: the first hook that fires creates it, later ones (another
+compaction, the session's end) update it with the longer transcript (``memory_update``); the
+mapping session → memory is kept in ``<state>/hooks/recorded-<session>.json``.
+``CODEMEM_HOOK_WORKER_DRY_RUN=1`` digests the transcript and stores nothing (benchmarks, debugging).
+
+What the transcript gives (Claude Code writes one JSON object per line: ``type`` user/assistant,
+``timestamp``, ``message.content`` as text / ``tool_use`` / ``tool_result`` blocks):
+
+* files touched — ``file_path`` of Edit, Write, MultiEdit and NotebookEdit tool uses;
+* decisions — assistant text lines that decide ("decided", "chose", "will use", "going with" …);
+* memories created — ids in the results of ``memory_add`` / ``memory_bulk_add`` tool calls;
+* a summary — the first request, the files changed, the number of tool calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from query_server.hooks.events import session_key
+
+EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+DECISION = re.compile(
+    r"\b(decided|decide to|decision:|chose|choosing|opted (for|to)|going with|go with|settled on|will use|"
+    r"we'll use|i'll use|switch(ed)? to|instead of|rather than)\b",
+    re.I,
+)
+MAX_DECISIONS = 10
+MAX_FILES_LISTED = 30
+MAX_CONTENT = 6_000
+LIST_BUDGET_CHARS = 24_000
+"""At most this much JSON per list in the session's metadata (files_modified, memories_created):
+metadata is capped at 64 KiB, and a session that touched thousands of files must still be stored."""
+UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+
+
+@dataclass
+class SessionDigest:
+    """What a transcript says about one session."""
+
+    session_id: str
+    requests: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    memories: list[str] = field(default_factory=list)
+    tools: Counter[str] = field(default_factory=Counter)
+    first_at: str | None = None
+    last_at: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when there is nothing worth a memory."""
+        return not (self.requests or self.files or self.decisions or self.memories or self.tools)
+
+
+def _blocks(message: Any) -> list[dict[str, Any]]:
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(root).as_posix() if os.path.isabs(path) else Path(path).as_posix()
+    except (ValueError, OSError):
+        return path
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def read_transcript(path: Path, upto: int | None, session_id: str, root: Path) -> SessionDigest:
+    """Digest the JSONL transcript at ``path`` (its first ``upto`` bytes; whole lines only)."""
+    digest = SessionDigest(session_id=session_id)
+    with open(path, "rb") as handle:
+        data = handle.read(upto) if upto is not None else handle.read()
+    if upto is not None and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+    memory_calls: set[str] = set()
+    seen_decisions: set[str] = set()
+    for raw in data.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        stamp = entry.get("timestamp")
+        if isinstance(stamp, str):
+            digest.first_at = digest.first_at or stamp
+            digest.last_at = stamp
+        kind = entry.get("type")
+        message = entry.get("message")
+        if kind == "user":
+            for block in _blocks(message):
+                if block.get("type") == "text" and not entry.get("isMeta"):
+                    text = " ".join(str(block.get("text", "")).split())
+                    if text and not text.startswith(("<command-", "<local-command", "Caveat:", "[Request interrupted")):
+                        digest.requests.append(text)
+                elif block.get("type") == "tool_result" and block.get("tool_use_id") in memory_calls:
+                    for memory_id in UUID.findall(_result_text(block)):
+                        if memory_id not in digest.memories:
+                            digest.memories.append(memory_id)
+        elif kind == "assistant":
+            for block in _blocks(message):
+                if block.get("type") == "tool_use":
+                    name = str(block.get("name", ""))
+                    digest.tools[name.rsplit("__", 1)[-1]] += 1
+                    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+                    if name in EDIT_TOOLS:
+                        target = tool_input.get("file_path") or tool_input.get("notebook_path")
+                        if isinstance(target, str) and target:
+                            rel = _relative(target, root)
+                            if rel not in digest.files:
+                                digest.files.append(rel)
+                    if name.endswith(("memory_add", "memory_bulk_add")):
+                        memory_calls.add(str(block.get("id")))
+                elif block.get("type") == "text":
+                    for line in str(block.get("text", "")).splitlines():
+                        line = line.strip().lstrip("-*• ").strip()
+                        if 12 <= len(line) and DECISION.search(line) and len(digest.decisions) < MAX_DECISIONS:
+                            line = line if len(line) <= 240 else line[:239].rstrip() + "…"
+                            if line.lower() not in seen_decisions:
+                                seen_decisions.add(line.lower())
+                                digest.decisions.append(line)
+    return digest
+
+
+def render(digest: SessionDigest, event: str, detail: str) -> tuple[str, dict[str, Any]]:
+    """The memory's content and its session metadata."""
+    outcome = f"context compacted ({detail or 'auto'})" if event == "PreCompact" else f"session ended ({detail or 'other'})"
+    first = digest.requests[0] if digest.requests else "no request recorded"
+    summary = f"Claude Code session {digest.session_id[:8]}: {first[:200]}" + ("…" if len(first) > 200 else "")
+    if digest.files:
+        summary += f" — changed {len(digest.files)} file(s)"
+    lines = [summary + "."]
+    if len(digest.requests) > 1:
+        last = digest.requests[-1]
+        lines.append(f"Last request: {last[:200]}" + ("…" if len(last) > 200 else ""))
+    if digest.files:
+        shown = digest.files[:MAX_FILES_LISTED]
+        more = len(digest.files) - len(shown)
+        lines.append("Files changed: " + ", ".join(shown) + (f" and {more} more" if more else ""))
+    if digest.decisions:
+        lines.append("Decisions:")
+        lines += [f"- {d}" for d in digest.decisions]
+    if digest.memories:
+        lines.append("Memories created: " + ", ".join(digest.memories))
+    if digest.tools:
+        lines.append("Tool calls: " + ", ".join(f"{name} {count}" for name, count in digest.tools.most_common(8)))
+    lines.append(f"Outcome: {outcome}.")
+    content = "\n".join(lines)
+    if len(content) > MAX_CONTENT:
+        content = content[: MAX_CONTENT - 1] + "…"
+    now = datetime.now(UTC).isoformat()
+    metadata: dict[str, Any] = {
+        "session_id": digest.session_id,
+        "start_time": digest.first_at or now,
+        "end_time": digest.last_at or now,
+        "summary": summary,
+        "outcome": outcome,
+        "source": "claude-code-hook",
+        "hook_event": event,
+    }
+    if digest.decisions:
+        metadata["key_decisions"] = digest.decisions
+    for key, items in (("memories_created", digest.memories), ("files_modified", digest.files)):
+        if items:
+            kept = _within_budget(items)
+            metadata[key] = kept
+            if len(kept) < len(items):
+                metadata[f"{key}_count"] = len(items)
+    return content, metadata
+
+
+def _within_budget(items: list[str]) -> list[str]:
+    """The first items whose JSON fits ``LIST_BUDGET_CHARS`` (the rest are counted, not listed)."""
+    kept: list[str] = []
+    used = 2
+    for item in items:
+        used += len(json.dumps(item, ensure_ascii=False)) + 2
+        if used > LIST_BUDGET_CHARS:
+            break
+        kept.append(item)
+    return kept
+
+
+def request_id(session_id: str, event: str) -> str:
+    """The idempotency key of the hook's memory_add (the same session and event store once)."""
+    return "codemem-hook:" + hashlib.sha256(f"{session_id}\0{event}".encode()).hexdigest()[:32]
+
+
+def _state_path(state_dir: Path, session_id: str) -> Path:
+    return state_dir / "hooks" / f"recorded-{session_key(session_id)}.json"
+
+
+def record(args: argparse.Namespace) -> str:
+    """Store (or update) the session's memory; returns what was done."""
+    root = Path(args.project).resolve()
+    state_dir = Path(args.state_dir).resolve()
+    digest = read_transcript(Path(args.transcript), args.upto, args.session_id, root)
+    if digest.empty:
+        return "nothing to record: the transcript has no requests or tool calls"
+    content, metadata = render(digest, args.event, args.detail)
+    if os.environ.get("CODEMEM_HOOK_WORKER_DRY_RUN"):  # benchmarks and debugging: digest only, store nothing
+        return f"dry run: would store {len(content)} characters, {len(digest.files)} file(s), {len(digest.decisions)} decision(s)"
+
+    import fcntl
+
+    from resources.schemas.memory import MemoryAddInput, MemoryUpdateInput
+    from resources.settings import Settings
+
+    from query_server.ownership import ProjectHandle
+    from query_server.service import ToolError
+
+    state_file = _state_path(state_dir, args.session_id)
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(state_file.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one writer per session at a time
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = {}
+        if state.get("memory_id") and int(state.get("upto", 0)) >= (args.upto or 0):
+            return f"already recorded in {state['memory_id']} (transcript up to {state['upto']} bytes)"
+        handle = ProjectHandle(Settings(project_root=root, state_dir=state_dir))
+        try:
+            memory_id = state.get("memory_id")
+            done = None
+            if memory_id:
+                try:
+                    result = handle.call("memory_update", MemoryUpdateInput(
+                        memory_id=memory_id, memory_type="session", content=content, metadata=metadata,
+                    ))
+                    done = f"updated {memory_id} ({result.status}, version {result.version})"
+                except ToolError as exc:  # deleted meanwhile: store a new one
+                    print(f"memory {memory_id} could not be updated ({exc}); storing a new one", flush=True)
+            if done is None:
+                rid = request_id(args.session_id, args.event if not memory_id else f"{args.event}:{args.upto}")
+                result = handle.call("memory_add", MemoryAddInput(
+                    memory_type="session", content=content, metadata=metadata, importance_score=0.4, request_id=rid,
+                ))
+                memory_id = result.memory_id
+                done = f"stored {memory_id}"
+        finally:
+            handle.close()
+        tmp = state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"memory_id": memory_id, "upto": args.upto, "event": args.event}), encoding="utf-8")
+        os.replace(tmp, state_file)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments the hook passes and record the session memory (errors go to the log)."""
+    parser = argparse.ArgumentParser(prog="python -m query_server.hooks.worker")
+    parser.add_argument("--event", required=True, choices=("PreCompact", "SessionEnd"))
+    parser.add_argument("--session-id", required=True)
+    parser.add_argument("--transcript", required=True)
+    parser.add_argument("--upto", type=int, default=None, help="Read the transcript up to this many bytes.")
+    parser.add_argument("--project", required=True)
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--detail", default="", help="PreCompact trigger or SessionEnd reason.")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        done = record(args)
+    except Exception as exc:  # noqa: BLE001 - one line in the worker log, like the hooks
+        print(f"{stamp} {args.event} session {args.session_id}: failed: {type(exc).__name__}: {exc}", flush=True)
+        return 1
+    print(f"{stamp} {args.event} session {args.session_id}: {done} in {time.monotonic() - started:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The memory tools: add, search, update, delete, export/import, normalization, backup."""

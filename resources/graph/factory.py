@@ -1,0 +1,35 @@
+"""Choose the code-graph backend from the settings."""
+
+from __future__ import annotations
+
+from resources.graph.store import GraphStore
+from resources.settings import Settings
+
+GRAPH_DIRNAME = "graph"
+"""Sub-directory of the state dir that holds the embedded graph."""
+
+
+def create_graph_store(settings: Settings) -> GraphStore:
+    """Open the graph store the settings ask for.
+
+    Neo4j when ``settings.neo4j_uri`` (``NEO4J_URI``) is set, else embedded FalkorDB under
+    ``<state dir>/graph``. The embedded store starts a child ``redis-server``; only one process
+    may own it at a time (the caller arranges that).
+
+    Args:
+        settings: codemem settings.
+
+    Returns:
+        An open store; call ``ensure_schema()`` before the first write and ``close()`` at the end.
+
+    Raises:
+        GraphUnavailable: If the embedded database cannot be started.
+    """
+    if settings.neo4j_uri:
+        from resources.graph.neo4j_store import Neo4jGraphStore
+
+        password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else None
+        return Neo4jGraphStore(settings.neo4j_uri, settings.neo4j_user, password)
+    from resources.graph.falkor import FalkorGraphStore
+
+    return FalkorGraphStore(settings.resolved_state_dir() / GRAPH_DIRNAME)

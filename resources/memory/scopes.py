@@ -1,0 +1,241 @@
+"""Memory scopes: where a memory is kept and who sees it.
+
+* ``project`` (the default): the project's ledger, ``<state>/memory.db`` — what every tool used
+  before scopes existed; shared with the team through exports (Markdown, git notes, JSONL).
+* ``local``: personal notes about this project, never shared: a second ledger under
+  ``<state>/local/`` (the state directory is gitignored by ``codemem init``, and the directory
+  carries its own ``.gitignore`` of ``*`` so it stays out of git wherever the state lives).
+* ``global``: the user's memories across projects: a ledger under ``~/.codemem/global/``
+  (``CODEMEM_GLOBAL_DIR``), written by whichever project stores a global memory.
+
+Each scope is a complete ``Ledger`` — the same crash-safe write path (one transaction for row,
+audit and outbox; projections after the commit). Reads merge the scopes and mark each memory
+with its ``scope``. Every scope is projected into *this* project's vector store (collections
+``<name>``, ``<name>_local``, ``<name>_global``) and graph. The global ledger is shared, so its
+outbox cannot say what one project has projected: each project keeps a replica of it
+(``<state>/global_replica.db``) brought up to date from the global ledger's audit sequence — at
+start-up, every background sync, before a search, and at once after this process's own global
+writes — and projects the replica with the ordinary outbox. A project only ever reads the global
+ledger and writes its own files; it never writes another project's data.
+
+Ledgers other than the project's are opened when first needed and only if their file exists
+(or on the first write to that scope), so a project that never uses scopes creates nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from resources.memory.ledger import Ledger, MemoryRow, Relationship
+from resources.memory.projection import MemoryProjector
+from resources.private_files import make_private_dir
+from resources.schemas.memory import MEMORY_SCOPES as SCOPES
+from resources.schemas.memory import MemoryScope as Scope
+from resources.settings import Settings
+
+log = structlog.get_logger("codemem.memory_scopes")
+
+REPLICA_SEQ_KEY = "global_audit_seq"
+"""Replica meta: the global ledger's audit sequence the replica was last brought up to."""
+LEDGER_NAME = "memory.db"
+REPLICA_NAME = "global_replica.db"
+
+
+@dataclass
+class ScopeStore:
+    """One scope of this project: its system of record and the projector that feeds search.
+
+    Attributes:
+        name: The scope.
+        ledger: Where its memories are written and read (the system of record).
+        projector: Projects the scope into this project's stores (from ``replica`` for global).
+        replica: The global scope's per-project replica (None for the others).
+    """
+
+    name: Scope
+    ledger: Ledger
+    projector: MemoryProjector
+    replica: Ledger | None = None
+
+    @property
+    def projected(self) -> Ledger:
+        """The ledger the projector reads (the replica for global, else the ledger itself)."""
+        return self.replica if self.replica is not None else self.ledger
+
+
+def _version(row: MemoryRow) -> tuple[Any, ...]:
+    return (row.version, row.updated_at, row.content_hash, row.deleted, row.memory_type, row.importance_score)
+
+
+class MemoryScopes:
+    """The project, local and global ledgers of one project, and their projectors."""
+
+    def __init__(
+        self, settings: Settings, project: Ledger, projector: MemoryProjector, *, vectors: Any, graph: Any, embedder: Any
+    ) -> None:
+        """Scopes around the project's ``project`` ledger and ``projector`` (opened by the caller)."""
+        self.settings = settings
+        self.vectors = vectors
+        self.graph = graph
+        self.embedder = embedder
+        self._stores: dict[str, ScopeStore] = {"project": ScopeStore("project", project, projector)}
+        self._open_lock = threading.Lock()
+        self._replicate_lock = threading.Lock()
+
+    # -- paths ---------------------------------------------------------------------------------
+    def local_path(self) -> Path:
+        """The local scope's ledger."""
+        return self.settings.resolved_state_dir() / "local" / LEDGER_NAME
+
+    def global_path(self) -> Path:
+        """The global scope's ledger (shared by every project of this user)."""
+        return self.settings.resolved_global_dir() / LEDGER_NAME
+
+    def replica_path(self) -> Path:
+        """This project's replica of the global ledger (what its global projections are built from)."""
+        return self.settings.resolved_state_dir() / REPLICA_NAME
+
+    # -- opening -------------------------------------------------------------------------------
+    @property
+    def project(self) -> ScopeStore:
+        """The project scope."""
+        return self._stores["project"]
+
+    def set_project(self, ledger: Ledger) -> None:
+        """The project ledger was replaced (a restore)."""
+        self.project.ledger = ledger
+
+    def _projector(self, ledger: Ledger, scope: Scope) -> MemoryProjector:
+        projector = MemoryProjector(ledger, self.vectors, self.graph, self.embedder, scope=scope)
+        model = ledger.meta("embedding_model")
+        if model is not None and model != self.embedder.model_id:
+            log.info("embedding model changed; rebuilding memory projections", scope=scope, old=model, new=self.embedder.model_id)
+            projector.drop_collections()
+            ledger.enqueue_all()
+        ledger.set_meta("embedding_model", self.embedder.model_id)
+        return projector
+
+    def store(self, scope: Scope, *, create: bool = False) -> ScopeStore | None:
+        """A scope's store; None when its ledger does not exist yet (unless ``create``)."""
+        found = self._stores.get(scope)
+        if found is not None or scope == "project":
+            return found
+        with self._open_lock:
+            found = self._stores.get(scope)
+            if found is not None:
+                return found
+            path = self.local_path() if scope == "local" else self.global_path()
+            if not path.exists() and not create:
+                return None
+            make_private_dir(path.parent)  # personal memories: .codemem/local/ or the global dir
+            if scope == "local":
+                ignore = path.parent / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text("# codemem: personal memories of this project, never shared\n*\n", encoding="utf-8")
+                ledger = Ledger(path, scope="local")
+                found = ScopeStore("local", ledger, self._projector(ledger, "local"))
+            else:
+                ledger = Ledger(path, scope="global")
+                replica = Ledger(self.replica_path(), scope="global")
+                found = ScopeStore("global", ledger, self._projector(replica, "global"), replica)
+            self._stores[scope] = found
+            log.info("memory scope opened", scope=scope, path=str(path))
+        return found
+
+    def opened(self, scopes: Sequence[str] | None = None) -> list[ScopeStore]:
+        """The stores of ``scopes`` (all when None) whose ledgers exist, in ``SCOPES`` order."""
+        wanted = SCOPES if scopes is None else [s for s in SCOPES if s in scopes]
+        return [s for s in (self.store(name) for name in wanted) if s is not None]
+
+    # -- reads across scopes ---------------------------------------------------------------------
+    def _with_sync_status(self, store: ScopeStore, rows: dict[str, MemoryRow]) -> dict[str, MemoryRow]:
+        """Global rows report this project's projection state (the replica's), not the shared
+        ledger's (whose outbox no one drains)."""
+        if store.replica is None or not rows:
+            return rows
+        states = store.replica.get_many(list(rows))
+        for memory_id, row in rows.items():
+            replica = states.get(memory_id)
+            row.sync_status = replica.sync_status if replica is not None and replica.version == row.version else "pending"
+        return rows
+
+    def locate(self, memory_id: str) -> MemoryRow | None:
+        """A memory by id in whichever scope holds it (deleted ones included), or None."""
+        for store in self.opened():
+            row = store.ledger.get(memory_id)
+            if row is not None:
+                return self._with_sync_status(store, {row.id: row})[row.id]
+        return None
+
+    def get_many(self, memory_ids: Sequence[str], scopes: Sequence[str] | None = None) -> dict[str, MemoryRow]:
+        """Memories by id across ``scopes`` (all when None); missing ids are absent."""
+        found: dict[str, MemoryRow] = {}
+        left = list(dict.fromkeys(memory_ids))
+        for store in self.opened(scopes):
+            if not left:
+                break
+            rows = self._with_sync_status(store, store.ledger.get_many(left))
+            found.update(rows)
+            left = [memory_id for memory_id in left if memory_id not in rows]
+        return found
+
+    # -- the global replica ------------------------------------------------------------------------
+    def sync_global(self, memory_ids: Sequence[str] | None = None) -> list[str]:
+        """Bring this project's replica of the global ledger up to date and queue what changed for
+        projection (the caller projects, or the background sync drains the replica's outbox).
+
+        Args:
+            memory_ids: Only these memories (this process just wrote them); None: whatever the
+                global ledger's audit says changed since the last sync (everything the first time,
+                or when the global ledger was replaced).
+
+        Returns:
+            The ids queued in the replica.
+        """
+        store = self.store("global")
+        if store is None:
+            return []
+        source, replica = store.ledger, store.replica
+        assert replica is not None
+        with self._replicate_lock:
+            seq = source.last_audit_seq()  # read first: a change after this is seen next time
+            seen_text = replica.meta(REPLICA_SEQ_KEY)
+            seen = int(seen_text) if seen_text is not None else -1
+            if memory_ids is not None:
+                changed = set(memory_ids)
+            elif seq == seen:
+                return []
+            elif seen < 0 or seq < seen:  # first sync, or the global ledger was replaced
+                changed = {row.id for row in source.iter_memories()} | {row.id for row in replica.iter_memories()}
+            else:
+                changed = source.audited_since(seen)
+            ids = sorted(changed)
+            fresh = source.get_many(ids)
+            held = replica.get_many(ids)
+            rows = [row for memory_id, row in fresh.items() if memory_id not in held or _version(held[memory_id]) != _version(row)]
+            gone = [memory_id for memory_id in ids if memory_id not in fresh and memory_id in held]
+            relationships: dict[str, Sequence[Relationship]] = {row.id: source.relationships_of(row.id)[0] for row in rows}
+            if rows or gone:
+                replica.replicate(rows, relationships, gone)
+            if memory_ids is None:
+                replica.set_meta(REPLICA_SEQ_KEY, str(seq))
+            queued = [row.id for row in rows] + gone
+            if queued:
+                log.info("global memories replicated", memories=len(queued))
+            return queued
+
+    def close(self) -> None:
+        """Close the local and global ledgers (the project's belongs to its opener)."""
+        for name, store in list(self._stores.items()):
+            if name == "project":
+                continue
+            store.ledger.close()
+            if store.replica is not None:
+                store.replica.close()
+            del self._stores[name]

@@ -1,0 +1,102 @@
+"""The Dagster code location: defs load, the assets index a real project in-process, and a
+Dagster run and the plain indexer produce identical stores on the same tree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines.buckets import ALL_BUCKETS, bucket_of
+from tests.conftest import FIXTURE_REPOS
+
+
+def _snapshot(svc) -> dict:  # noqa: ANN001
+    """What the stores hold, minus times: manifest files and symbols, resolved edges, vector ids
+    and payloads, graph nodes and edges."""
+    from pipelines.indexer import CODE_COLLECTION
+
+    ctx = svc.ctx
+    files = {p: (s.content_hash, s.symbol_count, s.error_count) for p, s in ctx.manifest.files().items()}
+    symbols = sorted((s.id, s.qualified_name, s.kind, s.has_dense) for s in ctx.manifest.all_symbols())
+    ids = sorted(ctx.vectors.ids(CODE_COLLECTION))
+    payloads = {h.id: {k: v for k, v in h.payload.items() if k not in ("indexed_at",)} for h in ctx.vectors.retrieve(CODE_COLLECTION, ids)}
+    dense = ctx.vectors.dense_vectors(CODE_COLLECTION, ids)
+    code = "(n:File OR n:Module OR n:Class OR n:Function)"
+    _, nodes, _ = ctx.graph.read_query(f"MATCH (n) WHERE {code} RETURN labels(n)[0] AS label, n.id AS id ORDER BY id", {}, 100_000)
+    _, edges, _ = ctx.graph.read_query(
+        f"MATCH (a)-[r]->(n) WHERE {code} RETURN a.id AS a, type(r) AS t, n.id AS b ORDER BY a, t, b", {}, 100_000
+    )
+    # the design layer's memories (components, patterns) get fresh UUIDs per project: compare their shape
+    _, memory_nodes, _ = ctx.graph.read_query(
+        f"MATCH (n) WHERE NOT {code} RETURN labels(n)[0] AS label, count(*) AS n ORDER BY label", {}, 1_000
+    )
+    return {
+        "memory_nodes": memory_nodes,
+        "files": files, "symbols": symbols, "edges": sorted(ctx.manifest.resolved_edges()), "ids": ids,
+        "payloads": payloads, "dense": {k: [round(x, 5) for x in v] for k, v in dense.items()},
+        "nodes": nodes, "graph_edges": edges,
+    }
+
+
+@pytest.fixture
+def python_repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPOS / "python", root)
+    return root
+
+
+def test_defs_load_with_the_assets_checks_job_and_sensor() -> None:
+    from pipelines.dagster.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
+    assert keys == ["design_documents", "design_links", "embedded_symbols", "graph_loaded", "normalized_graph", "parsed_files", "source_files"]
+    assert {c.name for c in graph.asset_check_keys} == {"bucket_matches_disk", "stores_agree", "no_dangling_edges", "counts_match_parse"}
+    assert defs.resolve_job_def("index_buckets") is not None
+    assert defs.resolve_sensor_def("file_change_sensor") is not None
+
+
+def test_buckets_are_stable_and_cover_256_keys() -> None:
+    assert len(ALL_BUCKETS) == 256 and ALL_BUCKETS[0] == "b00" and ALL_BUCKETS[-1] == "bff"
+    assert bucket_of("src/app/main.py") == bucket_of("src/app/main.py")
+    spread = {bucket_of(f"pkg/module_{i}.py") for i in range(2000)}
+    assert len(spread) > 240
+
+
+def test_dagster_run_and_plain_indexer_build_identical_stores(python_repo: Path, tmp_path: Path) -> None:
+    from dagster import DagsterInstance
+
+    from pipelines.dagster.run import materialize_index
+    from query_server.ownership import ProjectHandle
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+    from resources.settings import Settings
+
+    other = tmp_path / "same-tree"
+    shutil.copytree(python_repo, other)
+
+    plain = CodeMemService(Settings(project_root=other))
+    try:
+        plain.index(IndexInput())
+        expected = _snapshot(plain)
+    finally:
+        plain.close()
+
+    handle = ProjectHandle(Settings(project_root=python_repo))
+    try:
+        assert handle.is_owner
+        with DagsterInstance.ephemeral() as instance:
+            report = materialize_index(handle, instance=instance)
+            assert report.ok and report.files_indexed == len(expected["files"]), report.as_dict()
+            got = _snapshot(handle.backend)
+            assert got == expected
+            again = materialize_index(handle, instance=instance)
+            assert again.files_indexed == 0 and again.files_unchanged == len(expected["files"])
+            assert not any("Dagster run" in n for n in again.notes)  # nothing pending: no code-index run
+            runs = [r for r in instance.get_runs() if "dagster/asset_partition_range_start" in r.tags]
+            assert len(instance.get_runs()) == 3  # the code run, then one (cheap) design run per index
+            assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] <= runs[0].tags["dagster/asset_partition_range_end"]
+    finally:
+        handle.close()

@@ -1,0 +1,238 @@
+"""Documents as requirements, ADRs, design sections and chunks (pipelines.design.documents), and the
+design step's incremental ingest into the ledger (pipelines.design.derive) with real stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines.design.documents import RequirementIds, parse_document, sections
+from resources.settings import Settings
+
+IDS = RequirementIds(Settings().requirement_id_patterns)
+
+REQUIREMENTS = """# Requirements
+
+The service routes tasks (see REQ-OPS-009 for operations).
+
+### REQ-AUTH-001: Tokens expire
+A token MUST expire after one hour.
+Priority: Critical
+Status: Implemented
+
+```
+### REQ-FAKE-001: inside a code fence, not a requirement
+```
+
+| ID | Title | Priority | Status | Description |
+|----|-------|----------|--------|-------------|
+| REQ-AUTH-002 | Lockout | Low | Draft | Five failures lock the account. |
+
+- **REQ-AUTH-003**: Passwords SHOULD be hashed with argon2.
+"""
+
+NYGARD = """# 7. Use argon2 for password hashing
+
+## Status
+
+Superseded by ADR 9
+
+## Context
+
+bcrypt is slow to tune. Addresses REQ-AUTH-003.
+
+## Decision
+
+We will hash passwords with argon2id. Never store plain passwords.
+
+## Consequences
+
+Migration needed.
+"""
+
+MADR = """---
+status: proposed
+---
+# Retries with tenacity
+
+## Context and Problem Statement
+
+Calls fail.
+
+## Decision Outcome
+
+Chosen option: "tenacity", because it is tested.
+
+### Consequences
+
+* Good, because consistent
+"""
+
+
+def test_requirements_in_headings_tables_and_lines() -> None:
+    doc = parse_document("docs/requirements.md", REQUIREMENTS, IDS)
+    found = {r.requirement_id: r for r in doc.requirements}
+    assert sorted(found) == ["REQ-AUTH-001", "REQ-AUTH-002", "REQ-AUTH-003"]
+    first = found["REQ-AUTH-001"]
+    assert (first.title, first.priority, first.status, first.line) == ("Tokens expire", "Critical", "Implemented", 5)
+    assert first.description == "A token MUST expire after one hour."
+    assert (found["REQ-AUTH-002"].title, found["REQ-AUTH-002"].priority, found["REQ-AUTH-002"].status) == ("Lockout", "Low", "Draft")
+    assert found["REQ-AUTH-003"].priority == "Medium"  # SHOULD, no explicit priority
+    assert doc.citations[0] == "REQ-OPS-009"  # mentioned in prose (or a code fence): a citation, not a definition
+
+
+def test_nygard_and_madr_adrs() -> None:
+    nygard = parse_document("docs/adr/0007-argon2.md", NYGARD, IDS).designs
+    assert len(nygard) == 1
+    adr = nygard[0]
+    assert (adr.design_type, adr.title, adr.status) == ("ADR", "Use argon2 for password hashing", "Superseded")
+    assert adr.decision.startswith("We will hash passwords with argon2id") and adr.related_requirements == ["REQ-AUTH-003"]
+    assert adr.context.startswith("bcrypt") and adr.consequences == "Migration needed."
+    madr = parse_document("docs/decisions/0002-retries.md", MADR, IDS).designs[0]
+    assert (madr.title, madr.status) == ("Retries with tenacity", "Proposed")
+    assert madr.decision.startswith('Chosen option: "tenacity"') and "Good, because" in madr.consequences
+
+
+def test_design_documents_and_prose_chunks() -> None:
+    design = parse_document("docs/architecture.md", "# Architecture\n\n## Components\n\nThe router calls agents (REQ-AUTH-001).\n\n## Data\n\nSQLite.\n", IDS)
+    assert [d.title for d in design.designs] == ["Architecture — Components", "Architecture — Data"]
+    assert design.designs[0].related_requirements == ["REQ-AUTH-001"] and not design.chunks
+    prose = parse_document("README.md", "Intro line.\n\n# Guide\n\n" + "word " * 900 + "\n\nInstall it.\n", IDS)
+    assert not prose.designs and len(prose.chunks) >= 2 and all(len(c.text) <= 2_000 for c in prose.chunks)
+    rst = sections("Title\n=====\n\nBody.\n\nSub\n---\n\nMore.\n")
+    assert [(s.level, s.title) for s in rst] == [(1, "Title"), (2, "Sub")]
+
+
+@pytest.mark.slow
+def test_ingest_is_incremental_and_soft_deletes_removed_documents(tmp_path: Path) -> None:
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "project"
+    (root / "docs" / "adr").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    (root / "docs" / "adr" / "0007-argon2.md").write_text(NYGARD)
+    (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        first = service.index(IndexInput())["design"]
+        assert (first["requirements"], first["designs"], first["memories_written"]) == (3, 1, 4)
+        again = service.refresh_design()
+        assert (again["documents_changed"], again["memories_written"]) == (0, 0)
+        ledger = service.memory.ledger
+        row = ledger.find_by_metadata("requirements", "requirement_id", "REQ-AUTH-001")[0]
+        (root / "docs" / "requirements.md").write_text(REQUIREMENTS.replace("one hour", "thirty minutes"))
+        changed = service.refresh_design()
+        assert (changed["documents_changed"], changed["memories_written"]) == (1, 1)
+        updated = ledger.get(row.id)
+        assert updated.version == row.version + 1 and "thirty minutes" in updated.content
+        (root / "docs" / "adr" / "0007-argon2.md").unlink()
+        removed = service.refresh_design()
+        assert removed["documents_removed"] == 1 and removed["memories_deleted"] == 1
+        adr = [r for r in ledger.iter_memories(memory_types=["design"]) if r.metadata.get("source_document") == "docs/adr/0007-argon2.md"]
+        assert len(adr) == 1 and adr[0].deleted  # soft-deleted, kept 30 days
+        trace = service.trace_requirements(__import__("resources.schemas.design", fromlist=["x"]).TraceRequirementsInput(requirement_id="REQ-AUTH-001"))
+        assert [s.name for s in trace.implementing_components] == ["check_token"]
+    finally:
+        service.close()
+
+
+def test_design_assets_are_in_the_dagster_lineage() -> None:
+    from pipelines.dagster.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    assert {"design_documents", "design_links"} <= keys
+    parents = {key.to_user_string() for key in graph.get(__import__("dagster").AssetKey("design_links")).parent_keys}
+    assert parents == {"design_documents", "normalized_graph"}
+
+
+def test_design_step_on_a_repository_with_only_documents(tmp_path: Path) -> None:
+    """No source file means no code collection yet: the design step creates it instead of failing."""
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "docs-only"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        report = service.index(IndexInput())
+        assert not any("design layer not refreshed" in n for n in report["notes"]), report["notes"]
+        assert report["design"]["requirements"] == 3
+    finally:
+        service.close()
+
+
+BASE = "class Handler:\n    def handle(self, event):\n        raise NotImplementedError\n"
+
+
+def _handler(name: str) -> str:
+    return f"from base import Handler\n\n\nclass {name}(Handler):\n    def handle(self, event):\n        return event\n"
+
+
+@pytest.mark.slow
+def test_links_are_derived_again_only_when_their_inputs_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A no-change re-index skips the derivation (it scans every symbol); new code, a changed
+    requirement, a new anchored memory, or a derivation that failed half-way make the next run
+    derive again."""
+    import pipelines.design.derive as design
+    from query_server.service import CodeMemService
+    from resources.schemas.memory import MemoryAddInput
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "project"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
+    (root / "base.py").write_text(BASE)
+    for name in ("EmailHandler", "SmsHandler", "PushHandler"):
+        (root / f"{name.lower()}.py").write_text(_handler(name))
+    service = CodeMemService(Settings(project_root=root))
+
+    def design_of_index() -> dict:
+        report = service.index(IndexInput())
+        assert not any("design layer not refreshed" in n for n in report["notes"]), report["notes"]
+        return report["design"]
+
+    try:
+        first = design_of_index()
+        assert not first["derivation_skipped"] and first["requirement_links"] == 1 and first["patterns"] == 1
+        again = design_of_index()
+        assert again["derivation_skipped"] and again["memories_written"] == 0
+        pattern = next(service.memory.ledger.iter_memories(memory_types=["code_pattern"]))
+        assert len(pattern.metadata["implementations"]) == 3  # what the skipped run left stands
+
+        (root / "webhookhandler.py").write_text(_handler("WebhookHandler"))
+        code_changed = design_of_index()
+        assert not code_changed["derivation_skipped"] and code_changed["memories_written"] == 1
+        assert len(service.memory.ledger.get(pattern.id).metadata["implementations"]) == 4
+        assert design_of_index()["derivation_skipped"]
+
+        (root / "docs" / "requirements.md").write_text(REQUIREMENTS.replace("one hour", "thirty minutes"))
+        assert not design_of_index()["derivation_skipped"]
+
+        service.memory_add(MemoryAddInput(memory_type="session", content="check_token is the only token check.",
+                                          metadata={"anchors": [{"qualified_name": "app.check_token"}]}))
+        anchored = design_of_index()
+        assert not anchored["derivation_skipped"] and anchored["anchors_checked"] == 1
+
+        calls = {"n": 0}
+        real = design.refresh_anchors
+
+        def fails_once(stores: design.DesignStores) -> design.DesignReport:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("disk went away during the anchor check")
+            return real(stores)
+
+        monkeypatch.setattr(design, "refresh_anchors", fails_once)
+        (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token or None\n")
+        failed = service.index(IndexInput())
+        assert any("design layer not refreshed" in n for n in failed["notes"]), failed["notes"]
+        recovered = design_of_index()  # nothing changed since, but the failed derivation is not taken as done
+        assert not recovered["derivation_skipped"] and recovered["anchors_stale"] == 1
+        assert design_of_index()["derivation_skipped"]
+    finally:
+        service.close()

@@ -1,0 +1,118 @@
+"""One VectorStore contract, run against embedded qdrant-edge and (when QDRANT_URL is set) a server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from resources.vectors.store import (
+    EdgeVectorStore,
+    PayloadFilter,
+    ServerVectorStore,
+    SparseVec,
+    VectorPoint,
+    VectorStoreError,
+)
+
+
+def _edge(tmp_path: Path):
+    return EdgeVectorStore(tmp_path / "qdrant")
+
+
+def _server(tmp_path: Path):
+    url = os.environ.get("QDRANT_URL")
+    if not url:
+        pytest.skip("QDRANT_URL not set: no Qdrant server runs on this machine (no Docker engine); set it to run the server contract")
+    return ServerVectorStore(url, None, 6333, os.environ.get("QDRANT_API_KEY"))
+
+
+@pytest.fixture(params=[pytest.param(_edge, id="edge"), pytest.param(_server, id="server", marks=pytest.mark.integration)])
+def store(request, tmp_path: Path):
+    made = request.param(tmp_path)
+    name = f"code_{uuid.uuid4().hex[:8]}"
+    made.ensure_collection(name, 4)
+    made.test_collection = name
+    yield made
+    if isinstance(made, ServerVectorStore):
+        made.drop_collection(name)
+    made.close()
+
+
+def ids(n: int) -> list[str]:
+    return [str(uuid.uuid5(uuid.NAMESPACE_URL, f"p{i}")) for i in range(n)]
+
+
+def test_sparse_first_then_dense_and_fusion(store) -> None:
+    c = store.test_collection
+    a, b, d = ids(3)
+    store.upsert(c, [
+        VectorPoint(a, {"file_path": "src/a.py", "language": "python", "path_prefixes": ["src/"]}, sparse=SparseVec([1, 2], [1.0, 1.0])),
+        VectorPoint(b, {"file_path": "b.go", "language": "go", "path_prefixes": []}, dense=[1, 0, 0, 0], sparse=SparseVec([3], [1.0])),
+        VectorPoint(d, {"file_path": "src/d.py", "language": "python", "path_prefixes": ["src/"]}, dense=[0, 1, 0, 0]),
+    ])
+    # a has no dense vector yet but is found by its sparse vector
+    hits = store.hybrid_query(c, dense=[0.9, 0.1, 0, 0], sparse=SparseVec([1], [1.0]), limit=10)
+    assert {h.id for h in hits} == {a, b, d}
+    assert hits[0].id in {a, b}
+    store.set_dense(c, {a: [1, 0, 0, 0]})
+    dense_only = store.hybrid_query(c, dense=[1, 0, 0, 0], sparse=None, limit=2)
+    assert {h.id for h in dense_only} == {a, b}
+    # payload filters: language and directory prefix
+    py = store.hybrid_query(c, dense=[1, 0, 0, 0], sparse=None, limit=10, payload_filter=PayloadFilter({"language": ["python"]}))
+    assert {h.id for h in py} == {a, d}
+    src = store.hybrid_query(c, dense=None, sparse=SparseVec([1, 3], [1.0, 1.0]), limit=10, payload_filter=PayloadFilter({"path_prefixes": ["src/"]}))
+    assert [h.id for h in src] == [a]
+    # the sparse vector survived set_dense
+    assert [h.id for h in store.hybrid_query(c, dense=None, sparse=SparseVec([2], [1.0]), limit=5)] == [a]
+
+
+def test_upsert_is_idempotent_and_delete_removes(store) -> None:
+    c = store.test_collection
+    pts = [VectorPoint(i, {"file_path": "x.py", "n": k}, dense=[1, 0, 0, float(k)]) for k, i in enumerate(ids(5))]
+    store.upsert(c, pts)
+    store.upsert(c, pts)
+    assert store.count(c) == 5
+    assert store.ids(c) == set(ids(5))
+    store.delete(c, ids(5)[:2] + [str(uuid.uuid4())])
+    assert store.count(c) == 3
+    assert store.count(c, PayloadFilter({"file_path": ["x.py"]})) == 3
+    got = store.retrieve(c, [ids(5)[4]])
+    assert got[0].payload["n"] == 4
+
+
+def test_dimension_change_is_refused_with_the_fix(store) -> None:
+    with pytest.raises(VectorStoreError, match="--reembed"):
+        store.ensure_collection(store.test_collection, 8)
+
+
+def test_clear_collection_empties_it_and_a_new_dimension_recreates_it(store) -> None:
+    c = store.test_collection
+    store.upsert(c, [VectorPoint(i, {"file_path": "x.py"}, dense=[1, 0, 0, 0]) for i in ids(4)])
+    store.clear_collection(c, 4)
+    assert store.count(c) == 0  # still there: a search meanwhile finds nothing instead of failing
+    assert store.hybrid_query(c, dense=[1, 0, 0, 0], sparse=None, limit=5) == []
+    store.upsert(c, [VectorPoint(ids(1)[0], {"file_path": "y.py"}, dense=[0, 1, 0, 0])])
+    assert store.count(c) == 1
+    store.clear_collection(c, 8)  # another model: recreated with its dimension
+    store.upsert(c, [VectorPoint(ids(1)[0], {"file_path": "y.py"}, dense=[0.0] * 7 + [1.0])])
+    assert store.count(c) == 1
+
+
+def test_edge_store_persists_across_reopen(tmp_path: Path) -> None:
+    first = EdgeVectorStore(tmp_path / "q")
+    first.ensure_collection("code", 4)
+    first.upsert("code", [VectorPoint(i, {"k": 1}, dense=[0, 0, 1, 0]) for i in ids(3)])
+    first.close()
+    second = EdgeVectorStore(tmp_path / "q")
+    second.ensure_collection("code", 4)
+    assert second.count("code") == 3
+    second.close()
+
+
+def test_missing_collection_error_says_what_to_do(tmp_path: Path) -> None:
+    store = EdgeVectorStore(tmp_path / "q")
+    with pytest.raises(VectorStoreError, match="codemem index"):
+        store.count("code")
