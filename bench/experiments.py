@@ -34,6 +34,7 @@ import numpy as np
 from bench.baselines import RawMiniLM, VectorCache, rrf
 from bench.corpora import Corpus, load_corpus
 from bench.quality import GoldMatcher, evaluate
+from resources.text.identifiers import IDENTIFIER, identifier_words
 
 EmbedFn = Callable[[Any, Any, str], str]
 SparseFn = Callable[[Any, Any], str]
@@ -61,10 +62,9 @@ def _squeeze(text: str) -> str:
 
 def _ident_words(text: str) -> str:
     """Every identifier of ``text`` split into lower-case words (order kept, repeats dropped)."""
-    split = _records().split_identifier
     seen: dict[str, None] = {}
-    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
-        for part in split(word).split():
+    for word in IDENTIFIER.findall(text):
+        for part in identifier_words(word):
             seen.setdefault(part, None)
     return " ".join(seen)
 

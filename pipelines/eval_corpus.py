@@ -37,6 +37,7 @@ import numpy as np
 
 from pipelines.discovery import discover
 from pipelines.parsing import Language, parse_source
+from resources.text.identifiers import search_tokens
 
 CUTOFF = 10
 MIN_QUERY_WORDS = 3
@@ -337,20 +338,9 @@ def write_copy(stripped: dict[str, str], dest: Path) -> Path:
 def code_tokenize(text: str) -> list[str]:
     """Words of text and code: identifiers split on ``_`` and camelCase, lower-cased, stemmed.
 
-    The split of ``resources.vectors.sparse`` without its whole-identifier tokens.
+    The index's search tokens without its whole-identifier tokens (a Lucene-style baseline).
     """
-    from resources.vectors.sparse import _CAMEL, _STOPWORDS, _WORD, _stemmer
-
-    stem = _stemmer().stemWord
-    out: list[str] = []
-    for word in _WORD.findall(text):
-        for chunk in word.split("_"):
-            for part in _CAMEL.findall(chunk):
-                low = part.lower()
-                if low in _STOPWORDS or (len(low) < 2 and not low.isdigit()):
-                    continue
-                out.append(stem(low))
-    return out
+    return search_tokens(text, keep_compound=False)
 
 
 class BM25:

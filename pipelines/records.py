@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from resources.schemas.code import ParsedFile, ParsedSymbol
+from resources.text.identifiers import identifier_words
 
 ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
 CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum"})
@@ -27,7 +28,6 @@ MAX_PAYLOAD_DOC = 2_000
 MAX_EMBED_BODY_CHARS = 300
 EMBEDDING_TEXT_VERSION = 3  # 3: payloads carry requirement_ids, is_test and symbol_hash
 _LEADING_DOCSTRING = re.compile(r'^\s*[rRuUbB]{0,2}("""|\'\'\'|"|\')(?:.|\n)*?(?<!\\)\1', re.DOTALL)
-_SPLIT_IDENTIFIER = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
 REQUIREMENT_ID = re.compile(r"\bREQ-[A-Z0-9]+(?:-[A-Z0-9]+)*-\d{3,}\b", re.I)
 """Requirement ids cited in code (comments, docstrings, markers); documents use the settings' patterns."""
@@ -62,7 +62,7 @@ def module_name(path: str) -> str:
 
 def split_identifier(name: str) -> str:
     """``getHTTPResponse`` / ``get_http_response`` → ``get http response``."""
-    return " ".join(p.lower() for chunk in name.split("_") for p in _SPLIT_IDENTIFIER.findall(chunk))
+    return " ".join(identifier_words(name))
 
 
 def path_prefixes(path: str) -> list[str]:

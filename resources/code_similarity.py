@@ -32,6 +32,8 @@ from typing import Literal
 
 import numpy as np
 
+from resources.text.identifiers import identifier_words
+
 Verdict = Literal["clone", "variant", "other"]
 
 MAX_VARIANT_EDIT = 16
@@ -262,7 +264,6 @@ def _swapped_variables(a: list[Token], b: list[Token]) -> int:
 
 # -- names -------------------------------------------------------------------------------------
 
-_NAME_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _OPPOSITES = (
     "min max|minimum maximum|lowest highest|low high|smallest largest|small large|shortest longest|"
     "short long|first last|head tail|start end|begin end|before after|prev next|previous next|"
@@ -293,11 +294,6 @@ _NEGATING_PREFIXES = ("un", "de", "dis", "in", "non")
 _DIRECTION_WORDS = frozenset({"to", "from", "2", "into", "as"})
 
 
-def name_words(name: str) -> list[str]:
-    """Lower-cased words of an identifier (``snake_case``, ``camelCase``, ``HTTPServer``)."""
-    return [p.lower() for chunk in name.split("_") for p in _NAME_PART.findall(chunk)]
-
-
 def opposite_names(name_a: str, name_b: str) -> str | None:
     """Why two function names say opposite things, or None.
 
@@ -307,7 +303,8 @@ def opposite_names(name_a: str, name_b: str) -> str | None:
     * the same words in another order around ``to``/``from`` (``celsius_to_fahrenheit``/
       ``fahrenheit_to_celsius``): the inverse conversion.
     """
-    words_a, words_b = name_words(name_a), name_words(name_b)
+    words_a = identifier_words(name_a, unicode_digits=True)
+    words_b = identifier_words(name_b, unicode_digits=True)
     set_a, set_b = set(words_a), set(words_b)
     only_a, only_b = set_a - set_b, set_b - set_a
     for x in only_a:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from resources.memory.ledger import MemoryRow
+from resources.text.identifiers import IDENTIFIER, identifier_words, suffix_stem
 
 RELEVANCE_THRESHOLD = 0.30
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*[-*+]\s+|\n{2,}")
@@ -50,7 +51,6 @@ _REMOVAL = re.compile(
     r"no need for|not worth|skipped)\b",
     re.I,
 )
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STOPWORDS = frozenset(
     "a an the and or of to in on at for from by with as is are be been being it its this that these those we our you your they their "
     "must shall should never always only not no do does don't can cannot may might will would could all any each every some one two "
@@ -100,14 +100,6 @@ GENERIC_CONCEPTS = frozenset({"loop", "exception", "validation", "logging"})
 """Concepts too common to make a rule relevant on their own."""
 
 
-def _stem(word: str) -> str:
-    word = word.lower()
-    for suffix in ("ations", "ation", "ingly", "ings", "ing", "edly", "ed", "ies", "es", "s", "ly", "y"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
-
-
 def _identifier(word: str) -> bool:
     """A code identifier (CamelCase with two humps, snake_case, or with digits), not a plain word."""
     return bool(re.search(r"[a-z][A-Z]|_|\d", word)) and len(word) > 3
@@ -128,7 +120,7 @@ def concepts(text: str, *, plain_words: bool = False) -> set[str]:
         if re.search(pattern, text, re.I):
             found.add(concept)
             text = re.sub(pattern, " ", text, flags=re.I)
-    for raw in _WORD.findall(text):
+    for raw in IDENTIFIER.findall(text):
         if raw.lower() in _TERM_CONCEPT:
             found.add(_TERM_CONCEPT[raw.lower()])
             if _identifier(raw):
@@ -136,12 +128,11 @@ def concepts(text: str, *, plain_words: bool = False) -> set[str]:
             continue
         if _identifier(raw):
             found.add(raw.lower())
-        for word in re.split(r"_|(?<=[a-z])(?=[A-Z])", raw):
-            word = word.lower()
+        for word in identifier_words(raw, humps_only=True):
             if word in _TERM_CONCEPT:
                 found.add(_TERM_CONCEPT[word])
             elif plain_words and word not in STOPWORDS and len(word) > 2 and not word.isdigit():
-                found.add(_stem(word))
+                found.add(suffix_stem(word))
     return found
 
 

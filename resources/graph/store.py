@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from resources.graph import cypher as cy
 from resources.graph.cypher import EDGE_TYPES, MEMORY_EDGE_TYPES, MEMORY_LABELS, NODE_LABELS, EdgeType, NodeLabel
+from resources.text.identifiers import identifier_words
 
 __all__ = [
     "EDGE_TYPES",
@@ -331,7 +332,6 @@ _READ_PROCEDURE_PREFIXES = (
     "dbms.info",
     "dbms.showcurrentuser",
 )
-_CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 def strip_cypher(cypher: str) -> str:
@@ -392,7 +392,7 @@ def _is_write_procedure(name: str) -> bool:
     lowered = name.lower()
     if lowered.startswith(("db.", "dbms.")) and not lowered.startswith(_READ_PROCEDURE_PREFIXES):
         return True
-    words = {w.lower() for part in name.split(".") for w in _CAMEL.findall(part)}
+    words = {word for part in name.split(".") for word in identifier_words(part, unicode_digits=True)}
     return bool(words & _WRITE_VERBS)
 
 

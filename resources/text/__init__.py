@@ -1,0 +1,1 @@
+"""Text handling shared by indexing, search and the design checks: the identifier tokenizer."""
