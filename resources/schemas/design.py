@@ -10,12 +10,14 @@ from pydantic import BaseModel, Field, model_validator
 from resources.schemas.limits import MAX_DIFF_CHARS, MAX_DOCUMENT_CHARS, ToolInput
 
 PatternKind = Literal["Template", "Convention"]
+COMPONENT_HELP = "A class name or qualified name, a repo-relative file or directory, or a component id (e.g. 'agents')."
+"""What names a component, for the fields that take one."""
 
 
 class CheckConsistencyInput(ToolInput):
     """Check a component (class, file, directory or component id) against its patterns."""
 
-    component_id: str = Field(min_length=1, max_length=500, description="A class name or qualified name, a repo-relative file or directory, or a component id (e.g. 'agents').")
+    component_id: str = Field(min_length=1, max_length=500, description=COMPONENT_HELP)
     pattern_types: list[PatternKind] | None = Field(default=None, description="Which checks: 'Template' (methods and signatures of the base class contract) and/or 'Convention' (naming, location); default both.")
 
 
@@ -71,7 +73,7 @@ class ValidateFixInput(ToolInput):
     """A proposed fix, checked against the designs (ADRs) and requirements that govern it."""
 
     fix_description: str = Field(min_length=1, max_length=20_000, description="What the fix does, in words.")
-    affected_component: str | None = Field(default=None, max_length=500, description="Class, file, directory or component id being fixed.")
+    affected_component: str | None = Field(default=None, max_length=500, description="The component being fixed. " + COMPONENT_HELP)
     diff: str | None = Field(default=None, max_length=200_000, description="Optional unified diff of the fix; added and removed lines are checked too.")
 
 
@@ -104,9 +106,9 @@ class ValidateFixResult(BaseModel):
 class DesignContextInput(ToolInput):
     """Design context for a component or a feature: give component_id, query or both."""
 
-    component_id: str | None = Field(default=None, max_length=500, description="Class, file, directory or component id.")
+    component_id: str | None = Field(default=None, max_length=500, description=COMPONENT_HELP + " One of component_id or query is required.")
     query: str | None = Field(default=None, max_length=5_000, description="A feature or area in words.")
-    limit: int = Field(default=5, ge=1, le=50, description="Items per group.")
+    limit: int = Field(default=5, ge=1, le=50, description="Items per group, 1-50.")
 
     @model_validator(mode="after")
     def _one_of(self) -> DesignContextInput:
@@ -170,7 +172,7 @@ class TraceRequirementsResult(BaseModel):
 class RecordTestRunInput(ToolInput):
     """A JUnit XML report to record as test history: a project file or the XML itself."""
 
-    junit_xml_path: str | None = Field(default=None, max_length=1_000, description="Repo-relative path of the report (confined to the project).")
+    junit_xml_path: str | None = Field(default=None, max_length=1_000, description="Repo-relative path of a JUnit XML report (pytest --junitxml), inside the project.")
     junit_xml: str | None = Field(default=None, max_length=MAX_DOCUMENT_CHARS, description="The report's XML, when it is not a file.")
     commit: str | None = Field(default=None, max_length=64, description="Commit the run tested (recorded on failures).")
 
@@ -201,7 +203,7 @@ class ImpactOfChangeInput(ToolInput):
     diff: str | None = Field(default=None, max_length=MAX_DIFF_CHARS, description="A unified diff (git diff output).")
     files: list[str] | None = Field(default=None, max_length=1_000, description="Changed repo-relative files.")
     symbols: list[str] | None = Field(default=None, max_length=1_000, description="Changed symbols (ids or qualified names).")
-    depth: int = Field(default=2, ge=1, le=4, description="Caller hops to follow.")
+    depth: int = Field(default=2, ge=1, le=4, description="Caller hops to follow, 1-4.")
 
     @model_validator(mode="after")
     def _one_of(self) -> ImpactOfChangeInput:

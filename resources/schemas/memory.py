@@ -47,6 +47,11 @@ class MemoryType(StrEnum):
 
 
 MEMORY_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
+TYPES_HELP = (
+    "requirements (REQ-XXX-NNN statements), design (ADRs and decisions), code_pattern (templates and "
+    "conventions), component, function, test_history, session (what a session did), user_preference."
+)
+"""What each memory type holds, for the fields that name one (the tools' schemas show it to an LLM)."""
 
 MemoryScope = Literal["project", "local", "global"]
 """Where a memory is kept (``resources.memory.scopes``): ``project`` (the project's ledger, shared
@@ -139,6 +144,18 @@ def _scopes_input(value: Any) -> Any:
     if isinstance(value, str):
         value = [value]
     return [_scope_input(item) for item in value] if isinstance(value, list) else value
+
+
+def _null_is_empty_object(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _null_is_empty_list(value: Any) -> Any:
+    return [] if value is None else value
+
+
+def _empty_is_omitted(value: Any) -> Any:
+    return None if value == "" else value
 
 
 ScopeInput = Annotated[MemoryScope, BeforeValidator(_scope_input)]
@@ -427,10 +444,16 @@ class RelationshipSpec(ToolInput):
 class MemoryAddInput(ToolInput):
     """Store a new memory. Its metadata is checked against its type when it is stored."""
 
-    memory_type: MemoryTypeInput = Field(description="Kind of memory; decides which metadata fields apply.")
+    memory_type: MemoryTypeInput = Field(description="Kind of memory; decides which metadata fields apply: " + TYPES_HELP)
     content: ContentText = Field(description="The memory itself (what is embedded and searched), up to 100,000 characters.")
-    metadata: JsonObject = Field(default_factory=dict, description="Type-specific fields (enum values are case-insensitive; other keys are kept):\n" + _metadata_guide())
-    relationships: list[RelationshipSpec] = Field(default_factory=list, max_length=100, description="Links to create (max 100).")
+    metadata: Annotated[JsonObject, BeforeValidator(_null_is_empty_object, json_schema_input_type=JsonObject | None)] = Field(default_factory=dict, description="Type-specific fields (enum values are case-insensitive; other keys are kept):\n" + _metadata_guide())
+    relationships: Annotated[
+        list[RelationshipSpec],
+        BeforeValidator(_null_is_empty_list, json_schema_input_type=Annotated[list[RelationshipSpec], Field(max_length=100)] | None),
+    ] = Field(default_factory=list, max_length=100, description=(
+        "Links to create (max 100): [{type: ADDRESSES|IMPLEMENTS_REQ|DEPENDS_ON|USES_PATTERN|TESTS|RELATES_TO..., "
+        "target_id: memory id, REQ id, code qualified name or file path}]."
+    ))
     importance_score: float | None = Field(default=None, ge=0.0, le=1.0, description="Retrieval priority 0-1 (default 0.5).")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key: a retry with the same request_id returns the first result instead of storing the memory twice.")
     scope: ScopeInput | None = Field(default=None, description="Where to keep it: " + SCOPE_HELP + ". In memory_bulk_add, the batch's scope when omitted.")
@@ -464,8 +487,8 @@ class MemoryUpdateInput(ToolInput):
     """Change a memory's content, metadata or importance, with optimistic concurrency."""
 
     memory_id: str = Field(min_length=1, description="Id of the memory (from memory_add or memory_search).")
-    memory_type: MemoryTypeInput = Field(description="The memory's type.")
-    content: ContentText | None = Field(default=None, description="New content (re-embedded); unchanged when omitted.")
+    memory_type: MemoryTypeInput = Field(description="The memory's type: " + TYPES_HELP)
+    content: Annotated[ContentText | None, BeforeValidator(_empty_is_omitted)] = Field(default=None, description="New content (re-embedded); unchanged when omitted or empty.")
     metadata: JsonObject | None = Field(default=None, description="Metadata fields to change, merged into the stored metadata (other fields are kept).")
     importance_score: float | None = Field(default=None, ge=0.0, le=1.0, description="New retrieval priority 0-1.")
     expected_version: int | None = Field(default=None, ge=1, description="Optimistic concurrency: the version you read (memory_get/memory_search). If the memory changed since, the update is refused with the current version; read it again and retry.")
@@ -488,9 +511,9 @@ class MemoryUpdateResult(BaseModel):
 class MemoryDeleteInput(ToolInput):
     """Delete a memory: soft by default (kept 30 days, restorable), or permanently."""
 
-    memory_id: str = Field(min_length=1, description="Id of the memory.")
-    memory_type: MemoryTypeInput = Field(description="The memory's type.")
-    hard_delete: bool = Field(default=False, description="Delete permanently now instead of a soft delete.")
+    memory_id: str = Field(min_length=1, description="Id of the memory (from memory_add or memory_search).")
+    memory_type: MemoryTypeInput = Field(description="The memory's type: " + TYPES_HELP)
+    hard_delete: bool = Field(default=False, description="Delete permanently now (default: a soft delete, hidden from search and restorable for 30 days).")
 
 
 class MemoryDeleteResult(BaseModel):
@@ -506,8 +529,8 @@ class MemoryDeleteResult(BaseModel):
 class MemoryGetInput(ToolInput):
     """Read one memory in full."""
 
-    memory_id: str = Field(min_length=1, description="Id of the memory.")
-    memory_type: MemoryTypeInput = Field(description="The memory's type.")
+    memory_id: str = Field(min_length=1, description="Id of the memory (from memory_add or memory_search).")
+    memory_type: MemoryTypeInput = Field(description="The memory's type: " + TYPES_HELP)
     include_relationships: bool = Field(default=False, description="Also return its links to memories and code.")
 
 
@@ -547,7 +570,7 @@ class MemoryBulkAddInput(ToolInput):
 
     memories: list[MemoryAddInput] = Field(min_length=1, max_length=1000, description="The memories (1-1000), as for memory_add.")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key for the whole batch (a retry returns the first result).")
-    scope: ScopeInput | None = Field(default=None, description="The scope of every memory that names none (default project). One batch writes one scope, all or nothing.")
+    scope: ScopeInput | None = Field(default=None, description="The scope of every memory that names none (default project). One batch writes one scope, all or nothing. Scopes: " + SCOPE_HELP + ".")
 
 
 class MemoryBulkAddResult(BaseModel):
@@ -579,10 +602,10 @@ class MemorySearchInput(ToolInput):
     """Search memories by meaning, optionally narrowed by type, time, metadata and importance."""
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What you are looking for, in plain words.")
-    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these memory types (all when omitted).")
-    time_range: TimeRange | None = Field(default=None, description="Only memories created in this window.")
+    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these memory types (all when omitted): " + TYPES_HELP)
+    time_range: TimeRange | None = Field(default=None, description='Only memories created in this window: {"start": ISO 8601, "end": ISO 8601}, either end may be left out.')
     metadata_filters: dict[str, FilterScalar | list[FilterScalar]] | None = Field(default=None, description="Exact match on metadata keys, e.g. {\"status\": \"Approved\"}; a list matches any of its values.")
-    min_importance: float | None = Field(default=None, ge=0.0, le=1.0, description="Only memories at least this important.")
+    min_importance: float | None = Field(default=None, ge=0.0, le=1.0, description="Only memories at least this important (0-1).")
     limit: int = Field(default=10, ge=1, le=100, description="Results per page (max 100).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
     include_deleted: bool = Field(default=False, description="Also return soft-deleted memories.")
@@ -655,7 +678,7 @@ class ExportMemoryInput(ToolInput):
     """Export memories as JSONL (a file inside the project or inline), as Markdown files (a directory),
     or as git notes on commits (session and design memories)."""
 
-    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
+    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted): " + TYPES_HELP)
     filters: JsonObject | None = Field(default=None, description="Exact match on metadata keys, as memory_search's metadata_filters.")
     include_deleted: bool = Field(default=False, description="Also export soft-deleted memories.")
     output_path: str | None = Field(default=None, max_length=4_096, description="jsonl: file to write, inside the project directory (the JSONL comes back inline when omitted); markdown: the directory to write, inside the project.")
@@ -753,7 +776,7 @@ class NormalizationJob(BaseModel):
 class MemoryListInput(ToolInput):
     """Browse memories, most recently updated first."""
 
-    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
+    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted): " + TYPES_HELP)
     include_deleted: bool = Field(default=False, description="Also soft-deleted memories.")
     limit: int = Field(default=20, ge=1, le=100, description="Memories per page (max 100).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
@@ -776,7 +799,7 @@ class MemoryContextInput(ToolInput):
     """A topic's memories for a conversation: grouped by type, most relevant first, within a token budget."""
 
     topic: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The topic, feature, component or requirement to load the context of, in plain words.")
-    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted).")
+    memory_types: MemoryTypesInput | None = Field(default=None, description="Only these types (all when omitted): " + TYPES_HELP)
     scopes: ScopesInput | None = Field(default=None, description=SCOPES_FILTER_HELP)
     max_tokens: int = Field(default=MAX_CONTEXT_TOKENS, ge=200, le=40_000, description="Token budget of the whole context (estimated conservatively, ~3 characters a token); the most relevant memories are kept.")
     limit: int = Field(default=50, ge=1, le=100, description="At most this many memories are considered, best first.")

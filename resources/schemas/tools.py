@@ -78,8 +78,8 @@ class GraphQueryInput(ToolInput):
     """A read-only Cypher query over the code graph."""
 
     cypher: str = Field(min_length=1, max_length=20_000, description="Cypher (read-only: MATCH ... RETURN).")
-    parameters: JsonObject | None = Field(default=None, description="Query parameters ($name).")
-    limit: int = Field(default=100, ge=1, le=1000, description="Maximum rows returned.")
+    parameters: JsonObject | None = Field(default=None, description="Query parameters, referenced in the query as $name.")
+    limit: int = Field(default=100, ge=1, le=1000, description="Maximum rows returned, 1-1000.")
 
 
 class GraphQueryResult(BaseModel):
@@ -129,10 +129,10 @@ RelationshipType = Literal["CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENT
 class FindDuplicatesInput(ToolInput):
     """Code you are about to write, to check against what the repository already has."""
 
-    code: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The function (or snippet) to check.")
-    language: str | None = Field(default=None, description="Its language (python, typescript, ...); guessed as python when omitted.")
+    code: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The function you are about to write (or a snippet of it), to check.")
+    language: str | None = Field(default=None, description="Its language: python, typescript, tsx, javascript, java, go, rust, csharp (python when omitted).")
     threshold: float | None = Field(default=None, description="Similarity threshold 0.70-0.95 (default from settings, 0.85).")
-    limit: int = Field(default=10, ge=1, le=100)
+    limit: int = Field(default=10, ge=1, le=100, description="Maximum duplicates, 1-100.")
 
     @field_validator("threshold")
     @classmethod
@@ -170,10 +170,10 @@ class GetRelatedInput(ToolInput):
     """A graph neighbourhood of a symbol or file."""
 
     entity_id: str = Field(min_length=1, max_length=2_000, description="An id from code_search/get_symbol, a qualified name (pkg.module.Class.method) or a repo-relative file path.")
-    relationship_types: list[RelationshipType] | None = Field(default=None, description="Only these relationship types (all when omitted).")
-    direction: Literal["outgoing", "incoming", "both"] = "both"
+    relationship_types: list[RelationshipType] | None = Field(default=None, description="Only these relationship types: CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS (all when omitted).")
+    direction: Literal["outgoing", "incoming", "both"] = Field(default="both", description="outgoing (what it uses), incoming (what uses it) or both.")
     depth: int = Field(default=1, ge=1, le=5, description="Traversal depth 1-5.")
-    limit: int = Field(default=50, ge=1, le=500, description="Results per page (nearest first).")
+    limit: int = Field(default=50, ge=1, le=500, description="Results per page, 1-500 (nearest first).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
 
 
@@ -247,9 +247,9 @@ class ReindexInput(ToolInput):
     """Re-index a directory, incrementally or from scratch, as a background job."""
 
     directory_path: str = Field(default=".", max_length=4_096, description="Directory inside the project ('.' for all of it).")
-    scope: Literal["full", "changed"] = Field(default="changed", description="'changed' (incremental) or 'full' (clear first).")
-    extensions: list[str] | None = None
-    exclude: list[str] | None = None
+    scope: Literal["full", "changed"] = Field(default="changed", description="'changed' (incremental, default) or 'full' (clear first).")
+    extensions: list[str] | None = Field(default=None, description="Only these extensions this run, e.g. ['.py', '.ts'].")
+    exclude: list[str] | None = Field(default=None, description="Gitignore-style patterns to leave alone this run.")
 
 
 class JobStatusInput(ToolInput):
