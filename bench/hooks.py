@@ -27,7 +27,8 @@ Measured, ``--runs`` times each, interleaved round by round so machine noise hit
   workers do not load the embedding model) — the hook's own wall time is what is measured.
 
 After each PreCompact/SessionEnd run the benchmark waits for the worker's log line, so a worker
-never competes with the next measurement. Also reported: what compiling hooks.py costs when no
+never competes with the next measurement. Also reported: what compiling the hook modules costs
+(``query_server/hooks/*.py`` but the worker; a hook process compiles only its event's) when no
 bytecode cache can be written or read (``PYTHONDONTWRITEBYTECODE`` on a fresh checkout: added to
 every hook run), ``codemem --help`` (the click/rich CLI the fast path avoids), and the non-stdlib
 modules a hook process imports (must be none).
@@ -61,6 +62,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "hooks"
 RESULTS = REPO_ROOT / "bench" / "results" / "hooks.json"
 TARGET_MS = 50.0
+HOOK_SOURCES = sorted((REPO_ROOT / "query_server" / "hooks").glob("*.py"))
+OUR_HOOK_MODULES = ("query_server", "query_server.entry", "query_server.hooks", "resources", "resources.sqlite_readonly",
+                    "resources.manifest_reader", "resources.memory", "resources.memory.ledger_reader")
+"""Ours that a hook process may import besides ``query_server.hooks.*``: the stdlib-only store readers."""
 LEDGER_BATCH = 5_000
 
 
@@ -223,16 +228,18 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
 
 def _scan_cost(project: dict[str, Any]) -> list[float]:
     """In-process time of PostToolUse's fallback (a ledger scan, used while the mentions cache is not current)."""
-    from query_server.hooks import events as hooks
-    target = hooks.Project({"cwd": str(project["root"])})
-    module = hooks.module_name(project["busiest"])
+    from query_server.hooks.common import BUSY_TIMEOUT_S, Project
+    from query_server.hooks.post_tool_use import module_name
+    from resources.memory.ledger_reader import LedgerReader
+    target = Project({"cwd": str(project["root"])})
+    module = module_name(project["busiest"])
     times = []
     for _ in range(10):
-        conn = hooks._connect(target.ledger_path)
+        ledger = LedgerReader.open(target.ledger_path, BUSY_TIMEOUT_S)
         started = time.perf_counter()
-        hooks._scan_mentions(conn, project["busiest"], module, set())
+        ledger.mentioning(project["busiest"], module, set())
         times.append((time.perf_counter() - started) * 1000)
-        conn.close()
+        ledger.close()
     return times
 
 
@@ -241,8 +248,8 @@ def _foreign_imports(argv: list[str], stdin: str, cwd: Path) -> list[str]:
                           env=_env(PYTHONPROFILEIMPORTTIME="1", CODEMEM_HOOK_WORKER_DRY_RUN="1"))
     modules = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     return sorted(m for m in modules - {"imported package"}
-                  if m.split(".")[0] not in sys.stdlib_module_names and m not in ("query_server", "query_server.entry", "query_server.hooks.events")
-                  and not m.startswith(("__editable__", "_distutils_hack", "sitecustomize")))
+                  if m.split(".")[0] not in sys.stdlib_module_names and m not in OUR_HOOK_MODULES
+                  and not m.startswith(("query_server.hooks.", "__editable__", "_distutils_hack", "sitecustomize")))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -284,11 +291,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if "worker" in name:  # let the detached worker finish, so it does not load the next measurement
                     spawned += 1
                     _wait_for_worker(worker_log, spawned)
-        source = (REPO_ROOT / "query_server" / "hooks.py").read_text()
+        sources = [(path.read_text(), path.name) for path in HOOK_SOURCES if path.name != "worker.py"]
         compile_ms = []
         for _ in range(10):
             started = time.perf_counter()
-            compile(source, "hooks.py", "exec")
+            for source, name in sources:
+                compile(source, name, "exec")
             compile_ms.append((time.perf_counter() - started) * 1000)
         cli_help = [_time([codemem, "--help"], "", root, env)[0] for _ in range(5)]
         start_argv, start_make, _ = table["SessionStart"]
@@ -345,7 +353,7 @@ def report(result: dict[str, Any]) -> bool:
         print(f"{name:44} {stats['p50']:7.1f} {stats['p95']:7.1f} {stats['max']:7.1f} "
               f"{stats['p95'] - baseline['p95']:9.1f} {stats['cpu_p50']:8.1f} {stats['cpu_p95']:8.1f}  {verdict}")
     compiled = result["hooks_py_compile_ms"]
-    print(f"{'+ compiling hooks.py (no bytecode cache)':44} {compiled['p50']:7.1f} {compiled['p95']:7.1f}")
+    print(f"{'+ compiling the hook modules (no bytecode)':44} {compiled['p50']:7.1f} {compiled['p95']:7.1f}")
     scan = result["post_tool_use_scan_fallback_ms"]
     print(f"{'(PostToolUse ledger scan, cache not current)':44} {scan['p50']:7.1f} {scan['p95']:7.1f}   in-process, "
           "the query alone")

@@ -114,7 +114,7 @@ def hook(args: tuple[str, ...]) -> None:
     """Run a Claude Code hook: EVENT (SessionStart, PostToolUse, PreToolUse, PreCompact, SessionEnd)
     with the event's JSON on stdin; `codemem hook --help` for details. Claude Code calls it (see
     `codemem init`); the `codemem` script answers it without loading this CLI."""
-    from query_server.hooks.events import main as hook_main
+    from query_server.hooks.dispatch import main as hook_main
 
     sys.exit(hook_main(list(args)))
 

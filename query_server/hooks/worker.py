@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from query_server.hooks.events import session_key
+from query_server.hooks.common import session_key
 
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 DECISION = re.compile(

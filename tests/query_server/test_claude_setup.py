@@ -499,7 +499,7 @@ def test_claude_md_section_is_short_and_names_real_tools() -> None:
 
 
 def test_every_hook_event_is_one_codemem_hook_handles() -> None:
-    hooks = pytest.importorskip("query_server.hooks.events", reason="`codemem hook` is added by another change")
+    hooks = pytest.importorskip("query_server.hooks.dispatch", reason="`codemem hook` is added by another change")
     assert {spec.event for spec in setup.HOOKS} == set(hooks.EVENTS)
 
 

@@ -315,6 +315,13 @@ def test_failures_exit_zero_silently_and_are_logged(project: dict[str, Any]) -> 
 # -- stdlib only, fast ----------------------------------------------------------------------------
 
 
+HOOK_ENTRY = {"query_server", "query_server.entry", "query_server.hooks", "query_server.hooks.dispatch",
+              "query_server.hooks.common"}
+STORE_READERS = {"resources", "resources.sqlite_readonly", "resources.manifest_reader", "resources.memory",
+                 "resources.memory.ledger_reader"}
+"""The stdlib-only readers of the ledger and the manifest (and the docstring-only packages above them)."""
+
+
 def test_hook_process_imports_only_the_standard_library(project: dict[str, Any]) -> None:
     root = project["root"]
     cases = {
@@ -323,13 +330,19 @@ def test_hook_process_imports_only_the_standard_library(project: dict[str, Any])
         "PreToolUse": payload("pre_tool_use_bash.json", root, tool_input={"command": "rm -rf .codemem"}),
         "PreCompact": payload("pre_compact.json", root, transcript_path=str(root / "missing.jsonl")),
     }
+    expected = {  # the entry, the module of the event and what it reads with
+        "SessionStart": HOOK_ENTRY | {"query_server.hooks.session_start", "query_server.hooks.mentions"} | STORE_READERS,
+        "PostToolUse": HOOK_ENTRY | {"query_server.hooks.post_tool_use", "query_server.hooks.mentions"} | STORE_READERS,
+        "PreToolUse": HOOK_ENTRY | {"query_server.hooks.pre_tool_use"},
+        "PreCompact": HOOK_ENTRY | {"query_server.hooks.session_end"},
+    }
     for event, data in cases.items():
         done, _ = run_hook(event, data, cwd=root, env=clean_env(PYTHONPROFILEIMPORTTIME="1"))
         assert done.returncode == 0
         modules = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
         modules.discard("imported package")
         ours = {m for m in modules if m.split(".")[0] in ("query_server", "resources", "pipelines")}
-        assert ours == {"query_server", "query_server.entry", "query_server.hooks", "query_server.hooks.events"}, (event, ours)
+        assert ours == expected[event], (event, ours)
         foreign = {m for m in modules - ours if m.split(".")[0] not in sys.stdlib_module_names
                    and not m.startswith(("__editable__", "_distutils_hack", "sitecustomize", "_virtualenv"))}
         assert not foreign, (event, foreign)
@@ -413,27 +426,30 @@ def _cache_meta(state: Path) -> dict[str, str]:
 
 
 def test_mentions_cache_matches_the_ledger_scan_and_follows_changes(project: dict[str, Any]) -> None:
-    from query_server.hooks import events as hooks
+    from query_server.hooks.common import BUSY_TIMEOUT_S, Project
+    from query_server.hooks.mentions import build_mentions, lookup_mentions, mentions_cache
+    from query_server.hooks.post_tool_use import anchor_matches, match_strength, module_name
+    from resources.memory.ledger_reader import LedgerReader
     root, state, ids = project["root"], project["state"], project["ids"]
-    assert "mentions cache built: 8 memories" in hooks.build_mentions(state)
-    target = hooks.Project({"cwd": str(root)})
+    assert "mentions cache built: 8 memories" in build_mentions(state)
+    target = Project({"cwd": str(root)})
     for rel in ("src/dispatch.py", "src/other.py", "src/dispatcher.py", "README.md", "tools/run.py"):
-        module = hooks.module_name(rel)
-        ledger = hooks._connect(target.ledger_path)
-        anchored, _ = hooks._anchor_matches(target, ledger, rel)
-        cache = hooks._mentions_cache(target, ledger)
+        module = module_name(rel)
+        ledger = LedgerReader.open(target.ledger_path, BUSY_TIMEOUT_S)
+        anchored, _ = anchor_matches(target, ledger, rel)
+        cache = mentions_cache(target, ledger)
         assert cache is not None
-        from_cache = hooks._lookup_mentions(cache, target, rel, module) | dict.fromkeys(anchored, 1.0)
+        from_cache = lookup_mentions(cache, target, rel, module) | dict.fromkeys(anchored, 1.0)
         cache.close()
         scanned = {}
-        for memory_id, _type, content, metadata, _ in hooks._scan_mentions(ledger, rel, module, anchored):
-            strength = hooks._match_strength(rel, module, memory_id in anchored, content, metadata, json.loads(metadata))
+        for memory_id, _type, content, metadata, _ in ledger.mentioning(rel, module, anchored):
+            strength = match_strength(rel, module, memory_id in anchored, content, metadata, json.loads(metadata))
             if strength > 0:
                 scanned[memory_id] = strength
         ledger.close()
         assert from_cache == scanned, rel
-    assert set(hooks._lookup_mentions(sqlite3.connect(state / "hooks" / "mentions.db"), target, "src/dispatcher.py",
-                                      "src.dispatcher")) == {ids["Other"], ids["component"]}  # mention, directory
+    assert set(lookup_mentions(sqlite3.connect(state / "hooks" / "mentions.db"), target, "src/dispatcher.py",
+                               "src.dispatcher")) == {ids["Other"], ids["component"]}  # mention, directory
 
     before = _cache_meta(state)
     ledger = Ledger(state / "memory.db")

@@ -1,0 +1,200 @@
+"""PostToolUse (Read/Edit/Write/MultiEdit): the top memories about the file just touched.
+
+Up to 3 memories as ``additionalContext`` — gotchas, patterns and designs first — each shown once
+per session (``<state>/hooks/shown-<session>.txt``). Candidates come from the mentions cache
+(``query_server.hooks.mentions``) when it is current, else from a scan of the ledger.
+Standard library only (see ``query_server.hooks.dispatch``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from query_server.hooks.common import (
+    BUSY_TIMEOUT_S,
+    Project,
+    additional_context,
+    in_state_dir,
+    memory_label,
+    session_key,
+)
+from query_server.hooks.mentions import lookup_mentions, mentions_cache
+from resources.manifest_reader import ManifestReader
+from resources.memory.ledger_reader import LedgerReader
+
+FILE_TOOLS = ("Read", "Edit", "Write", "MultiEdit")
+MEMORIES_PER_FILE = 3
+SYMBOLS_PER_FILE = 900
+"""Symbols of the file whose anchored memories are looked up (one ``IN (…)`` list)."""
+_GOTCHA = r"(?i)\b(gotchas?|pitfalls?|beware|caveats?|careful|workaround|foot-?guns?|watch out|do not|don't|never)\b"
+"""Patterns are compiled on first use (``re`` caches them): compiling at import costs milliseconds."""
+_TYPE_WEIGHT = {
+    "code_pattern": 3.0, "design": 2.6, "requirements": 1.8, "test_history": 1.0, "component": 1.5,
+    "user_preference": 1.2, "function": 1.0,
+}
+_MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
+
+
+def post_tool_use(project: Project, payload: dict) -> dict | None:
+    """The top memories about the file just read or edited, each once per session."""
+    if not project.indexed or payload.get("tool_name") not in FILE_TOOLS:
+        return None
+    tool_input = payload.get("tool_input") or {}
+    raw = tool_input.get("file_path") if isinstance(tool_input, dict) else None
+    if not isinstance(raw, str) or not raw:
+        return None
+    rel = project.relative(raw, payload.get("cwd"))
+    if not rel or rel == "." or rel.startswith("../") or in_state_dir(project, str(project.root / rel)):
+        return None
+    session_id = str(payload.get("session_id") or "")
+    shown_path = _shown_file(project, session_id) if session_id else None
+    shown: set[str] = set()
+    if shown_path is not None:
+        try:
+            shown = set(shown_path.read_text(encoding="utf-8").split())
+        except OSError:
+            pass
+    picked = file_memories(project, rel, shown)[:MEMORIES_PER_FILE]
+    if not picked:
+        return None
+    if shown_path is not None:
+        shown_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(shown_path, "a", encoding="utf-8") as handle:  # appends of a few lines are atomic
+            handle.write("".join(f"{memory_id}\n" for _, memory_id, _ in picked))
+    text = "\n".join(
+        [f"codemem: project memories about {rel} (memory_get <id> shows one in full):"] + [line for _, _, line in picked]
+    )
+    return additional_context("PostToolUse", text)
+
+
+def module_name(rel: str) -> str:
+    """Dotted module name of a repo-relative file, as ``pipelines.records.module_name`` computes it."""
+    stem, _, _ = rel.rpartition(".")
+    parts = (stem or rel).split("/")
+    if len(parts) > 1 and parts[-1] in _MODULE_TAILS:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _mentions(text: str, needle: str, *, module: bool = False) -> bool:
+    """``needle`` in ``text`` as a whole path (or dotted module) and not as part of a longer name."""
+    start = text.find(needle)
+    while start != -1:
+        before = text[start - 1] if start else " "
+        end = start + len(needle)
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "_.-") and not (after.isalnum() or after == "_" or (not module and after in "/-")):
+            return True
+        start = text.find(needle, start + 1)
+    return False
+
+
+def _shown_file(project: Project, session_id: str) -> Path:
+    return project.hooks_dir / f"shown-{session_key(session_id)}.txt"
+
+
+def file_memories(project: Project, rel: str, exclude: set[str]) -> list[tuple[float, str, str]]:
+    """Scored memories about ``rel``: [(score, memory id, rendered line)], best first.
+
+    Candidates come from the mentions cache when it is current, else from a scan of the ledger
+    (correct, but it reads every memory: ~10 ms per 10k memories and pattern).
+    """
+    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
+    if ledger is None:
+        return []
+    try:
+        module = module_name(rel)
+        anchored, stale = anchor_matches(project, ledger, rel)
+        cache = mentions_cache(project, ledger)
+        if cache is not None:
+            try:
+                strengths = lookup_mentions(cache, project, rel, module)
+            finally:
+                cache.close()
+            for memory_id in anchored:
+                strengths[memory_id] = 1.0
+            rows = ledger.active([i for i in strengths if i not in exclude])
+        else:
+            strengths = None
+            rows = ledger.mentioning(rel, module, anchored)
+    finally:
+        ledger.close()
+
+    scored: list[tuple[float, str, str]] = []
+    for memory_id, memory_type, content, metadata, importance in rows:
+        if memory_id in exclude:
+            continue
+        try:
+            meta = json.loads(metadata)
+        except ValueError:
+            meta = {}
+        if not isinstance(meta, dict):
+            meta = {}
+        if strengths is not None:
+            strength = strengths.get(memory_id, 0.0)
+        else:
+            strength = match_strength(rel, module, memory_id in anchored, content, metadata, meta)
+        if strength <= 0:
+            continue
+        weight = _TYPE_WEIGHT.get(memory_type, 1.0)
+        if memory_type == "test_history" and meta.get("status") in ("Failed", "Error"):
+            weight = 2.0
+        if _is_gotcha(content, meta):
+            weight = max(weight, 4.0)
+        score = weight * strength + 0.5 * float(importance or 0)
+        line = memory_label(memory_type, content, meta, 280)
+        if memory_id in stale:
+            line += " (stale: its anchored code changed since — verify)"
+        scored.append((score, memory_id, f"- {line} (id {memory_id})"))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return scored
+
+
+def anchor_matches(project: Project, ledger: LedgerReader, rel: str) -> tuple[set[str], set[str]]:
+    """(memories anchored to a symbol of ``rel``, the stale ones among them) from ``anchor_state``."""
+    manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S)
+    if manifest is None:
+        return set(), set()
+    try:
+        names = manifest.qualified_names(rel, SYMBOLS_PER_FILE)
+    finally:
+        manifest.close()
+    if not names:
+        return set(), set()
+    return ledger.anchored(names)
+
+
+def match_strength(rel: str, module: str, anchored: bool, content: str, raw_meta: str, meta: dict) -> float:
+    """How surely a memory (found by the ledger scan) is about ``rel``: 1.0 anchored or its file,
+    0.8 naming the path, 0.6 its directory or dotted module, 0 not about it."""
+    if anchored:
+        return 1.0
+    file_path = meta.get("file_path")
+    if isinstance(file_path, str) and file_path:
+        clean = file_path.strip().lstrip("./").rstrip("/")
+        if clean == rel:
+            return 1.0
+        if rel.startswith(clean + "/"):
+            return 0.6
+    anchors = meta.get("anchors")
+    if isinstance(anchors, list):
+        for anchor in anchors:
+            name = anchor.get("qualified_name") if isinstance(anchor, dict) else anchor
+            if isinstance(name, str) and (name == module or name.startswith(module + ".")):
+                return 1.0
+    if _mentions(content, rel) or _mentions(raw_meta, rel):
+        return 0.8
+    if "." in module and (_mentions(content, module, module=True) or _mentions(raw_meta, module, module=True)):
+        return 0.6
+    return 0.0
+
+
+def _is_gotcha(content: str, meta: dict) -> bool:
+    tags = meta.get("tags")
+    if isinstance(tags, list) and any(isinstance(t, str) and t.lower() in ("gotcha", "pitfall", "warning") for t in tags):
+        return True
+    if str(meta.get("kind", "")).lower() == "gotcha" or str(meta.get("category", "")).lower() == "gotcha":
+        return True
+    return bool(re.search(_GOTCHA, content[:600]))

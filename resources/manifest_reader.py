@@ -1,0 +1,53 @@
+"""Read-only queries on the index manifest, for processes that must not load the ``Manifest``.
+
+The Claude Code hooks read ``index.db`` through this module (standard library only) to report
+index freshness and to find the symbols of a file. The SQL follows the schema
+``resources.manifest`` writes (the ``files`` and ``symbols`` tables).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from resources.sqlite_readonly import connect_read_only
+
+if TYPE_CHECKING:
+    import sqlite3
+
+
+class ManifestReader:
+    """A read-only connection to a manifest and the queries the hooks run on it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        """Wrap an open (read-only, autocommit) connection to a manifest file."""
+        self.conn = conn
+
+    @classmethod
+    def open(cls, path: Path, busy_timeout_s: float) -> ManifestReader | None:
+        """The manifest at ``path`` opened read-only, or None when nothing is indexed yet."""
+        conn = connect_read_only(path, busy_timeout_s)
+        return None if conn is None else cls(conn)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def file_count(self) -> int:
+        """How many files are indexed."""
+        return self.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+
+    def recently_indexed(self, limit: int) -> list[tuple[str, int, str]]:
+        """(path, mtime_ns, indexed_at) of the ``limit`` most recently indexed files, newest first.
+
+        A file's row is replaced when it is (re)indexed, so the highest rowids are the newest.
+        """
+        return self.conn.execute(
+            "SELECT path, mtime_ns, indexed_at FROM files ORDER BY rowid DESC LIMIT ?", (limit,)
+        ).fetchall()
+
+    def qualified_names(self, path: str, limit: int) -> list[str]:
+        """Qualified names of up to ``limit`` symbols of the repo-relative file ``path``."""
+        return [row[0] for row in self.conn.execute(
+            "SELECT qualified_name FROM symbols WHERE path = ? LIMIT ?", (path, limit)
+        )]
