@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from resources.private_files import make_private_file
-from resources.sqlite_tx import immediate_transaction
+from resources.sqlite import immediate_transaction, open_database, read_meta, write_meta
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -105,9 +104,7 @@ class Manifest:
 
     def __init__(self, path: Path) -> None:
         """Open (creating if needed) the manifest at ``path``."""
-        self._conn = sqlite3.connect(make_private_file(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn = open_database(path, synchronous="NORMAL")
         self._conn.executescript(SCHEMA)
         self._lock = threading.RLock()
 
@@ -339,13 +336,12 @@ class Manifest:
     def get_meta(self, key: str) -> str | None:
         """A metadata value."""
         with self._lock:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+            return read_meta(self._conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a metadata value."""
         with self.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            write_meta(conn, key, value)
 
     def content_signature(self) -> str:
         """A digest of every indexed file's path, content hash and index time: it changes with

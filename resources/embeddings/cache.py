@@ -14,13 +14,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
 
-from resources.private_files import make_private_file
-
 from resources.embeddings.base import Embedder, EmbeddingError
+from resources.sqlite import immediate_transaction, open_database
 
 log = logging.getLogger(__name__)
 DAY = 86_400.0
@@ -64,8 +64,6 @@ class EmbeddingCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            make_private_file(Path(self.path).expanduser())
         self.max_entries = max(1, int(max_entries))
         self.ttl_seconds = float(ttl_seconds)
         self._clock = clock
@@ -73,10 +71,7 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
         try:
-            self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn = open_database(self.path, synchronous="NORMAL")
             with self._transaction():
                 for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     self._conn.execute(statement)
@@ -88,8 +83,8 @@ class EmbeddingCache:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn)
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(self._conn, self._lock)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -215,22 +210,6 @@ class EmbeddingCache:
             cur = self._conn.execute("DELETE FROM embeddings WHERE created <= ?", (self._clock() - self.ttl_seconds,))
             self._count = max(0, self._count - cur.rowcount)
             return cur.rowcount
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self._conn.execute("COMMIT")
-        else:
-            self._conn.execute("ROLLBACK")
 
 
 class CachedEmbedder:

@@ -28,7 +28,7 @@ from typing import Any
 
 from resources.faults import fault_point
 from resources.private_files import make_private_file
-from resources.sqlite_tx import immediate_transaction
+from resources.sqlite import immediate_transaction, open_database, read_meta, write_meta
 
 SCHEMA_VERSION = 1
 RETENTION_DAYS = 30
@@ -274,12 +274,8 @@ class Ledger:
             # SQLite would read it as a new, empty ledger: every memory would vanish without a word
             raise LedgerError(f"{path} is empty (truncated?) — run `codemem repair`: it restores the latest "
                               "`codemem backup` or keeps the file aside")
-        make_private_file(path)
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn = open_database(path, synchronous="FULL", foreign_keys=True)
         self._identity = _file_identity(path)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
         self._lock = threading.RLock()
         with self._lock:
             self._conn.executescript(_SCHEMA)
@@ -788,13 +784,12 @@ class Ledger:
     def meta(self, key: str) -> str | None:
         """A ledger-level setting (e.g. the embedding model the projections were built with)."""
         with self._lock:
-            row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return row[0] if row else None
+            return read_meta(self._conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a ledger-level setting."""
         with self._transaction() as conn:
-            conn.execute("INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+            write_meta(conn, key, value)
 
     def anchored_memories(self) -> list[MemoryRow]:
         """Live memories that carry code anchors (``metadata.anchors``)."""
@@ -962,10 +957,7 @@ class Ledger:
                 touched.add(memory_id)
                 cleaned += 1
             for key, value in meta.items():
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                    (key, value),
-                )
+                write_meta(conn, key, value)
             for memory_id in touched:
                 self._enqueue(conn, memory_id, at)
         return {"merged": merged, "cleaned": cleaned, "queued": len(touched)}

@@ -1,0 +1,74 @@
+"""The SQLite plumbing of codemem's stores: the ledger, the manifest and the embedding cache.
+
+Each store opens one autocommit connection shared by its threads (WAL, a 30 s busy timeout, the
+file created private first), writes in ``BEGIN IMMEDIATE`` transactions under its own lock and
+keeps its settings in a ``meta (key, value)`` table. Durability stays the store's choice: the
+ledger is the system of record (``synchronous=FULL``); the manifest and the cache can be rebuilt
+(``NORMAL``). Standard library only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from resources.private_files import make_private_file
+
+BUSY_TIMEOUT_S = 30.0
+"""How long a statement waits for another connection's write lock before it fails."""
+
+
+def open_database(
+    path: Path | str, *, synchronous: Literal["FULL", "NORMAL"], foreign_keys: bool = False
+) -> sqlite3.Connection:
+    """Open (creating if needed) a store's database: autocommit, shareable between threads, WAL.
+
+    Args:
+        path: The database file, created private (0600) before SQLite opens it;
+            ``":memory:"`` for an in-memory database.
+        synchronous: ``FULL`` for a system of record (a commit survives a power cut),
+            ``NORMAL`` for state that can be rebuilt.
+        foreign_keys: Enforce the schema's foreign keys.
+
+    Returns:
+        The connection; the caller serializes its use with its own lock.
+    """
+    if str(path) != ":memory:":
+        make_private_file(Path(path))
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    if foreign_keys:
+        conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+@contextmanager
+def immediate_transaction(conn: sqlite3.Connection, lock: threading.RLock) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` under ``lock`` (an autocommit connection); any exception
+    rolls the whole transaction back and propagates."""
+    with lock:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+
+def read_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    """The value of ``key`` in the store's ``meta`` table, or None when it is not set."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def write_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Set ``key`` in the store's ``meta`` table (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value)
+    )
