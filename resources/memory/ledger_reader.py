@@ -9,13 +9,11 @@ empty. Rows are plain tuples, in the column order each method names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from resources.sqlite_readonly import connect_read_only
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
     import sqlite3
 
@@ -42,14 +40,10 @@ class LedgerReader:
         """Close the connection."""
         self.conn.close()
 
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """One read transaction: every query inside sees the same state of the ledger."""
-        self.conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self.conn.execute("COMMIT")
+    def snapshot(self) -> _Snapshot:
+        """One read transaction (``with reader.snapshot(): …``): every query inside sees the same
+        state of the ledger."""
+        return _Snapshot(self.conn)
 
     # -- counts and changes ------------------------------------------------------------------------
 
@@ -105,7 +99,7 @@ class LedgerReader:
             raise
         return total, rows
 
-    def anchored(self, qualified_names: Sequence[str]) -> tuple[set[str], set[str]]:
+    def anchored(self, qualified_names: list[str]) -> tuple[set[str], set[str]]:
         """(memories anchored to any of ``qualified_names``, the stale ones among them)."""
         import sqlite3
 
@@ -123,7 +117,7 @@ class LedgerReader:
 
     # -- memories about a file ---------------------------------------------------------------------
 
-    def active(self, ids: Sequence[str]) -> list[tuple[str, str, str, str, float]]:
+    def active(self, ids: list[str]) -> list[tuple[str, str, str, str, float]]:
         """(id, type, content, metadata, importance) of the live, non-session memories among ``ids``."""
         rows: list[tuple[str, str, str, str, float]] = []
         for start in range(0, len(ids), ROWS_PER_QUERY):
@@ -170,10 +164,24 @@ class LedgerReader:
             "SELECT DISTINCT memory_id FROM audit WHERE seq > ? LIMIT ?", (seq, limit)
         )]
 
-    def states(self, ids: Sequence[str]) -> list[tuple[str, str, str, str, int]]:
+    def states(self, ids: list[str]) -> list[tuple[str, str, str, str, int]]:
         """(id, type, content, metadata, deleted) of the memories among ``ids`` that still have a row."""
         return self.conn.execute(f"{_STATE_ROW} WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
 
     def all_states(self) -> sqlite3.Cursor:
         """Every memory as (id, type, content, metadata, deleted), as a cursor to fetch in batches."""
         return self.conn.execute(_STATE_ROW)
+
+
+class _Snapshot:
+    """``BEGIN`` on entry, ``COMMIT`` on exit, whatever happened (reads only: nothing to roll back).
+    A class rather than ``contextlib.contextmanager``: importing contextlib costs a hook time."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN")
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.conn.execute("COMMIT")
