@@ -4,7 +4,7 @@
 
 Each variant re-creates codemem's search index for the benchmark corpora with the real pieces
 (``pipelines.parsing.parse_source``, ``pipelines.records.build_symbol_records``,
-``resources.vectors.sparse``, ``resources.vectors.store.EdgeVectorStore``) but a different
+``resources.vectors.sparse``, ``resources.vectors.edge.EdgeVectorStore``) but a different
 ``embedding_text`` and/or ``sparse_text`` (monkeypatched functions of this process only; no
 project file is edited), then ranks every query by dense only, sparse only, and weighted RRF
 of the two candidate lists, for several (dense, sparse) weights, RRF k and candidate depths.
@@ -266,7 +266,8 @@ class VariantIndex:
                  model: RawMiniLM, cache: VectorCache, avg_len: float | str | None = None,
                  k1: float | None = None, query_tf: bool = False) -> None:
         from resources.vectors import sparse
-        from resources.vectors.store import EdgeVectorStore, VectorPoint
+        from resources.vectors.edge import EdgeVectorStore
+        from resources.vectors.store import VectorPoint
 
         self.tmp = Path(tempfile.mkdtemp(prefix="codemem-exp-"))
         self.store = EdgeVectorStore(self.tmp)

@@ -256,7 +256,7 @@ def _load() -> list[float]:
 def _pause_sync(memory: Any) -> None:
     """Stop the memory service's background outbox drain (it would embed the fill with the model)."""
     memory._stop.set()
-    memory._wake.set()
+    memory.stores.wake.set()
     if memory._sync_thread is not None:
         memory._sync_thread.join(timeout=60)
     memory._sync_thread = None
@@ -265,7 +265,7 @@ def _pause_sync(memory: Any) -> None:
 def _resume_sync(memory: Any) -> None:
     """Restart the background drain, as a serving process runs it."""
     memory._stop.clear()
-    memory._wake.clear()
+    memory.stores.wake.clear()
     memory.start_sync()
 
 
@@ -393,8 +393,8 @@ def measure_add(service: Any, gen: MemoryGenerator, count: int, *, cached: bool)
     cache = getattr(service.embedder, "cache", None)
     misses_before = cache.misses if cache is not None else 0
     targets = [
-        (memory, "_embed_one", "embed"), (memory, "_conflicts", "conflicts"), (memory.ledger, "add", "ledger_commit"),
-        (memory, "_project", "projection"), (memory.vectors, "upsert", "projection.vector_upsert"),
+        (memory.writes, "embed_one", "embed"), (memory.writes, "conflicts", "conflicts"), (memory.ledger, "add", "ledger_commit"),
+        (memory.stores, "project", "projection"), (memory.stores.vectors, "upsert", "projection.vector_upsert"),
         (memory.projector.graph, "merge_nodes", "projection.graph_merge"),
         (memory.ledger, "mark_projected", "projection.outbox_mark"),
     ]
@@ -404,7 +404,7 @@ def measure_add(service: Any, gen: MemoryGenerator, count: int, *, cached: bool)
     with _timed_calls(targets) as parts:
         for request in requests:
             t0 = time.perf_counter()
-            result = service.memory_add(request)
+            result = service.memory.memory_add(request)
             totals.append(time.perf_counter() - t0)
             conflicts += len(result.conflicts)
     misses = (cache.misses - misses_before) if cache is not None else None
@@ -442,13 +442,13 @@ def measure_search(service: Any, gen: MemoryGenerator, count: int, seen: set[str
         for name, extra in variants.items():
             request = MemorySearchInput(query=queries[name][i], limit=10, **extra)
             t0 = time.perf_counter()
-            found = service.memory_search(request)
+            found = service.memory.memory_search(request)
             samples[name].append(time.perf_counter() - t0)
             results[name].append(found.result_count)
     fresh_misses = (cache.misses - misses_before) if cache is not None else None
     for query in queries["search_all"]:
         t0 = time.perf_counter()
-        found = service.memory_search(MemorySearchInput(query=query, limit=10))
+        found = service.memory.memory_search(MemorySearchInput(query=query, limit=10))
         samples["search_all_cached_query"].append(time.perf_counter() - t0)
         results["search_all_cached_query"].append(found.result_count)
     out: dict[str, Any] = {}
@@ -470,14 +470,16 @@ def what_if_indexed(service: Any) -> Iterator[None]:
     this benchmark motivates; the indexes stay, the patch is undone on exit."""
     import qdrant_edge as qe
 
-    from resources.vectors import store as vector_store
     from resources.memory.projection import COLLECTIONS
+    from resources.vectors.edge import EdgeVectorStore
+    from resources.vectors.points import scored_hits
+    from resources.vectors.store import DENSE, SPARSE
 
     for memory_type in COLLECTIONS:
         shard = service.vectors._shard(service.memory.projector.collection(memory_type))
         for key, schema in WHAT_IF_INDEXES:
             shard.update(qe.UpdateOperation.create_field_index(key, getattr(qe.PayloadSchemaType, schema)))
-    shipped = vector_store.EdgeVectorStore.ranked_lists
+    shipped = EdgeVectorStore.ranked_lists
 
     def ranked_lists(self: Any, collection: str, *, dense: Any, sparse: Any, candidates: int,
                      payload_filter: Any = None) -> tuple[list[Any], list[Any]]:
@@ -487,14 +489,14 @@ def what_if_indexed(service: Any) -> Iterator[None]:
         requests = [qe.QueryRequest(limit=candidates, query=q, filter=flt, with_payload=False) for _, q in queries]
         with self._lock:
             results = shard.query_batch(qe.QueryBatchRequest(requests))
-        found = {name: self._hits(r) for (name, _), r in zip(queries, results, strict=True)}
-        return found.get(vector_store.DENSE, []), found.get(vector_store.SPARSE, [])
+        found = {name: scored_hits(r) for (name, _), r in zip(queries, results, strict=True)}
+        return found.get(DENSE, []), found.get(SPARSE, [])
 
-    vector_store.EdgeVectorStore.ranked_lists = ranked_lists  # type: ignore[method-assign]
+    EdgeVectorStore.ranked_lists = ranked_lists  # type: ignore[method-assign]
     try:
         yield
     finally:
-        vector_store.EdgeVectorStore.ranked_lists = shipped  # type: ignore[method-assign]
+        EdgeVectorStore.ranked_lists = shipped  # type: ignore[method-assign]
 
 
 def run_size(size: int, work: Path, args: argparse.Namespace, seen: set[str]) -> dict[str, Any]:

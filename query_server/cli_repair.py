@@ -82,7 +82,8 @@ def _sqlite_files(state_dir: Path) -> list[tuple[str, Path]]:
 
 
 def _vector_problems(state_dir: Path) -> list[Finding]:
-    from resources.vectors.store import EdgeVectorStore, VectorStoreError
+    from resources.vectors.edge import EdgeVectorStore
+    from resources.vectors.store import VectorStoreError
 
     root = state_dir / "qdrant"
     if not root.is_dir():

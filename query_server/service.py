@@ -97,7 +97,7 @@ class CodeMemService:
         """Open the project's stores (embedded by default, servers when configured)."""
         from resources.embeddings import create_embedder
         from resources.graph.factory import create_graph_store
-        from resources.vectors.store import create_vector_store
+        from resources.vectors.factory import create_vector_store
 
         self.settings = settings
         self._index_lock = threading.Lock()

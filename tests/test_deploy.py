@@ -528,7 +528,7 @@ def _spy_store(**kwargs: Any):
     (local mode accepts the sharding arguments and ignores them); nothing touches the network."""
     from qdrant_client import QdrantClient
 
-    from resources.vectors.store import ServerVectorStore
+    from resources.vectors.server import ServerVectorStore
 
     spy = mock.Mock(wraps=QdrantClient(":memory:"))
     with mock.patch("qdrant_client.QdrantClient", return_value=spy):
@@ -555,7 +555,8 @@ def test_without_sharding_settings_qdrant_keeps_its_defaults() -> None:
 
 def test_sharding_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from resources.settings import Settings
-    from resources.vectors.store import ServerVectorStore, create_vector_store
+    from resources.vectors.factory import create_vector_store
+    from resources.vectors.server import ServerVectorStore
 
     monkeypatch.setenv("CODEMEM_QDRANT_SHARD_NUMBER", "4")
     monkeypatch.setenv("CODEMEM_QDRANT_REPLICATION_FACTOR", "2")

@@ -8,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from resources.vectors.store import (
-    EdgeVectorStore,
-    PayloadFilter,
-    ServerVectorStore,
-    SparseVec,
-    VectorPoint,
-    VectorStoreError,
-)
+from resources.vectors.edge import EdgeVectorStore
+from resources.vectors.server import ServerVectorStore
+from resources.vectors.store import PayloadFilter, SparseVec, VectorPoint, VectorStoreError
 
 
 def _edge(tmp_path: Path):

@@ -1,0 +1,324 @@
+"""The embedded vector store: Qdrant in-process through ``qdrant-edge-py``.
+
+One shard directory per collection under the state dir. A shard directory admits one process;
+the project's owner process holds it (see ``query_server.ownership``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from resources.private_files import make_private_dir
+from resources.vectors.points import (
+    all_ids,
+    build_filter,
+    dense_by_id,
+    dense_list,
+    payload_hits,
+    point_vectors,
+    scored_hits,
+    scroll_hits,
+)
+from resources.vectors.store import (
+    DENSE,
+    EXACT_SEARCH_KB,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    SPARSE,
+    PayloadFilter,
+    SparseVec,
+    VectorHit,
+    VectorPoint,
+    VectorStoreError,
+)
+
+
+class EdgeVectorStore:
+    """Embedded Qdrant (qdrant-edge): one shard directory per collection.
+
+    A shard directory admits one process; the project's owner process holds it (see
+    ``query_server.ownership``). Within the process, calls are serialized per shard.
+    """
+
+    def __init__(self, root: Path) -> None:
+        """Open (lazily) the collections under ``root``."""
+        import qdrant_edge  # noqa: F401  (fail early with a clear import error)
+
+        self._root = make_private_dir(root)
+        self._shards: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # -- helpers -------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self, name: str) -> Iterator[Any]:
+        """The open shard of a collection, held under the store's lock for the block (looked up
+        inside it: a shard taken before the lock may have been closed by a concurrent drop)."""
+        with self._lock:
+            yield self._shard(name)
+
+    def _shard(self, name: str) -> Any:
+        """The open shard of a collection (opened on first use)."""
+        import qdrant_edge as qe
+
+        with self._lock:
+            shard = self._shards.get(name)
+            if shard is not None:
+                return shard
+            path = self._root / name
+            if not (path / "edge_config.json").exists() and not any(path.glob("segments*")):
+                raise VectorStoreError(
+                    f"collection {name!r} does not exist — run `codemem index` to create it"
+                )
+            try:
+                shard = qe.EdgeShard.load(str(path))
+            except Exception as exc:  # the Rust error text is all we get
+                raise VectorStoreError(
+                    f"cannot open vector collection {name!r} at {path}: {exc} — if another "
+                    "process owns this project, reach it through `codemem` (it proxies), or "
+                    "run `codemem repair`"
+                ) from exc
+            self._shards[name] = shard
+            return shard
+
+    @staticmethod
+    def _filter(payload_filter: PayloadFilter | None) -> Any:
+        import qdrant_edge as qe
+
+        return build_filter(
+            payload_filter,
+            match_one=lambda key, value: qe.FieldCondition(key=key, match=qe.MatchValue(value)),
+            match_any=lambda key, values: qe.FieldCondition(key=key, match=qe.MatchAny(values)),
+            in_range=lambda key, low, high: qe.FieldCondition(key=key, range=qe.RangeFloat(gte=low, lte=high)),
+            all_of=lambda must: qe.Filter(must=must),
+        )
+
+    # -- contract ------------------------------------------------------------------------
+    def ensure_collection(self, name: str, dense_dim: int) -> None:
+        """See ``VectorStore.ensure_collection``."""
+        import json
+
+        import qdrant_edge as qe
+
+        path = self._root / name
+        marker = path / "codemem_collection.json"
+        with self._lock:
+            if marker.exists():
+                existing = json.loads(marker.read_text())
+                if existing.get("dense_dim") != dense_dim:
+                    raise VectorStoreError(
+                        f"collection {name!r} holds {existing.get('dense_dim')}-dim vectors but "
+                        f"the active embedding model makes {dense_dim}-dim vectors — run "
+                        "`codemem index --reembed` to rebuild it with the active model"
+                    )
+                shard = self._shard(name)
+                indexed = set(existing.get("indexes", KEYWORD_FIELDS[:5]))
+                missing = [k for k in (*KEYWORD_FIELDS, *FLOAT_FIELDS) if k not in indexed]
+                if missing:  # a collection made by an older codemem: add the newer indexes
+                    self._create_indexes(shard, missing)
+                    marker.write_text(json.dumps({**existing, "indexes": [*KEYWORD_FIELDS, *FLOAT_FIELDS]}))
+                return
+            if path.exists():  # a half-created collection from a crash: start it again
+                shutil.rmtree(path)
+            config = qe.EdgeConfig(
+                vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
+                sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+                hnsw_config=qe.HnswIndexConfig(
+                    m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB, max_indexing_threads=1
+                ),
+            )
+            shard = qe.EdgeShard.create(str(path), config)
+            self._create_indexes(shard, [*KEYWORD_FIELDS, *FLOAT_FIELDS])
+            self._shards[name] = shard
+            marker.write_text(json.dumps({"dense_dim": dense_dim, "indexes": [*KEYWORD_FIELDS, *FLOAT_FIELDS]}))
+
+    @staticmethod
+    def _create_indexes(shard: Any, fields: Sequence[str]) -> None:
+        import qdrant_edge as qe
+
+        for key in fields:
+            kind = qe.PayloadSchemaType.Float if key in FLOAT_FIELDS else qe.PayloadSchemaType.Keyword
+            shard.update(qe.UpdateOperation.create_field_index(key, kind))
+        shard.flush()
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection and its files."""
+        with self._lock:
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                shard.close()
+            shutil.rmtree(self._root / name, ignore_errors=True)
+
+    def clear_collection(self, name: str, dense_dim: int) -> None:
+        """See ``VectorStore.clear_collection`` (both steps under the store's lock)."""
+        with self._lock:
+            self.drop_collection(name)
+            self.ensure_collection(name, dense_dim)
+
+    def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
+        """See ``VectorStore.upsert``."""
+        import qdrant_edge as qe
+
+        if not points:
+            return
+        edge_points = [qe.Point(point.id, point_vectors(point, qe.SparseVector), point.payload) for point in points]
+        with self._locked(collection) as shard:
+            shard.update(qe.UpdateOperation.upsert_points(edge_points))
+
+    def set_dense(self, collection: str, vectors: dict[str, Sequence[float]]) -> None:
+        """See ``VectorStore.set_dense``."""
+        import qdrant_edge as qe
+
+        if not vectors:
+            return
+        updates = [qe.PointVectors(pid, {DENSE: dense_list(vec)}) for pid, vec in vectors.items()]
+        with self._locked(collection) as shard:
+            shard.update(qe.UpdateOperation.update_vectors(updates))
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        """See ``VectorStore.delete``."""
+        import qdrant_edge as qe
+
+        if not ids:
+            return
+        with self._locked(collection) as shard:
+            shard.update(qe.UpdateOperation.delete_points(list(ids)))
+
+    @staticmethod
+    def _nearest(dense: Sequence[float] | None, sparse: SparseVec | None) -> list[tuple[str, Any]]:
+        """The nearest-neighbour queries to run: ("dense"|"sparse", query) for each vector given."""
+        import qdrant_edge as qe
+
+        queries: list[tuple[str, Any]] = []
+        if dense is not None:
+            queries.append((DENSE, qe.Query.Nearest(dense_list(dense), using=DENSE)))
+        if sparse is not None and sparse.indices:
+            queries.append((SPARSE, qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)))
+        return queries
+
+    def hybrid_query(
+        self,
+        collection: str,
+        *,
+        dense: Sequence[float] | None,
+        sparse: SparseVec | None,
+        limit: int,
+        payload_filter: PayloadFilter | None = None,
+        candidates: int = 100,
+        weights: tuple[float, float] = (1.0, 1.0),
+    ) -> list[VectorHit]:
+        """See ``VectorStore.hybrid_query``: Qdrant's own prefetch + RRF fusion."""
+        import qdrant_edge as qe
+
+        with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
+            flt = self._filter(payload_filter)
+            queries = self._nearest(dense, sparse)
+            if not queries:
+                return []
+            weight_of = {DENSE: weights[0], SPARSE: weights[1]}
+            request = qe.QueryRequest(
+                limit=limit,
+                prefetches=[qe.Prefetch(limit=candidates, query=query, filter=flt) for _, query in queries],
+                query=qe.Fusion.Rrf(k=60, weights=[weight_of[name] for name, _ in queries]),
+                with_payload=True,
+            )
+            scored = shard.query(request)
+        return scored_hits(scored)
+
+    def ranked_lists(
+        self,
+        collection: str,
+        *,
+        dense: Sequence[float] | None,
+        sparse: SparseVec | None,
+        candidates: int,
+        payload_filter: PayloadFilter | None = None,
+        with_payload: bool = True,
+    ) -> tuple[list[VectorHit], list[VectorHit]]:
+        """The dense and sparse candidate lists separately (for re-ranking above the store)."""
+        import qdrant_edge as qe
+
+        with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
+            flt = self._filter(payload_filter)
+            queries = self._nearest(dense, sparse)
+            if not queries:
+                return [], []
+            requests = [
+                qe.QueryRequest(limit=candidates, query=query, filter=flt, with_payload=with_payload)
+                for _, query in queries
+            ]
+            results = shard.query_batch(qe.QueryBatchRequest(requests))
+        found = {name: scored_hits(result) for (name, _), result in zip(queries, results, strict=True)}
+        return found.get(DENSE, []), found.get(SPARSE, [])
+
+    def retrieve(self, collection: str, ids: Sequence[str]) -> list[VectorHit]:
+        """See ``VectorStore.retrieve``."""
+        if not ids:
+            return []
+        with self._locked(collection) as shard:
+            records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
+        return payload_hits(records)
+
+    def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """See ``VectorStore.dense_vectors``."""
+        if not ids:
+            return {}
+        with self._locked(collection) as shard:
+            records = shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+        return dense_by_id(records)
+
+    def count(self, collection: str, payload_filter: PayloadFilter | None = None) -> int:
+        """See ``VectorStore.count``."""
+        import qdrant_edge as qe
+
+        with self._locked(collection) as shard:
+            return int(shard.count(qe.CountRequest(exact=True, filter=self._filter(payload_filter))))
+
+    def ids(self, collection: str) -> set[str]:
+        """See ``VectorStore.ids``."""
+        import qdrant_edge as qe
+
+        with self._locked(collection) as shard:
+            return all_ids(
+                lambda offset: shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=2048, with_payload=False, with_vector=False)
+                )
+            )
+
+    def scroll(self, collection: str, payload_filter: PayloadFilter | None = None, *, limit: int = 10_000) -> list[VectorHit]:
+        """See ``VectorStore.scroll``."""
+        import qdrant_edge as qe
+
+        flt = self._filter(payload_filter)
+        with self._locked(collection) as shard:
+            return scroll_hits(
+                lambda offset, size: shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=size, filter=flt, with_payload=True, with_vector=False)
+                ),
+                limit,
+            )
+
+    def flush(self) -> None:
+        """Persist pending writes of every open collection."""
+        with self._lock:
+            for shard in self._shards.values():
+                shard.flush()
+
+    def optimize(self, collection: str) -> None:
+        """Build indexes (HNSW, payload) for the collection's segments."""
+        with self._locked(collection) as shard:
+            shard.optimize()
+
+    def close(self) -> None:
+        """See ``VectorStore.close``."""
+        with self._lock:
+            for shard in self._shards.values():
+                try:
+                    shard.flush()
+                finally:
+                    shard.close()
+            self._shards.clear()

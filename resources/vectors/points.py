@@ -1,0 +1,112 @@
+"""What the two Qdrant stores share: point conversion, filters, paging, hit building and fusion.
+
+``qdrant-edge`` and ``qdrant-client`` name the same concepts with different classes; each store
+passes its library's constructors, and the shape of the work is written once here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from resources.vectors.store import DENSE, SPARSE, PayloadFilter, VectorHit, VectorPoint
+
+Page = tuple[Sequence[Any], Any]
+"""One page of a scroll: its records and the offset of the next page (None after the last)."""
+
+
+def dense_list(vector: Sequence[float]) -> list[float]:
+    """A dense vector as the plain float list both libraries accept."""
+    return [float(x) for x in vector]
+
+
+def point_vectors(point: VectorPoint, sparse_vector: Callable[[list[int], list[float]], Any]) -> dict[str, Any]:
+    """The named vectors of a point to write: its dense vector, and its sparse one when it has
+    any weight (``sparse_vector`` builds the library's sparse type from indices and values)."""
+    vector: dict[str, Any] = {}
+    if point.dense is not None:
+        vector[DENSE] = dense_list(point.dense)
+    if point.sparse is not None and point.sparse.indices:
+        vector[SPARSE] = sparse_vector(point.sparse.indices, point.sparse.values)
+    return vector
+
+
+def build_filter(
+    payload_filter: PayloadFilter | None,
+    *,
+    match_one: Callable[[str, Any], Any],
+    match_any: Callable[[str, list[Any]], Any],
+    in_range: Callable[[str, float | None, float | None], Any],
+    all_of: Callable[[list[Any]], Any],
+) -> Any:
+    """The library's filter for ``payload_filter`` (None when it has no condition).
+
+    Args:
+        payload_filter: The conditions.
+        match_one: The condition "``key`` equals ``value``".
+        match_any: The condition "``key`` equals one of ``values``".
+        in_range: The condition "``key`` lies in ``[low, high]``".
+        all_of: The filter that requires every condition.
+    """
+    if payload_filter is None or payload_filter.is_empty():
+        return None
+    must = [
+        match_one(key, values[0]) if len(values) == 1 else match_any(key, list(values))
+        for key, values in payload_filter.must_match.items()
+    ]
+    must.extend(in_range(key, low, high) for key, (low, high) in payload_filter.ranges.items())
+    return all_of(must)
+
+
+def scored_hits(points: Iterable[Any]) -> list[VectorHit]:
+    """Query results (``id``, ``score``, ``payload``) as hits."""
+    return [VectorHit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in points]
+
+
+def payload_hits(records: Iterable[Any]) -> list[VectorHit]:
+    """Fetched records (``id``, ``payload``) as hits of score 0."""
+    return [VectorHit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
+
+
+def dense_by_id(records: Iterable[Any]) -> dict[str, list[float]]:
+    """The dense vectors of fetched records by id (records without one are left out)."""
+    return {
+        str(r.id): list(r.vector[DENSE])
+        for r in records
+        if isinstance(r.vector, dict) and r.vector.get(DENSE) is not None
+    }
+
+
+def all_ids(next_page: Callable[[Any], Page]) -> set[str]:
+    """Every id of a collection, paging with ``next_page(offset)`` until the last page."""
+    found: set[str] = set()
+    offset = None
+    while True:
+        records, offset = next_page(offset)
+        found.update(str(r.id) for r in records)
+        if offset is None:
+            return found
+
+
+def scroll_hits(next_page: Callable[[Any, int], Page], limit: int) -> list[VectorHit]:
+    """Up to ``limit`` points with payloads, paging with ``next_page(offset, page_size)``."""
+    hits: list[VectorHit] = []
+    offset = None
+    while len(hits) < limit:
+        records, offset = next_page(offset, min(1024, limit - len(hits)))
+        hits.extend(payload_hits(records))
+        if offset is None:
+            break
+    return hits
+
+
+def rrf(ranked_lists: Iterable[tuple[list[VectorHit], float]], limit: int, k: int = 60) -> list[VectorHit]:
+    """Weighted reciprocal-rank fusion (the server store's, for parity with edge's own RRF)."""
+    scores: dict[str, float] = {}
+    first_seen: dict[str, VectorHit] = {}
+    for hits, weight in ranked_lists:
+        for rank, hit in enumerate(hits):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank + 1)
+            first_seen.setdefault(hit.id, hit)
+    ordered = sorted(scores.items(), key=lambda item: -item[1])[:limit]
+    return [VectorHit(id=pid, score=score, payload=first_seen[pid].payload) for pid, score in ordered]
