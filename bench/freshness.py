@@ -87,7 +87,7 @@ def sensor_path(root: Path, saves: int) -> list[float]:
     """Save → searchable through file_change_sensor ticks and index_buckets runs."""
     from dagster import DagsterInstance, SensorResult, build_sensor_context
 
-    from pipelines.dagster.definitions import defs
+    from query_server.dagster_location import defs
     from pipelines.dagster.sensors import SENSOR_INTERVAL_S, file_change_sensor
     from query_server.ownership import ProjectHandle
     from resources.schemas.tools import IndexInput

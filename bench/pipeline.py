@@ -56,10 +56,9 @@ def _dagster(root: Path, per_bucket: bool) -> dict:
     from dagster import DagsterInstance
 
     from pipelines.buckets import ALL_BUCKETS
-    from pipelines.dagster.definitions import defs
+    from pipelines.dagster.definitions import build_definitions
     from pipelines.dagster.run import materialize_index
     from query_server.ownership import ProjectHandle
-    from pipelines.dagster.resources import INJECTED_HANDLES
     from resources.settings import Settings
 
     settings = Settings(project_root=root, dense_embeddings=False)
@@ -69,20 +68,15 @@ def _dagster(root: Path, per_bucket: bool) -> dict:
         with DagsterInstance.ephemeral() as instance:
             started = time.perf_counter()
             if not per_bucket:
-                report = materialize_index(handle, embed=False, instance=instance)
+                report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
                 files = report.files_indexed
             else:
-                import os
-
-                os.environ["CODEMEM_PROJECT_ROOT"] = str(settings.resolved_root())  # the code location's project
-                job = defs.resolve_job_def("index_buckets")
-                INJECTED_HANDLES[str(settings.resolved_root())] = handle
-                try:
-                    config = {"ops": {n: {"config": {"embed": False, "force": False}} for n in ("source_files", "embedded_symbols")}}
-                    for bucket in ALL_BUCKETS:
-                        job.execute_in_process(partition_key=bucket, instance=instance, run_config=config)
-                finally:
-                    INJECTED_HANDLES.pop(str(settings.resolved_root()), None)
+                # the code location's job, each run over the stores this process owns
+                io_dir = str(settings.resolved_state_dir() / "dagster" / "io")
+                job = build_definitions(handle.backend.owned_stores(), io_dir).resolve_job_def("index_buckets")
+                config = {"ops": {n: {"config": {"embed": False, "force": False}} for n in ("source_files", "embedded_symbols")}}
+                for bucket in ALL_BUCKETS:
+                    job.execute_in_process(partition_key=bucket, instance=instance, run_config=config)
                 files = len(handle.backend.manifest.files())
             seconds = time.perf_counter() - started
             return {"seconds": round(seconds, 1), "files": files, "runs": len(instance.get_runs())}

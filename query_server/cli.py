@@ -195,7 +195,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
                 bar.update(tasks[phase], completed=done, total=total or None)
 
             if handle.is_owner and not plain and not reembed:
-                report = _dagster_index(handle, embed=not no_embed, repair=repair, progress=on_progress)
+                report = handle.call("index", IndexInput(embed=not no_embed), on_progress, through_dagster=True, repair=repair)
             elif repair:
                 raise InputError("--repair needs the stores: stop the codemem server of this project, then run it again")
             else:
@@ -223,25 +223,6 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     if report["failed"]:
         names = ", ".join(item["path"] for item in report["failed"][:10])
         raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
-
-
-def _dagster_index(handle: Any, *, embed: bool, repair: bool, progress: Callable[[str, int, int], None]) -> dict[str, Any]:
-    """``codemem index`` as an in-process Dagster run recorded in the project's instance."""
-    from pipelines.dagster.run import materialize_index
-    from pipelines.stages import repair_index
-
-    service = handle.backend
-    notes: list[str] = []
-    if repair:
-        fixed = repair_index(service.ctx)
-        notes.append(f"repair: removed {fixed['stray_points']} stray points, {fixed['stray_nodes']} stray graph nodes, "
-                     f"{fixed['dangling_edges']} dangling edges; every file re-indexed")
-    with service._index_lock:
-        report = materialize_index(handle, embed=embed, force=repair, progress=progress)
-    report.notes = notes + report.notes
-    result = report.as_dict()
-    service.manifest.set_meta("last_index", json.dumps(result))
-    return result
 
 
 @main.command()

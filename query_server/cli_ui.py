@@ -2,7 +2,7 @@
 
 ``dagster dev`` runs as a child in its own process group with ``DAGSTER_HOME`` set to the
 project's ``<state>/dagster`` (run storage in SQLite) and ``CODEMEM_PROJECT_ROOT`` set to the
-project, so the code location ``pipelines.dagster.definitions:defs`` serves that project and the daemon
+project, so the code location ``query_server.dagster_location:defs`` serves that project and the daemon
 ticks ``file_change_sensor``. This process never opens the project's stores: each Dagster run is
 a subprocess that owns them, or reaches the process that does (see ``CodememProject``).
 """
@@ -49,7 +49,7 @@ def write_workspace(home: Path) -> Path:
         "# written by `codemem ui` on every start: the code location it serves\n"
         "load_from:\n"
         "  - python_module:\n"
-        "      module_name: pipelines.dagster.definitions\n"
+        "      module_name: query_server.dagster_location\n"
         "      attribute: defs\n"
         f"      location_name: {LOCATION_NAME}\n"
         f"      working_directory: {_yaml_string(str(source))}\n"

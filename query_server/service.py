@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from pipelines.dagster.project import OwnedStores
 from pipelines.design.derive import symbols_by_qualified_name
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION, IndexContext, IndexReport, Progress, embed_pending, index_project
@@ -188,18 +189,63 @@ class CodeMemService:
 
     # -- tools -------------------------------------------------------------------------------
     def index(
-        self, request: IndexInput, progress: Progress | None = None, stop: threading.Event | None = None
+        self, request: IndexInput, progress: Progress | None = None, stop: threading.Event | None = None,
+        *, through_dagster: bool = False, repair: bool = False,
     ) -> dict[str, Any]:
-        """Index the project (or the given paths) incrementally and return the report."""
+        """Index the project (or the given paths) incrementally and return the report.
+
+        Args:
+            request: The paths to index (all by default) and whether to embed or re-embed.
+            progress: Receives (phase, done, total).
+            stop: Set to end a plain run between steps (the next run finishes the work).
+            through_dagster: Materialize the Dagster assets in-process, the run the Dagster UI
+                shows (``codemem index``), instead of calling the indexing functions; it always
+                covers the whole project.
+            repair: First drop stray entries from the stores, then re-index every file from disk.
+        """
+        if through_dagster and (request.paths or request.reembed):
+            raise ToolError("a Dagster index run covers the whole project as it is: index paths or re-embed without it")
         paths = [self._scope_path(raw, allow_vanished=True) for raw in request.paths] if request.paths else None
         report = self._run_index(
-            progress=progress, stop=stop, embed=request.embed, only_paths=paths, reembed=request.reembed
+            progress=progress, stop=stop, embed=request.embed, only_paths=paths, reembed=request.reembed,
+            through_dagster=through_dagster, repair=repair,
         )
         return report.as_dict()
 
-    def _run_index(self, *, progress: Progress | None = None, embed: bool = False, **options: Any) -> IndexReport:
-        """One index run: serialized with the others, tracked for ``index_status``, recorded as the
-        last run; dense vectors left pending are filled in the background afterwards."""
+    def owned_stores(self) -> OwnedStores:
+        """This process's stores as the Dagster assets take them (the ``codemem`` resource of a run
+        in this process, which writes through them)."""
+        return OwnedStores(self.ctx, self.design.stores)
+
+    def _run_index(
+        self, *, progress: Progress | None = None, embed: bool = False, through_dagster: bool = False,
+        repair: bool = False, **options: Any,
+    ) -> IndexReport:
+        """Every index run goes through here, the only place that takes the index lock for one:
+        runs are serialized, the design layer is refreshed and the run is recorded as the last.
+
+        A plain run is tracked for ``index_status``, gives way to the tool calls in flight, and
+        leaves the dense vectors it did not compute to the background; a Dagster run refreshes the
+        design layer with its own design assets.
+        """
+        if repair:
+            options["force"] = True
+        with self._index_lock:
+            repaired = self._repair_stores() if repair else []
+            if through_dagster:
+                report = self._materialize(progress, embed=embed, force=options.get("force", False))
+            else:
+                report = self._index_plain(progress, embed=embed, **options)
+        report.notes = repaired + report.notes
+        if not through_dagster:
+            self._refresh_design(report)
+        self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
+        if not embed and not through_dagster:
+            self.start_background_embedding()
+        return report
+
+    def _index_plain(self, progress: Progress | None, *, embed: bool, **options: Any) -> IndexReport:
+        """The indexing functions, tracked for ``index_status`` (callers hold the index lock)."""
 
         def track(phase: str, done: int, total: int) -> None:
             self.background_index_progress = (phase, done, total)
@@ -207,16 +253,25 @@ class CodeMemService:
                 progress(phase, done, total)
             self.foreground.pause_for_foreground()  # calls being served go first
 
-        with self._index_lock:
-            try:
-                report: IndexReport = index_project(self.ctx, progress=track, embed=embed, **options)
-            finally:
-                self.background_index_progress = None
-        self._refresh_design(report)
-        self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
-        if not embed:
-            self.start_background_embedding()
-        return report
+        try:
+            return index_project(self.ctx, progress=track, embed=embed, **options)
+        finally:
+            self.background_index_progress = None
+
+    def _materialize(self, progress: Progress | None, *, embed: bool, force: bool) -> IndexReport:
+        """The Dagster assets over this process's stores, code index then design layer (callers
+        hold the index lock)."""
+        from pipelines.dagster.run import materialize_index
+
+        return materialize_index(self.owned_stores(), embed=embed, force=force, progress=progress)
+
+    def _repair_stores(self) -> list[str]:
+        """Drop stray points, graph nodes and dangling edges; returns the report's note on it."""
+        from pipelines.stages import repair_index
+
+        fixed = repair_index(self.ctx)
+        return [f"repair: removed {fixed['stray_points']} stray points, {fixed['stray_nodes']} stray graph nodes, "
+                f"{fixed['dangling_edges']} dangling edges; every file re-indexed"]
 
     def _refresh_design(self, report: IndexReport) -> None:
         """After an index run: documents, requirement links, patterns, components and anchors."""

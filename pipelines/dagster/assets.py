@@ -24,6 +24,7 @@ from dagster import (
     Config,
     MetadataValue,
     Output,
+    ResourceParam,
     StaticPartitionsDefinition,
     asset,
     asset_check,
@@ -43,7 +44,7 @@ from pipelines.stages import (
     store_consistency,
     write_bucket_vectors,
 )
-from pipelines.dagster.resources import CodememProject
+from pipelines.dagster.project import ProjectStores
 from resources.schemas.tools import IndexInput
 
 warnings.filterwarnings("ignore", category=BetaWarning)  # backfill_policy is beta in Dagster 1.13
@@ -74,7 +75,9 @@ def _table(headers: list[str], rows: list[list[Any]]) -> MetadataValue:
     partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
     description="Files of the bucket on disk, diffed by SHA-256 against what is indexed.",
 )
-def source_files(context: AssetExecutionContext, config: IndexRunConfig, codemem: CodememProject) -> Output[dict[str, BucketPlan]]:
+def source_files(
+    context: AssetExecutionContext, config: IndexRunConfig, codemem: ResourceParam[ProjectStores]
+) -> Output[dict[str, BucketPlan]]:
     """Plan each bucket: changed, unchanged, deleted and skipped files."""
     started = time.perf_counter()
     keys = list(context.partition_keys)
@@ -88,7 +91,7 @@ def source_files(context: AssetExecutionContext, config: IndexRunConfig, codemem
     if ctx is None:  # another process owns the stores: it indexes the bucket's files for us
         paths = [s.path for p in out.values() for s, _ in p.changed] + [d for p in out.values() for d in p.deleted]
         if paths:
-            delegated = codemem.handle.call("index", IndexInput(paths=paths, embed=config.embed))
+            delegated = codemem.index_on_owner(IndexInput(paths=paths, embed=config.embed))
         for plan in out.values():
             plan.changed, plan.deleted = [], []
     changed = [(s.path, s.language, h[:12]) for p in out.values() for s, h in p.changed]
@@ -114,7 +117,7 @@ def source_files(context: AssetExecutionContext, config: IndexRunConfig, codemem
     description="Changed files parsed with tree-sitter: symbols, imports, calls, inheritance, sparse vectors.",
 )
 def parsed_files(
-    context: AssetExecutionContext, codemem: CodememProject, source_files: dict[str, BucketPlan]
+    context: AssetExecutionContext, codemem: ResourceParam[ProjectStores], source_files: dict[str, BucketPlan]
 ) -> Output[dict[str, PreparedBucket]]:
     """Parse each bucket's changed files."""
     started = time.perf_counter()
@@ -142,7 +145,8 @@ def parsed_files(
     description="Symbols' sparse and dense vectors written to the vector store (embedding cache first).",
 )
 def embedded_symbols(
-    context: AssetExecutionContext, config: IndexRunConfig, codemem: CodememProject, parsed_files: dict[str, PreparedBucket]
+    context: AssetExecutionContext, config: IndexRunConfig, codemem: ResourceParam[ProjectStores],
+    parsed_files: dict[str, PreparedBucket],
 ) -> Output[dict[str, PreparedBucket]]:
     """Write each bucket's points."""
     started = time.perf_counter()
@@ -165,7 +169,7 @@ def embedded_symbols(
                                 description="Every file written has the hash that is on disk and its parsed symbol count.")],
 )
 def graph_loaded(
-    context: AssetExecutionContext, codemem: CodememProject, embedded_symbols: dict[str, PreparedBucket]
+    context: AssetExecutionContext, codemem: ResourceParam[ProjectStores], embedded_symbols: dict[str, PreparedBucket]
 ) -> Any:
     """Load each bucket's subgraphs and commit its manifest rows."""
     started = time.perf_counter()
@@ -204,7 +208,7 @@ def graph_loaded(
 
 
 @asset(deps=[graph_loaded], group_name="code_index", description="Cross-file CALLS/IMPORTS/EXTENDS/IMPLEMENTS edges re-resolved for every changed node.")
-def normalized_graph(context: AssetExecutionContext, codemem: CodememProject) -> Output[None]:
+def normalized_graph(context: AssetExecutionContext, codemem: ResourceParam[ProjectStores]) -> Output[None]:
     """Resolve cross-file edges (whatever the buckets left dirty, including interrupted runs)."""
     started = time.perf_counter()
     ctx = codemem.index_context()
@@ -220,7 +224,7 @@ def normalized_graph(context: AssetExecutionContext, codemem: CodememProject) ->
 
 
 @asset_check(asset=normalized_graph, description="The vector store, the graph and the manifest hold the same symbol ids.")
-def stores_agree(context: AssetCheckExecutionContext, codemem: CodememProject) -> AssetCheckResult:
+def stores_agree(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
     """Compare symbol ids across the three stores."""
     ctx = codemem.index_context()
     if ctx is None:
@@ -234,7 +238,7 @@ def stores_agree(context: AssetCheckExecutionContext, codemem: CodememProject) -
 
 
 @asset_check(asset=normalized_graph, description="Every resolved edge joins symbols, files or modules that exist.")
-def no_dangling_edges(context: AssetCheckExecutionContext, codemem: CodememProject) -> AssetCheckResult:
+def no_dangling_edges(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
     """Look for resolved edges whose endpoint vanished."""
     ctx = codemem.index_context()
     if ctx is None:
@@ -246,7 +250,7 @@ def no_dangling_edges(context: AssetCheckExecutionContext, codemem: CodememProje
 
 
 @asset_check(asset=normalized_graph, description="The manifest's per-file symbol counts add up to its symbols and the vector store's points.")
-def counts_match_parse(context: AssetCheckExecutionContext, codemem: CodememProject) -> AssetCheckResult:
+def counts_match_parse(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
     """Compare the parse counts with what the stores hold."""
     ctx = codemem.index_context()
     if ctx is None:

@@ -10,11 +10,11 @@ from the resolved code graph.
 import time
 from typing import Any
 
-from dagster import AssetExecutionContext, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, MetadataValue, Output, ResourceParam, asset
 
 from pipelines.dagster.assets import normalized_graph
 from pipelines.design.derive import DesignReport, derive_when_changed, ingest_documents
-from pipelines.dagster.resources import CodememProject
+from pipelines.dagster.project import ProjectStores
 
 
 def _metadata(report: DesignReport, started: float) -> dict[str, Any]:
@@ -25,19 +25,19 @@ def _metadata(report: DesignReport, started: float) -> dict[str, Any]:
 
 
 @asset(group_name="design", description="Requirements, ADRs and design sections from the project's documents (doc_globs) as memories; other prose as searchable doc chunks. Incremental by document hash; a removed document's memories are soft-deleted.")
-def design_documents(context: AssetExecutionContext, codemem: CodememProject) -> Output[dict[str, Any]]:
+def design_documents(context: AssetExecutionContext, codemem: ResourceParam[ProjectStores]) -> Output[dict[str, Any]]:
     """Ingest the documents into the ledger (owner) or ask the owner to refresh the design layer."""
     started = time.perf_counter()
     stores = codemem.design_stores()
     if stores is None:  # another process owns the stores: it runs the whole design step
-        report = DesignReport(**{k: v for k, v in codemem.handle.call("refresh_design").items() if k in DesignReport.__dataclass_fields__})
+        report = DesignReport(**{k: v for k, v in codemem.refresh_design_on_owner().items() if k in DesignReport.__dataclass_fields__})
     else:
         report = ingest_documents(stores)
     return Output(report.as_dict(), metadata=_metadata(report, started))
 
 
 @asset(deps=[design_documents, normalized_graph], group_name="design", description="IMPLEMENTS_REQ/TESTS links from requirement citations in code and tests, code_pattern memories (Template contracts) with USES_PATTERN, component memories with DEPENDS_ON, and anchored memories checked for staleness.")
-def design_links(context: AssetExecutionContext, codemem: CodememProject) -> Output[dict[str, Any]]:
+def design_links(context: AssetExecutionContext, codemem: ResourceParam[ProjectStores]) -> Output[dict[str, Any]]:
     """Derive links, patterns and components; flag memories whose anchored code changed."""
     started = time.perf_counter()
     stores = codemem.design_stores()

@@ -8,12 +8,14 @@ nothing pending means no run at all.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from pipelines.buckets import ALL_BUCKETS
-from pipelines.indexer import RUN_FAILED, IndexContext, IndexReport, Progress, _no_progress, finish_report
+from pipelines.dagster.project import ProjectStores
+from pipelines.indexer import RUN_FAILED, IndexReport, Progress, _no_progress, finish_report
 from pipelines.stages import BucketPlan, PreparedBucket, plan_buckets
 from resources.private_files import make_private_dir
 
@@ -44,23 +46,26 @@ def project_instance(state_dir: Path) -> Any:
     return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(state_dir))))
 
 
-def _materialize_design(handle: Any, report: IndexReport, instance: Any) -> None:
+def _run_tags() -> dict[str, str]:
+    """Tags of a ``codemem index`` run: its trigger, and this process's pid (so that
+    ``fail_orphaned_runs`` can tell a run whose process was killed from one still going)."""
+    from pipelines.dagster.resources import RUN_PID_TAG
+
+    return {"codemem/trigger": "codemem index", RUN_PID_TAG: str(os.getpid())}
+
+
+def _materialize_design(project: ProjectStores, report: IndexReport, instance: Any) -> None:
     """Run the design assets (documents, links, patterns, anchors) after the code index."""
     from dagster import materialize
 
+    from pipelines.dagster.definitions import pipeline_resources
     from pipelines.dagster.design_assets import DESIGN_ASSETS
-    from pipelines.dagster.resources import INJECTED_HANDLES, CodememProject
 
-    root = str(handle.backend.ctx.settings.resolved_root())
-    INJECTED_HANDLES[root] = handle
-    try:
-        result = materialize(
-            DESIGN_ASSETS, instance=instance, resources={"codemem": CodememProject(project_root=root)},
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            tags={"codemem/trigger": "codemem index"}, raise_on_error=False,
-        )
-    finally:
-        INJECTED_HANDLES.pop(root, None)
+    result = materialize(
+        DESIGN_ASSETS, instance=instance, resources=pipeline_resources(project),
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        tags=_run_tags(), raise_on_error=False,
+    )
     if not result.success:
         report.notes.append(f"design layer not refreshed: Dagster run {result.run_id} failed (the code index is up to date)")
         return
@@ -72,27 +77,39 @@ def _materialize_design(handle: Any, report: IndexReport, instance: Any) -> None
 
 
 def materialize_index(
-    handle: Any, *, embed: bool = True, force: bool = False, progress: Progress = _no_progress, instance: Any = None
+    project: ProjectStores, *, embed: bool = True, force: bool = False, progress: Progress | None = None,
+    instance: Any = None,
 ) -> IndexReport:
-    """Index the project behind ``handle`` (which owns its stores) by materializing the assets.
+    """Index the project by materializing the assets in-process, over stores this process owns.
+
+    The assets receive ``project`` itself as their ``codemem`` resource (Dagster hands a plain
+    object to the run as it is, never a copy), so they write through the caller's stores.
 
     Args:
-        handle: An owning ``ProjectHandle``.
+        project: The stores this process owns (``index_context()`` is not None), e.g. the
+            service's ``OwnedStores``.
         embed: Compute dense vectors (for the changed symbols in the run, then any left pending).
         force: Re-process every file.
-        progress: Receives (phase, done, total).
+        progress: Receives (phase, done, total), if given.
         instance: A Dagster instance (the project's persistent one by default).
 
     Returns:
         The same report ``index_project`` gives.
+
+    Raises:
+        ValueError: ``project`` does not own the stores.
     """
     from dagster import materialize
 
     from pipelines.dagster.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
-    from pipelines.dagster.resources import INJECTED_HANDLES, BucketIOManager, CodememProject, fail_orphaned_runs
+    from pipelines.dagster.definitions import pipeline_resources
+    from pipelines.dagster.resources import fail_orphaned_runs
 
+    ctx = project.index_context()
+    if ctx is None:
+        raise ValueError("materialize_index runs over stores this process owns; another process owns them")
     started = time.perf_counter()
-    ctx: IndexContext = handle.backend.ctx
+    progress = progress or _no_progress
     settings = ctx.settings
     report = IndexReport(root=str(ctx.root))
     progress("discover", 0, 1)
@@ -104,37 +121,29 @@ def materialize_index(
     run_plans: dict[str, BucketPlan] = {}
     if pending or ctx.manifest.dirty():
         progress("parse", 0, changed_files)
-        root = str(settings.resolved_root())
         if instance is None:
             instance = project_instance(settings.resolved_state_dir())
         fail_orphaned_runs(instance)
-        INJECTED_HANDLES[root] = handle
-        try:
-            if not ctx.manifest.files():  # a first index covers every bucket, so the UI shows none missing
-                first, last = ALL_BUCKETS[0], ALL_BUCKETS[-1]
-            else:
-                first, last = (pending[0], pending[-1]) if pending else (ALL_BUCKETS[0], ALL_BUCKETS[0])
-            run_config = {
-                "ops": {name: {"config": {"embed": embed, "force": force}} for name in ("source_files", "embedded_symbols")},
-                "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-            }
-            result = materialize(
-                [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS],
-                instance=instance,
-                resources={
-                    "codemem": CodememProject(project_root=root),
-                    "bucket_io": BucketIOManager(base_dir=str(settings.resolved_state_dir() / "dagster" / "io")),
-                },
-                run_config=run_config,
-                tags={
-                    "dagster/asset_partition_range_start": first,
-                    "dagster/asset_partition_range_end": last,
-                    "codemem/trigger": "codemem index",
-                },
-                raise_on_error=False,
-            )
-        finally:
-            INJECTED_HANDLES.pop(root, None)
+        if not ctx.manifest.files():  # a first index covers every bucket, so the UI shows none missing
+            first, last = ALL_BUCKETS[0], ALL_BUCKETS[-1]
+        else:
+            first, last = (pending[0], pending[-1]) if pending else (ALL_BUCKETS[0], ALL_BUCKETS[0])
+        run_config = {
+            "ops": {name: {"config": {"embed": embed, "force": force}} for name in ("source_files", "embedded_symbols")},
+            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        }
+        result = materialize(
+            [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS],
+            instance=instance,
+            resources=pipeline_resources(project, str(settings.resolved_state_dir() / "dagster" / "io")),
+            run_config=run_config,
+            tags={
+                "dagster/asset_partition_range_start": first,
+                "dagster/asset_partition_range_end": last,
+                **_run_tags(),
+            },
+            raise_on_error=False,
+        )
         if not result.success:
             failure = next((e for e in result.all_events if e.is_failure), None)
             detail = failure.event_specific_data.error.message.strip() if failure is not None and failure.event_specific_data else "see the Dagster run"
@@ -160,7 +169,7 @@ def materialize_index(
                 report.edges_removed = int(meta["edges_removed"].value)
             report.notes.append(f"Dagster run {result.run_id} over buckets {first}..{last}")
         progress("parse", changed_files, changed_files)
-    _materialize_design(handle, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
+    _materialize_design(project, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
     # A bucket's numbers come from the listing its files were indexed against: the run's own (it
     # lists the tree again) for the buckets it ran, the one above for the others. A file the first
     # listing saw and the run's did not was deleted while the run started: it vanished.

@@ -288,7 +288,7 @@ def test_the_dagster_run_ends_equal_to_a_clean_index(tmp_path: Path) -> None:
             handle = ProjectHandle(Settings(project_root=root))
             try:
                 assert handle.is_owner
-                report = materialize_index(handle, instance=instance)
+                report = materialize_index(handle.backend.owned_stores(), instance=instance)
                 assert report.ok, report.as_dict()
                 got = code_index(handle.backend)
             finally:

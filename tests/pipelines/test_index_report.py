@@ -133,16 +133,16 @@ def test_files_deleted_during_a_dagster_run_are_reported_as_vanished(project: Pa
     handle = ProjectHandle(Settings(project_root=project, dense_embeddings=False))
     try:
         with DagsterInstance.ephemeral() as instance:
-            assert materialize_index(handle, embed=False, instance=instance).ok
+            assert materialize_index(handle.backend.owned_stores(), embed=False, instance=instance).ok
             write_files(project, {path: text + "\n# edited\n" for path, text in FILES.items()})
             # listed and hashed by the plan that picks the buckets, then deleted before the run lists them again
             progress = _deleting(project, {("discover", 2): ["pkg/mod0.py", "pkg/mod3.py"]})
-            report = materialize_index(handle, embed=False, instance=instance, progress=progress).as_dict()
+            report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance, progress=progress).as_dict()
             assert sorted(report["vanished"]) == ["pkg/mod0.py", "pkg/mod3.py"]
             assert report["files_seen"] == 6 and report["files_indexed"] == 4 and report["failed"] == []
             assert_counts_add_up(report)
             assert report["files_deleted"] == 2 and len(handle.backend.manifest.files()) == 4
-            again = materialize_index(handle, embed=False, instance=instance).as_dict()
+            again = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance).as_dict()
             assert (again["files_unchanged"], again["files_indexed"], again["files_deleted"]) == (4, 0, 0)
             assert_counts_add_up(again)
     finally:

@@ -211,7 +211,7 @@ _INDEX_RUN = textwrap.dedent(
     handle = ProjectHandle(Settings(project_root=root))
     mark("owner", handle.is_owner)
     with project_instance(handle.state_dir) as instance:
-        report = materialize_index(handle, embed=False, instance=instance)
+        report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
     mark("done", report.ok, report.files_indexed)
     handle.close()
     mark("closed")
@@ -286,7 +286,7 @@ def clean_index(kill_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     try:
         assert handle.is_owner
         with project_instance(handle.state_dir) as instance:
-            report = materialize_index(handle, embed=False, instance=instance)
+            report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
         assert report.ok and report.files_indexed == len(_disk_hashes(root)), report.as_dict()
         _assert_consistent(handle, root)
         snap = _strict_snapshot(handle.backend)
@@ -385,7 +385,7 @@ def test_sigkill_during_a_dagster_index_run_converges(
             assert graph_servers_under(root) == leftover_server  # the next open serves from the live server
         _assert_interrupted_where_intended(stage, _leftover(handle.backend.ctx), len(clean_index["files"]))
         with project_instance(handle.state_dir) as instance:
-            report = materialize_index(handle, embed=False, instance=instance)
+            report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
             assert report.ok, report.as_dict()
             # newest first: the recovery run, then the killed one (the design runs after each
             # code-index run are unpartitioned and left out)
@@ -399,7 +399,7 @@ def test_sigkill_during_a_dagster_index_run_converges(
 
         # converged: the next run finds nothing to do
         with project_instance(handle.state_dir) as instance:
-            again = materialize_index(handle, embed=False, instance=instance)
+            again = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
         assert again.ok and again.files_indexed == 0 and again.files_deleted == 0, again.as_dict()
         assert not any("Dagster run" in n for n in again.notes), again.notes
     finally:
@@ -461,7 +461,7 @@ def test_rematerializing_a_bucket_is_idempotent(
 ) -> None:
     from dagster import DagsterInstance
 
-    from pipelines.dagster.definitions import defs
+    from query_server.dagster_location import defs
     from pipelines.records import file_id
     from pipelines.dagster.run import materialize_index
     from query_server.ownership import ProjectHandle
@@ -474,7 +474,7 @@ def test_rematerializing_a_bucket_is_idempotent(
     with DagsterInstance.ephemeral() as instance:
         handle = ProjectHandle(Settings(project_root=root))
         try:
-            report = materialize_index(handle, embed=embed, instance=instance)
+            report = materialize_index(handle.backend.owned_stores(), embed=embed, instance=instance)
             assert report.ok, report.as_dict()
             before = _strict_snapshot(handle.backend)
             _assert_consistent(handle, root)

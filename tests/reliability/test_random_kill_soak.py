@@ -90,7 +90,7 @@ _INDEX_CHECK = textwrap.dedent(
     handle = ProjectHandle(Settings(project_root=root))
     try:
         with project_instance(handle.state_dir) as instance:
-            again = materialize_index(handle, embed=True, instance=instance)
+            again = materialize_index(handle.backend.owned_stores(), embed=True, instance=instance)
         ctx = handle.backend.ctx
         diff = store_consistency(ctx)
         indexed = {p: s.content_hash for p, s in ctx.manifest.files().items()}

@@ -7,8 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dagster import ResourceParam
 
 from pipelines.buckets import ALL_BUCKETS, bucket_of
+from pipelines.dagster.project import ProjectStores
 from tests.conftest import FIXTURE_REPOS
 
 
@@ -48,7 +50,7 @@ def python_repo(tmp_path: Path) -> Path:
 
 
 def test_defs_load_with_the_assets_checks_job_and_sensor() -> None:
-    from pipelines.dagster.definitions import defs
+    from query_server.dagster_location import defs
 
     graph = defs.resolve_asset_graph()
     keys = sorted(k.to_user_string() for k in graph.get_all_asset_keys())
@@ -88,11 +90,11 @@ def test_dagster_run_and_plain_indexer_build_identical_stores(python_repo: Path,
     try:
         assert handle.is_owner
         with DagsterInstance.ephemeral() as instance:
-            report = materialize_index(handle, instance=instance)
+            report = materialize_index(handle.backend.owned_stores(), instance=instance)
             assert report.ok and report.files_indexed == len(expected["files"]), report.as_dict()
             got = _snapshot(handle.backend)
             assert got == expected
-            again = materialize_index(handle, instance=instance)
+            again = materialize_index(handle.backend.owned_stores(), instance=instance)
             assert again.files_indexed == 0 and again.files_unchanged == len(expected["files"])
             assert not any("Dagster run" in n for n in again.notes)  # nothing pending: no code-index run
             runs = [r for r in instance.get_runs() if "dagster/asset_partition_range_start" in r.tags]
@@ -100,3 +102,54 @@ def test_dagster_run_and_plain_indexer_build_identical_stores(python_repo: Path,
             assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] <= runs[0].tags["dagster/asset_partition_range_end"]
     finally:
         handle.close()
+
+
+def test_an_in_process_run_gets_the_callers_own_stores_not_a_copy(python_repo: Path) -> None:
+    """Dagster re-creates a configurable resource per run (losing what was put in it); the stores a
+    process lends to its in-process run must reach the assets as the very same objects."""
+    from dagster import DagsterInstance, asset, materialize
+
+    from pipelines.dagster.definitions import pipeline_resources
+    from query_server.service import CodeMemService
+    from resources.settings import Settings
+
+    seen: list[object] = []
+
+    @asset
+    def probe(codemem: ResourceParam[ProjectStores]) -> None:
+        seen.extend([codemem, codemem.index_context(), codemem.design_stores().ledger])
+
+    service = CodeMemService(Settings(project_root=python_repo))
+    try:
+        stores = service.owned_stores()
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize([probe], instance=instance, resources=pipeline_resources(stores)).success
+        assert seen[0] is stores and seen[1] is service.ctx and seen[2] is service.design.ledger
+    finally:
+        service.close()
+
+
+def test_codemem_index_is_one_service_call_that_locks_repairs_and_records_the_run(python_repo: Path) -> None:
+    """`codemem index` (a Dagster run) and the plain index tools share one entry point: it takes the
+    index lock for the run, refreshes the design layer and records the run as the last index."""
+    import json
+
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+    from resources.settings import Settings
+
+    service = CodeMemService(Settings(project_root=python_repo))
+    locked: list[bool] = []
+    try:
+        report = service.index(IndexInput(), lambda *_: locked.append(service._index_lock.locked()), through_dagster=True)  # noqa: SLF001
+        assert report["failed"] == [] and report["files_indexed"] == len(service.manifest.files()) > 0, report
+        assert locked and all(locked)
+        assert any(n.startswith("Dagster run ") for n in report["notes"]) and report["design"] is not None
+        assert json.loads(service.manifest.get_meta("last_index")) == report
+
+        repaired = service.index(IndexInput(), through_dagster=True, repair=True)
+        assert repaired["notes"][0].startswith("repair: removed 0 stray points"), repaired["notes"]
+        assert repaired["files_indexed"] == report["files_indexed"]  # every file re-indexed from disk
+        assert json.loads(service.manifest.get_meta("last_index")) == repaired
+    finally:
+        service.close()

@@ -176,7 +176,7 @@ def test_many_files_in_one_bucket_make_one_request(indexed_repo: Path, instance)
 
 
 def test_first_tick_after_downtime_catches_up_and_a_run_makes_it_current(indexed_repo: Path, instance) -> None:  # noqa: ANN001
-    from pipelines.dagster.definitions import defs
+    from query_server.dagster_location import defs
     from query_server.service import CodeMemService
     from resources.schemas.tools import CodeSearchInput
     from resources.settings import Settings
@@ -221,7 +221,7 @@ def _run_while_owned(root: Path, instance, change) -> tuple:  # noqa: ANN001
     ``change``, tick, and execute the requested runs: the job's resource cannot own the stores,
     so each bucket's files are handed to the owner. Returns (run results, owner's manifest files,
     owner's search hits for the new function)."""
-    from pipelines.dagster.definitions import defs
+    from query_server.dagster_location import defs
     from query_server.ownership import ProjectHandle
     from resources.schemas.tools import CodeSearchInput
     from resources.settings import Settings

@@ -312,7 +312,7 @@ def test_ui_workspace_names_the_location_and_keeps_the_project_off_sys_path(tmp_
 
     workspace = yaml.safe_load(write_workspace(tmp_path).read_text())
     module = workspace["load_from"][0]["python_module"]
-    assert module["module_name"] == "pipelines.dagster.definitions" and module["attribute"] == "defs"
+    assert module["module_name"] == "query_server.dagster_location" and module["attribute"] == "defs"
     assert module["location_name"] == "codemem"
     assert Path(module["working_directory"]) == REPO_ROOT
     assert ui_url("127.0.0.1", 3000) == "http://127.0.0.1:3000" and ui_url("::1", 3000) == "http://[::1]:3000"

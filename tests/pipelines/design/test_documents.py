@@ -139,7 +139,7 @@ def test_ingest_is_incremental_and_soft_deletes_removed_documents(tmp_path: Path
 
 
 def test_design_assets_are_in_the_dagster_lineage() -> None:
-    from pipelines.dagster.definitions import defs
+    from query_server.dagster_location import defs
 
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}

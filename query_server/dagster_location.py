@@ -1,0 +1,88 @@
+"""The Dagster code location of codemem: ``query_server.dagster_location:defs``.
+
+It serves one project: ``CODEMEM_PROJECT_ROOT`` (``codemem ui --project PATH`` sets it), whose
+state dir holds the stores and, under ``dagster/``, the run storage (``dagster.yaml``). This is
+the one place where the pipeline's definitions (``pipelines.dagster.definitions``) meet the
+stores: each run opens the project as this process's owner rule says, through ``CodememProject``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
+
+from pipelines.dagster.definitions import build_definitions
+from pipelines.dagster.project import ProjectStores
+from pipelines.dagster.resources import RUN_PID_TAG, project_settings
+from pipelines.design.derive import DesignStores
+from pipelines.indexer import IndexContext
+from resources.schemas.tools import IndexInput
+from resources.settings import Settings
+
+from query_server.ownership import ProjectHandle
+from query_server.service import CodeMemService
+
+
+class CodememProject(ConfigurableResource, ProjectStores):
+    """The project's stores for the length of a run (the ``codemem`` resource).
+
+    The run opens the project once: if no other process owns its embedded stores, the run owns
+    them and the assets write through them; if another codemem process owns them (an MCP server
+    of a Claude Code session), the assets hand their work to it. Ownership is looked up on each
+    call, since a run whose owner went away takes the stores over.
+    """
+
+    project_root: str = ""
+    _handle: ProjectHandle | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        """Open the project (own its stores, or reach their owner) and tag the run with this pid."""
+        self._handle = ProjectHandle(self.settings())
+        run = context.run
+        if context.instance is not None and run is not None:
+            # lets fail_orphaned_runs tell a run whose process was killed from one still going
+            context.instance.add_run_tags(run.run_id, {RUN_PID_TAG: str(os.getpid())})
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        """Close the stores (or the connection to their owner)."""
+        if self._handle is not None:
+            self._handle.close()
+        self._handle = None
+
+    def _opened(self) -> ProjectHandle:
+        if self._handle is None:
+            raise RuntimeError("the codemem resource is used outside a Dagster run (nothing opened the project)")
+        return self._handle
+
+    def _service(self) -> CodeMemService | None:
+        """This process's service when it owns the stores."""
+        backend = self._opened().backend
+        return backend if isinstance(backend, CodeMemService) else None
+
+    def settings(self) -> Settings:
+        """The project's settings."""
+        return project_settings(self.project_root)
+
+    def index_context(self) -> IndexContext | None:
+        """See ``ProjectStores.index_context``."""
+        service = self._service()
+        return service.owned_stores().index_context() if service is not None else None
+
+    def design_stores(self) -> DesignStores | None:
+        """See ``ProjectStores.design_stores``."""
+        service = self._service()
+        return service.owned_stores().design_stores() if service is not None else None
+
+    def index_on_owner(self, request: IndexInput) -> dict[str, Any]:
+        """See ``ProjectStores.index_on_owner``."""
+        return self._opened().call("index", request)
+
+    def refresh_design_on_owner(self) -> dict[str, Any]:
+        """See ``ProjectStores.refresh_design_on_owner``."""
+        return self._opened().call("refresh_design")
+
+
+defs = build_definitions(CodememProject())
