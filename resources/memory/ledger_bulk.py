@@ -1,0 +1,125 @@
+"""The ledger's bulk rewrites, each one transaction: a normalization (merges and cleanup) and a
+replica's refresh from another ledger."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from resources.memory.ledger_connection import LedgerConnection
+from resources.memory.ledger_model import COLUMNS, Merge, MemoryRow, Relationship, now_iso
+from resources.sqlite import write_meta
+
+
+class LedgerBulkWrites(LedgerConnection):
+    """Writes that rewrite many memories at once."""
+
+    def replicate(
+        self, rows: Sequence[MemoryRow], relationships: dict[str, Sequence[Relationship]], gone: Sequence[str]
+    ) -> int:
+        """Make this ledger a replica of another's rows, in one transaction: ``rows`` are stored as
+        they are (same id, version and times; their outgoing relationships replaced by
+        ``relationships[id]``), ``gone`` ids are removed, and every one is queued for projection.
+        Not audited: a replica is derived data (the source ledger keeps the audit).
+
+        Returns:
+            How many memories were queued.
+        """
+        with self._transaction() as conn:
+            at = now_iso()
+            for row in rows:
+                conn.execute(
+                    f"INSERT OR REPLACE INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,'pending')",
+                    (
+                        row.id, row.memory_type, row.content, json.dumps(row.metadata), row.content_hash,
+                        row.importance_score, row.access_count, row.last_accessed_at, row.version, row.created_at,
+                        row.updated_at, int(row.deleted), row.deleted_at,
+                    ),
+                )
+                conn.execute("DELETE FROM relationships WHERE source_id=?", (row.id,))
+                for rel in relationships.get(row.id, ()):
+                    self._put_relationship(conn, row.id, rel, at)
+                self._enqueue(conn, row.id, at)
+            for memory_id in gone:
+                conn.execute("DELETE FROM memories WHERE id=?", (memory_id,))
+                conn.execute("DELETE FROM relationships WHERE source_id=?", (memory_id,))
+                self._enqueue(conn, memory_id, at)
+            return len(rows) + len(gone)
+
+    def apply_normalization(
+        self,
+        merges: Sequence[Merge],
+        cleanup_ids: Sequence[str],
+        *,
+        meta: dict[str, str],
+        requeue: Iterable[str] = (),
+        request_id: str | None = None,
+    ) -> dict[str, int]:
+        """Apply a normalization in ONE transaction: merge duplicates into their keepers
+        (metadata merged, relationships re-pointed, the others soft-deleted as ``merged_into``),
+        hard-delete expired soft-deletes, set ``meta`` (the new projection generation) and queue
+        every touched memory for projection. A crash anywhere leaves the ledger as it was.
+
+        Returns:
+            Counts of merged, cleaned and queued memories.
+        """
+        merged = cleaned = 0
+        with self._transaction() as conn:
+            at = now_iso()
+            touched: set[str] = set(requeue)
+            for merge in merges:
+                keeper = self._fetch(conn, merge.keeper_id)
+                if keeper is None or keeper.deleted:
+                    continue
+                dropped = [r for r in (self._fetch(conn, d) for d in merge.dropped_ids) if r is not None and not r.deleted]
+                if not dropped:
+                    continue
+                conn.execute(
+                    "UPDATE memories SET metadata=?, importance_score=?, access_count=access_count+?, "
+                    "version=version+1, updated_at=? WHERE id=?",
+                    (
+                        json.dumps(merge.metadata),
+                        max([keeper.importance_score, *(r.importance_score for r in dropped)]),
+                        sum(r.access_count for r in dropped),
+                        at,
+                        keeper.id,
+                    ),
+                )
+                after = self._fetch(conn, keeper.id)
+                assert after is not None
+                current = {**after.snapshot(), "merged_from": [r.id for r in dropped]}
+                self._audit(conn, keeper.id, "merge", keeper.snapshot(), current, at, request_id)
+                for row in dropped:
+                    for column in ("source_id", "target_id"):
+                        conn.execute(
+                            f"UPDATE OR IGNORE relationships SET {column}=? WHERE {column}=?", (keeper.id, row.id)
+                        )
+                    conn.execute("DELETE FROM relationships WHERE source_id=? OR target_id=?", (row.id, row.id))
+                    conn.execute("DELETE FROM relationships WHERE source_id=target_id")
+                    conn.execute(
+                        "UPDATE memories SET deleted=1, deleted_at=?, version=version+1, updated_at=? WHERE id=?",
+                        (at, at, row.id),
+                    )
+                    gone = self._fetch(conn, row.id)
+                    assert gone is not None
+                    self._audit(
+                        conn, row.id, "merged_into", row.snapshot(), {**gone.snapshot(), "merged_into": keeper.id}, at,
+                        request_id,
+                    )
+                    touched.add(row.id)
+                    merged += 1
+                touched.add(keeper.id)
+            for memory_id in cleanup_ids:
+                row = self._fetch(conn, memory_id)
+                if row is None or not row.deleted:
+                    continue
+                conn.execute("DELETE FROM memories WHERE id=?", (memory_id,))
+                conn.execute("DELETE FROM relationships WHERE source_id=? OR target_id=?", (memory_id, memory_id))
+                self._audit(conn, memory_id, "cleanup", row.snapshot(), None, at, request_id)
+                touched.add(memory_id)
+                cleaned += 1
+            for key, value in meta.items():
+                write_meta(conn, key, value)
+            for memory_id in touched:
+                self._enqueue(conn, memory_id, at)
+        return {"merged": merged, "cleaned": cleaned, "queued": len(touched)}
