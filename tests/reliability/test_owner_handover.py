@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from query_server import ownership
-from query_server.memory.service import REPLAYED
+from query_server.memory.stores import REPLAYED
 from query_server.ownership import OWNER_FILE, ProjectHandle
 from query_server.service import ToolError
 from resources.schemas.memory import ExportMemoryInput, ImportMemoryInput, MemoryAddInput, MemoryDeleteInput, MemoryUpdateInput

@@ -232,12 +232,12 @@ def test_search_ranks_as_if_it_read_every_candidate(svc, monkeypatch: pytest.Mon
     saved = 0
     for query in gen.queries(12, set()):
         request = MemorySearchInput(query=query, limit=5)
-        ranked, _ = memory._ranked(request, 6)
+        ranked, _ = memory.reads.ranked(request, 6)
         read_pruned = sum(read)
         read.clear()
-        monkeypatch.setattr("query_server.memory.service.MAX_RANK_WEIGHT", float("inf"))  # never stops early
-        everything, _ = memory._ranked(request, 6)
-        monkeypatch.setattr("query_server.memory.service.MAX_RANK_WEIGHT", 1.0)
+        monkeypatch.setattr("query_server.memory.reads.MAX_RANK_WEIGHT", float("inf"))  # never stops early
+        everything, _ = memory.reads.ranked(request, 6)
+        monkeypatch.setattr("query_server.memory.reads.MAX_RANK_WEIGHT", 1.0)
         read_all = sum(read)
         read.clear()
         assert [r.id for _, r in ranked[:6]] == [r.id for _, r in everything[:6]], query  # (scores move with the clock)

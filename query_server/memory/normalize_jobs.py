@@ -1,0 +1,89 @@
+"""Normalization jobs: deduplicate, detect orphans, refresh embeddings, clean up and swap the
+memory projections (``resources.memory.normalization``) in a background thread, one at a time,
+with the job's phase and percent to poll."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from datetime import UTC, datetime
+
+import structlog
+
+from query_server.memory.stores import MemoryStores
+from query_server.paging import ToolError
+from resources.memory.normalization import Normalizer
+from resources.schemas.memory import NormalizationJob, NormalizeMemoryInput, NormalizeStatusInput
+
+log = structlog.get_logger("codemem.memory")
+
+
+class NormalizationJobs:
+    """The normalization jobs of this process (the latest one's outcome is kept in the ledger)."""
+
+    def __init__(self, stores: MemoryStores) -> None:
+        """Normalize the memories of ``stores``."""
+        self.stores = stores
+        self._jobs: dict[str, NormalizationJob] = {}
+        self._job_lock = threading.Lock()
+
+    def normalize_memory(self, request: NormalizeMemoryInput) -> NormalizationJob:
+        """Start normalization in the background (one at a time); returns the job at once."""
+        with self._job_lock:
+            running = next((j for j in self._jobs.values() if j.status == "running"), None)
+            if running is not None:
+                raise ToolError(
+                    f"normalization {running.job_id} is already running ({running.phase}, {running.percent:.0f}%) — "
+                    "poll normalize_status with its job_id"
+                )
+            job = NormalizationJob(
+                job_id=str(uuid.uuid4()), status="running", dry_run=request.dry_run, phase="starting",
+                started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+            self._jobs[job.job_id] = job
+
+        def progress(phase: str, percent: float) -> None:
+            job.phase, job.percent = phase, round(percent, 1)
+
+        def run() -> None:
+            normalizer = Normalizer(
+                self.stores.ledger, self.stores.projector, state_dir=self.stores.settings.resolved_state_dir(),
+                threshold=self.stores.settings.memory_dedup_threshold, progress=progress,
+                code_exists=(lambda target: self.stores.resolve_code(target) is not None) if self.stores.resolve_code else None,
+            )
+            try:
+                report = normalizer.run(phases=request.phases, dry_run=request.dry_run)
+                job.report = report.as_dict()
+                job.status, job.phase, job.percent = "done", "done", 100.0
+                self.stores.wake.set()
+            except Exception as exc:  # noqa: BLE001 - the job reports its failure
+                log.exception("normalization failed", operation="normalize")
+                job.errors.append(f"{type(exc).__name__}: {exc}")
+                job.status = "failed"
+            finally:
+                job.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+                self.stores.ledger.set_meta("last_normalization", job.model_dump_json())
+
+        threading.Thread(target=run, name="codemem-normalize", daemon=True).start()
+        return job
+
+    def normalize_status(self, request: NormalizeStatusInput) -> NormalizationJob:
+        """A normalization job's phase, percent, errors and report (the latest when no id is given)."""
+        if request.job_id is None:
+            if self._jobs:
+                return max(self._jobs.values(), key=lambda j: j.started_at)
+            last = self.stores.ledger.meta("last_normalization")
+            if last:
+                return NormalizationJob.model_validate_json(last)
+            raise ToolError("no normalization has run yet — start one with normalize_memory (dry_run=true to preview)")
+        job = self._jobs.get(request.job_id)
+        if job is None:
+            last = self.stores.ledger.meta("last_normalization")
+            if last and json.loads(last).get("job_id") == request.job_id:
+                return NormalizationJob.model_validate_json(last)
+            raise ToolError(
+                f"unknown normalization job {request.job_id!r} — jobs are kept while the server runs; "
+                "normalize_status without job_id shows the latest"
+            )
+        return job
