@@ -16,18 +16,10 @@ from pathlib import Path
 
 from pipelines.buckets import bucket_of
 from pipelines.discovery import SourceFile, discover, resolve_project_root
-from pipelines.indexer import (
-    CODE_COLLECTION,
-    IndexContext,
-    _hash_file,
-    _maybe_optimize,
-    _prepare_all,
-    _Prepared,
-    delete_files,
-    resolve_pending,
-    write_graph_and_manifest,
-    write_vectors,
-)
+from pipelines.index_context import CODE_COLLECTION, IndexContext
+from pipelines.index_prepare import _hash_file, _prepare_all, _Prepared
+from pipelines.index_writes import delete_files, resolve_pending, write_graph_and_manifest, write_vectors
+from pipelines.indexer import _maybe_optimize
 from resources.manifest import FileState, Manifest
 from resources.settings import Settings
 

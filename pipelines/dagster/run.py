@@ -15,7 +15,8 @@ from typing import Any
 
 from pipelines.buckets import ALL_BUCKETS
 from pipelines.dagster.project import ProjectStores
-from pipelines.indexer import RUN_FAILED, IndexReport, Progress, _no_progress, finish_report
+from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress
+from pipelines.indexer import finish_report
 from pipelines.stages import BucketPlan, PreparedBucket, plan_buckets
 from resources.private_files import make_private_dir
 

@@ -250,10 +250,10 @@ def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(p
 
 
 def test_many_changed_files_are_prepared_in_worker_processes(project: Path, service_factory, monkeypatch) -> None:
-    from pipelines import indexer
+    from pipelines import index_prepare, indexer
 
     monkeypatch.setattr(indexer, "OPTIMIZE_MIN_REWRITES", 100)
-    count = indexer.PARALLEL_THRESHOLD + 20
+    count = index_prepare.PARALLEL_THRESHOLD + 20
     files = {f"pkg{i % 7}/m{i}.py": f"def work_{i}(x):\n    return helper_{(i + 1) % count}(x)\n\n\ndef helper_{i}(x):\n    return x\n" for i in range(count)}
     files["pkg0/binary.py"] = b"\x00\x01" * 50
     write_files(project, files)

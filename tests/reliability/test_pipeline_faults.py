@@ -143,7 +143,7 @@ def _strict_snapshot(svc: Any) -> dict[str, Any]:
 def _disk_hashes(root: Path) -> dict[str, str]:
     """Every indexable file of the tree with its SHA-256 (what the manifest must hold)."""
     from pipelines.discovery import discover, resolve_project_root
-    from pipelines.indexer import _hash_file
+    from pipelines.index_prepare import _hash_file
     from resources.settings import Settings
 
     settings = Settings(project_root=root)

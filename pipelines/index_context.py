@@ -1,0 +1,115 @@
+"""What an index run works with and reports: the project's stores (``IndexContext``), the run's
+report (``IndexReport``), the code collection's name and the progress callback."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from resources.graph.store import GraphStore
+from resources.manifest import Manifest
+from resources.settings import Settings
+from resources.vectors.store import VectorStore
+
+CODE_COLLECTION = "code"
+
+RUN_FAILED = "(index run)"
+"""The path of a ``failed`` entry about the run as a whole rather than one file."""
+STOPPED_BEFORE = "the run was stopped before this file: the next run indexes it"
+"""The skip reason of the changed files a stopped run did not reach."""
+
+Progress = Callable[[str, int, int], None]
+"""progress(phase, done, total): phases are discover, parse, resolve, embed."""
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class IndexReport:
+    """What an index run did; printed as the summary and returned by the index tools."""
+
+    root: str = ""
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """Paths not indexed, with the reason (an unreadable folder is one entry, its path ending in /)."""
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    """Files listed at the start of the run and gone when it came to read them."""
+    files_with_syntax_errors: list[str] = field(default_factory=list)
+    symbols_written: int = 0
+    symbols_total: int = 0
+    edges_added: int = 0
+    edges_removed: int = 0
+    edges_total: int = 0
+    dense_done: int = 0
+    dense_total: int = 0
+    seconds: float = 0.0
+    git_aware: bool = False
+    notes: list[str] = field(default_factory=list)
+    design: dict[str, Any] | None = None
+    """What the design step (documents, links, patterns, anchors) did after the run."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed (skips with a reason are fine)."""
+        return not self.failed
+
+    @property
+    def unaccounted(self) -> int:
+        """Files seen minus those the report accounts for; 0 in every run, for the invariant
+        seen = indexed + unchanged + skipped + failed + vanished."""
+        failed = sum(1 for path, _ in self.failed if path != RUN_FAILED)
+        return self.files_seen - (
+            self.files_indexed + self.files_unchanged + len(self.skipped) + failed + len(self.vanished)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "root": self.root,
+            "files_seen": self.files_seen,
+            "files_indexed": self.files_indexed,
+            "files_unchanged": self.files_unchanged,
+            "files_deleted": self.files_deleted,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "failed": [{"path": p, "error": e} for p, e in self.failed],
+            "vanished": self.vanished,
+            "files_with_syntax_errors": self.files_with_syntax_errors,
+            "symbols_written": self.symbols_written,
+            "symbols_total": self.symbols_total,
+            "edges_added": self.edges_added,
+            "edges_removed": self.edges_removed,
+            "edges_total": self.edges_total,
+            "dense_done": self.dense_done,
+            "dense_total": self.dense_total,
+            "seconds": round(self.seconds, 3),
+            "git_aware": self.git_aware,
+            "notes": self.notes,
+            "design": self.design,
+        }
+
+
+@dataclass
+class IndexContext:
+    """The stores one project is indexed into."""
+
+    settings: Settings
+    vectors: VectorStore
+    graph: GraphStore
+    manifest: Manifest
+    embedder: Any  # resources.embeddings.Embedder, created lazily by the caller
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def root(self) -> Path:
+        """The resolved project root."""
+        return self.settings.resolved_root()
+

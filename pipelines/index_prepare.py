@@ -1,0 +1,194 @@
+"""Preparing changed files for the stores: read, hash and parse each one and build its points,
+nodes, edges and manifest rows (no store is touched), in worker processes when there are many."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipelines.discovery import SourceFile
+from pipelines.parsing import ParseTimeout, parse_source
+from pipelines.records import build_symbol_records, file_id, graph_label
+from resources.graph.store import GraphEdge, GraphNode
+from resources.manifest import FileState, SymbolRow
+from resources.vectors import sparse
+from resources.vectors.store import VectorPoint
+
+BATCH_FILES = 64
+PARALLEL_THRESHOLD = 200  # below this many changed files, worker start-up costs more than it saves
+MAX_WORKERS = 4
+MAX_IN_FLIGHT = 4 * BATCH_FILES
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(slots=True)
+class _Prepared:
+    state: FileState
+    refs: dict[str, Any]
+    symbols: list[SymbolRow]
+    points: list[VectorPoint]
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: float) -> _Prepared:
+    """Parse one file and build everything the stores need for it (no store is touched).
+
+    Raises:
+        ParseTimeout: when the parser exceeds the per-file time limit.
+    """
+    indexed_at = _now()
+    parsed = parse_source(source.path, data, source.language, timeout_s=timeout_s)  # type: ignore[arg-type]
+    records = build_symbol_records(parsed, content_hash, indexed_at)
+    fid = file_id(source.path)
+    local_to_id = {}
+    for record in records:
+        local_to_id.setdefault(record.symbol.qualified_name, record.id)
+
+    points = []
+    nodes = [
+        GraphNode(
+            id=fid,
+            label="File",
+            properties={
+                "path": source.path, "language": source.language, "content_hash": content_hash,
+                "indexed_at": indexed_at, "file_path": source.path,
+            },
+        )
+    ]
+    edges = []
+    symbols = []
+    types = []
+    for record in records:
+        symbol = record.symbol
+        points.append(VectorPoint(id=record.id, payload=record.payload, sparse=sparse.document_vector(record.sparse_text)))
+        label = graph_label(symbol.kind)
+        props = {
+            "memory_id": record.id, "name": symbol.name, "qualified_name": record.qualified_name,
+            "file_path": source.path, "language": source.language, "kind": symbol.kind,
+            "start_line": symbol.start_line, "end_line": symbol.end_line, "signature": symbol.signature,
+        }
+        nodes.append(GraphNode(id=record.id, label=label, properties=props))  # type: ignore[arg-type]
+        container_id = local_to_id.get(symbol.container or "") if symbol.container else None
+        edges.append(GraphEdge(source_id=container_id or fid, target_id=record.id, type="CONTAINS", properties={}))
+        symbols.append(
+            SymbolRow(
+                id=record.id, path=source.path, name=symbol.name, local_name=record.local_name,
+                qualified_name=record.qualified_name, kind=symbol.kind, container=symbol.container,
+                language=source.language, embed_text=record.embed_text, has_dense=False,
+            )
+        )
+        if symbol.extends or symbol.implements:
+            types.append({"id": record.id, "extends": symbol.extends, "implements": symbol.implements})
+    refs = {
+        "imports": [imp.model_dump() for imp in parsed.imports],
+        "calls": [
+            {
+                "caller_id": local_to_id.get(call.caller) if call.caller else None,
+                "callee": call.callee,
+                "callee_name": call.callee_name,
+                "line": call.line,
+            }
+            for call in parsed.calls
+        ],
+        "types": types,
+    }
+    state = FileState(
+        path=source.path, language=source.language, content_hash=content_hash, size=source.size,
+        mtime_ns=source.mtime_ns, indexed_at=indexed_at, symbol_count=len(records),
+        error_count=parsed.error_count,
+    )
+    return _Prepared(state, refs, symbols, points, nodes, edges)
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message) | ("vanished", None)
+
+
+def _prepare_safely(source: SourceFile, timeout_s: float) -> Outcome:
+    """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
+    try:
+        data = source.absolute_path.read_bytes()
+    except FileNotFoundError:
+        return ("vanished", None)
+    except OSError as exc:
+        return ("fail", f"cannot read: {exc.strerror or exc}")
+    if b"\0" in data[:8192]:
+        return ("skip", "binary file")
+    try:
+        # hash what is parsed: the file may have changed since the first pass
+        return ("ok", prepare_file(source, data, _sha256(data), timeout_s))
+    except ParseTimeout:
+        return ("skip", f"parser exceeded the {timeout_s:g}s time limit")
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
+        return ("fail", f"{type(exc).__name__}: {exc}")
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker initializer: leave when the indexing process is gone (a SIGKILLed parent cannot shut
+    the pool down, and its workers would otherwise wait on their queue forever)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                continue
+
+    threading.Thread(target=watch, name="codemem-parent-watch", daemon=True).start()
+
+
+def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) -> Iterator[tuple[SourceFile, Outcome]]:
+    """Prepare changed files, in worker processes when there are many (results in order).
+
+    Parsing, extraction and sparse vectors are CPU-bound Python; the store writes stay in this
+    process, so the workers prepare the next files while the current batch is written.
+    """
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    if len(changed) < PARALLEL_THRESHOLD or workers < 2:
+        for source, _ in changed:
+            yield source, _prepare_safely(source, timeout_s)
+        return
+    context = multiprocessing.get_context("forkserver")
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_exit_with_parent, initargs=(os.getpid(),)
+    )
+    try:
+        in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
+        for source, _ in changed:
+            in_flight.append((source, pool.submit(_prepare_safely, source, timeout_s)))
+            if len(in_flight) >= MAX_IN_FLIGHT:
+                head, future = in_flight.popleft()
+                yield head, future.result()
+        while in_flight:
+            head, future = in_flight.popleft()
+            yield head, future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

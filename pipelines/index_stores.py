@@ -1,0 +1,80 @@
+"""The code index's stores as a whole: get them ready for a run (rebuilt when the embedding model or
+text recipe changed), forget the whole index, and fill the dense vectors still missing."""
+
+from __future__ import annotations
+
+import threading
+
+from pipelines.index_context import CODE_COLLECTION, IndexContext, IndexReport, Progress, _no_progress
+from pipelines.records import EMBEDDING_TEXT_VERSION
+
+DENSE_BATCH = 64
+
+
+def embed_pending(
+    ctx: IndexContext,
+    progress: Progress = _no_progress,
+    stop: threading.Event | None = None,
+    batch_size: int = DENSE_BATCH,
+) -> tuple[int, int]:
+    """Fill dense vectors for every symbol that lacks one; resumable and interruptible.
+
+    Returns:
+        (symbols with a dense vector, all symbols) when it stops.
+    """
+    done, total = ctx.manifest.dense_counts()
+    progress("embed", done, total)
+    while stop is None or not stop.is_set():
+        pending = ctx.manifest.pending_dense(batch_size)
+        if not pending:
+            break
+        ids = [row[0] for row in pending]
+        vectors = ctx.embedder.embed_documents([row[1] for row in pending])
+        with ctx.write_lock:
+            # A concurrent re-index may have replaced these symbols: write only those still there.
+            current = ctx.manifest.still_pending(pending)
+            live = {i: v for i, v in zip(ids, vectors, strict=True) if i in current}
+            ctx.vectors.set_dense(CODE_COLLECTION, live)
+            ctx.manifest.mark_dense(list(live))
+        done += len(live)
+        progress("embed", done, total)
+    return ctx.manifest.dense_counts()
+
+
+def reset_index(ctx: IndexContext) -> None:
+    """Forget the whole code index (vectors, graph subgraphs, manifest) so the next run rebuilds it.
+
+    Used by ``codemem index --reembed`` and automatically when the embedding model changed:
+    vectors of two models are never mixed in one collection.
+    """
+    known = sorted(set(ctx.manifest.files()) | ctx.manifest.in_flight())
+    ctx.vectors.clear_collection(CODE_COLLECTION, ctx.embedder.dimension)  # never missing for a concurrent search
+    if known:
+        ctx.graph.delete_files(known)
+    with ctx.manifest.transaction() as conn:
+        ctx.manifest.remove_files(conn, known)
+        conn.execute("DELETE FROM resolved_edges")
+        conn.execute("DELETE FROM unsettled_edges")
+        conn.execute("DELETE FROM meta WHERE key = 'embedding_model'")
+
+
+def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
+    """Rebuild the index when the active embedding model is not the one that made its vectors."""
+    model = f"{getattr(ctx.embedder, 'model_id', 'unknown')} text-v{EMBEDDING_TEXT_VERSION}"
+    previous = ctx.manifest.get_meta("embedding_model")
+    if previous is not None and previous != model:
+        reset_index(ctx)
+        report.notes.append(f"embedding model or text recipe changed from {previous} to {model}: the index was rebuilt")
+    ctx.manifest.set_meta("embedding_model", model)
+
+
+def prepare_stores(ctx: IndexContext, report: IndexReport, *, reembed: bool = False) -> None:
+    """Before writing: rebuild on a model or text-recipe change (or ``reembed``), make sure the
+    code collection and the graph schema exist."""
+    if reembed:
+        reset_index(ctx)
+        report.notes.append("--reembed: the index was rebuilt from scratch")
+    _check_embedding_model(ctx, report)
+    ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
+    ctx.graph.ensure_schema()
+

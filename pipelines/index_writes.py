@@ -1,0 +1,149 @@
+"""Writing prepared files to the stores — points first, then subgraphs, the manifest last — deleting
+files from them, and re-resolving the cross-file edges that changed, each step recorded as in flight
+in the manifest first so that an interrupted write is finished or redone by the next run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipelines.index_context import CODE_COLLECTION, IndexContext
+from pipelines.index_prepare import _now, _Prepared
+from pipelines.records import file_id
+from pipelines.resolution import resolve
+from resources.faults import fault_point
+from resources.graph.store import GraphEdge, GraphNode
+
+
+def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
+    """Give points their dense vector now when the embedding cache already has it."""
+    cache_lookup = getattr(ctx.embedder, "cached_documents", None)
+    if cache_lookup is None:
+        return
+    texts = [s.embed_text for p in prepared for s in p.symbols]
+    if not texts:
+        return
+    found = cache_lookup(texts)
+    index = 0
+    for p in prepared:
+        for symbol, point in zip(p.symbols, p.points, strict=True):
+            vector = found[index]
+            index += 1
+            if vector is not None:
+                point.dense = vector
+                symbol.has_dense = True
+
+
+def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
+    """Stage 1 of a write: the files' points (sparse, plus dense from the cache) into the vector
+    store, and the points of symbols that no longer exist out of it. Returns points written.
+
+    The files and their point ids are recorded as in flight first (``Manifest.begin_writes``), so
+    an interruption before their manifest commit is undone by the next run whatever the files
+    become meanwhile."""
+    ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
+    _attach_cached_dense(ctx, prepared)
+    points = [pt for p in prepared for pt in p.points]
+    ctx.vectors.upsert(CODE_COLLECTION, points)
+    stale: list[str] = []
+    for p in prepared:
+        new_ids = {s.id for s in p.symbols}
+        stale += [i for i in previous_ids.get(p.state.path, []) if i not in new_ids]
+    ctx.vectors.delete(CODE_COLLECTION, stale)
+    return len(points)
+
+
+def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
+    """Stage 2 of a write: the files' subgraphs replaced, then the manifest rows committed (last,
+    so an interrupted write is redone by the next run), with the replaced node ids marked dirty
+    for cross-file resolution in the same transaction."""
+    fault_point("index:before_graph")
+    ctx.graph.replace_files(
+        [p.state.path for p in prepared],
+        [n for p in prepared for n in p.nodes],
+        [e for p in prepared for e in p.edges],
+    )
+    fault_point("index:before_manifest")
+    destroyed = {i for ids in previous_ids.values() for i in ids} | {file_id(p.state.path) for p in prepared}
+    with ctx.manifest.transaction() as conn:
+        ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
+        ctx.manifest.mark_dirty(conn, destroyed)
+
+
+def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
+    """Write a batch of prepared files to every store, manifest last."""
+    written = write_vectors(ctx, prepared, previous_ids)
+    write_graph_and_manifest(ctx, prepared, previous_ids)
+    return written
+
+
+def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
+    """Remove files from every store (vectors, graph, manifest), the manifest last: the files are
+    in flight until then, so an interrupted deletion is finished, or the file redone, next run."""
+    if not paths:
+        return
+    ids = ctx.manifest.symbol_ids_of(paths)
+    ctx.manifest.begin_writes({path: [] for path in paths})
+    ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
+    fault_point("index:deleting")
+    ctx.graph.delete_files(list(paths))
+    with ctx.manifest.transaction() as conn:
+        ctx.manifest.remove_files(conn, paths)
+        ctx.manifest.mark_dirty(conn, {i for group in ids.values() for i in group} | {file_id(p) for p in paths})
+
+
+def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
+    """Re-resolve cross-file edges and apply the difference to the graph.
+
+    Args:
+        touched_ids: Ids of nodes whose subgraph was replaced or deleted in this run: their
+            edges were removed from the graph with them, so they are re-added when still valid.
+
+    Returns:
+        (edges added, edges removed).
+    """
+    resolution = resolve(ctx.manifest.all_symbols(), ctx.manifest.all_refs())
+    current = ctx.manifest.resolved_edges()
+    destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
+    unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
+    still_in_graph = current - destroyed - unsettled
+    wanted = set(resolution.edges)
+    to_add = wanted - still_in_graph
+    to_remove = (still_in_graph | unsettled) - wanted
+    ctx.manifest.begin_edge_changes(to_add | to_remove)
+    if resolution.external_modules:
+        ctx.graph.merge_nodes(
+            [
+                GraphNode(id=mid, label="Module", properties={"name": name, "language": lang, "file_path": ""})
+                for mid, (name, lang) in resolution.external_modules.items()
+            ]
+        )
+    created_at = _now()
+    ctx.graph.remove_edges(
+        [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in to_remove]  # type: ignore[arg-type]
+    )
+    ctx.graph.add_edges(
+        [
+            GraphEdge(source_id=s, target_id=d, type=t, properties={**resolution.edges[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
+            for s, t, d in to_add
+        ]
+    )
+    # Module nodes stand for external imports, shared by every file that makes them: the graph
+    # holds exactly those some file still imports (a deleted file, or one that stopped importing a
+    # module, leaves no orphan, as a clean index of the same tree would have none).
+    unreferenced = ctx.graph.node_ids("Module") - resolution.external_modules.keys()
+    ctx.graph.delete_nodes("Module", sorted(unreferenced))
+    fault_point("index:resolving")
+    ctx.manifest.replace_resolved_edges(
+        [(s, t, d, resolution.edges[(s, t, d)]) for s, t, d in to_add], list(destroyed | to_remove), touched_ids
+    )
+    return len(to_add), len(to_remove)
+
+
+def resolve_pending(ctx: IndexContext) -> tuple[int, int]:
+    """Resolve cross-file edges for every dirty node id (this run's, or an interrupted run's)."""
+    touched = ctx.manifest.dirty()
+    if not touched:
+        return 0, 0
+    fault_point("index:before_resolve")
+    return resolve_edges(ctx, touched)
+
