@@ -1,0 +1,57 @@
+"""memory_health: memories anchored to code that changed, links to code or memories that are gone,
+duplicates, and the projection's sync state — with what to do about each."""
+
+from __future__ import annotations
+
+from pipelines.design.derive import CODE_COLLECTION
+from query_server.design.lookups import MAX_ITEMS, DesignLookups
+from resources.schemas.design import MemoryHealthResult
+
+
+class HealthCheck(DesignLookups):
+    """The health of the project's memories."""
+
+    def memory_health(self) -> MemoryHealthResult:
+        """Stale (anchored code changed), orphaned, broken-linked and duplicated memories, and sync."""
+        counts = self.ledger.counts()
+        stale_map = self.ledger.stale_anchors()
+        rows = self.ledger.get_many(list(stale_map))
+        stale = [
+            {"memory_id": mid, "memory_type": rows[mid].memory_type if mid in rows else None,
+             "preview": rows[mid].content.splitlines()[0][:200] if mid in rows and rows[mid].content else "",
+             "changed_anchors": [a["qualified_name"] + (" (gone)" if a["current_hash"] is None else " (changed)") for a in anchors]}
+            for mid, anchors in list(stale_map.items())[:MAX_ITEMS]
+        ]
+        relationships = self.ledger.all_relationships()
+        code_targets = sorted({r.target_id for r in relationships if r.target_kind.startswith("code:")})
+        present: set[str] = set()
+        for start in range(0, len(code_targets), 1000):
+            present.update(h.id for h in self.vectors.retrieve(CODE_COLLECTION, code_targets[start:start + 1000]))
+        orphans, broken = [], []
+        memory_targets = self.ledger.get_many(sorted({r.target_id for r in relationships if r.target_kind.startswith("memory:")}))
+        for rel in relationships:
+            if rel.target_kind.startswith("code:") and rel.target_id not in present:
+                orphans.append({"memory_id": rel.source_id, "relationship": rel.rel_type, "missing_code": rel.target_id, "fix": "re-link it (memory_update) or delete it if the code is gone for good"})
+            elif rel.target_kind.startswith("memory:"):
+                target = memory_targets.get(rel.target_id)
+                if target is None or target.deleted:
+                    broken.append({"memory_id": rel.source_id, "relationship": rel.rel_type, "target": rel.target_id, "target_state": "deleted" if target else "missing"})
+        duplicates = [{"memory_type": t, "memory_ids": ids} for t, ids in self.ledger.duplicate_groups()]
+        sync = {**self.ledger.sync_counts(), **self.ledger.outbox_stats()}
+        recommendations = []
+        if stale:
+            recommendations.append(f"{len(stale_map)} memorie(s) are anchored to code that changed: review them, then memory_update (with confirm_anchors) or delete")
+        if orphans:
+            recommendations.append(f"{len(orphans)} link(s) point at code that is no longer indexed")
+        if broken:
+            recommendations.append(f"{len(broken)} link(s) point at deleted or missing memories")
+        if duplicates:
+            recommendations.append(f"{len(duplicates)} group(s) of identical memories: normalize_memory merges them")
+        if sync.get("failed"):
+            recommendations.append(f"{sync['failed']} memorie(s) failed to project: sync_memory retries; /health names the store")
+        return MemoryHealthResult(
+            status="attention" if recommendations else "healthy",
+            totals={t: c["active"] for t, c in counts.items()} | {"deleted": sum(c["deleted"] for c in counts.values())},
+            stale=stale, orphans=orphans[:MAX_ITEMS], broken_links=broken[:MAX_ITEMS], duplicates=duplicates, sync=sync,
+            recommendations=recommendations,
+        )
