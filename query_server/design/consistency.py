@@ -7,8 +7,8 @@ from collections import defaultdict
 from pathlib import PurePosixPath
 from typing import Any
 
-from pipelines.design.derive import (
-    ORIGIN,
+from pipelines.design.memories import ORIGIN
+from pipelines.design.patterns import (
     PatternFamily,
     class_members,
     naming_convention,

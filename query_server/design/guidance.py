@@ -11,7 +11,8 @@ from typing import Any
 
 import structlog
 
-from pipelines.design.derive import DOCS_COLLECTION, component_of
+from pipelines.design.ingest import DOCS_COLLECTION
+from pipelines.design.links import component_of
 from query_server.design.alignment import NamingRule, SignatureRule, assess_fix
 from query_server.design.lookups import CLASS_KINDS, DesignLookups
 from query_server.design.signatures import signature_shape

@@ -3,7 +3,7 @@ duplicates, and the projection's sync state — with what to do about each."""
 
 from __future__ import annotations
 
-from pipelines.design.derive import CODE_COLLECTION
+from pipelines.index_context import CODE_COLLECTION
 from query_server.design.lookups import MAX_ITEMS, DesignLookups
 from resources.schemas.design import MemoryHealthResult
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipelines.design.derive import CODE_COLLECTION, requirement_citations
+from pipelines.design.patterns import requirement_citations
 from pipelines.discovery import DiscoveryError, confine_path
+from pipelines.index_context import CODE_COLLECTION
 from query_server.design.lookups import CLASS_KINDS, MAX_ITEMS, DesignLookups
 from query_server.paging import ToolError
 from resources.schemas.design import ImpactOfChangeInput, ImpactOfChangeResult

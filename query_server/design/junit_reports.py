@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-from pipelines.design.derive import symbols_by_qualified_name
+from pipelines.design.anchors import symbols_by_qualified_name
 from pipelines.discovery import DiscoveryError, confine_path
 from query_server.design.lookups import MAX_ITEMS, DesignLookups
 from query_server.paging import ToolError, cut_text

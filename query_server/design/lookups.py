@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.design.derive import CODE_COLLECTION
+from pipelines.index_context import CODE_COLLECTION
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.records import CLASS_KINDS as RECORD_CLASS_KINDS
 from query_server.paging import cut_text

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.design.derive import DesignReport, DesignStores, run_design_step
+from pipelines.design.derive import run_design_step
+from pipelines.design.memories import DesignReport, DesignStores
 from query_server.design.consistency import ConsistencyCheck
 from query_server.design.guidance import DesignGuidance
 from query_server.design.health import HealthCheck

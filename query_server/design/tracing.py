@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.design.derive import requirement_citations
+from pipelines.design.patterns import requirement_citations
 from query_server.design.lookups import MAX_ITEMS, DesignLookups
 from query_server.paging import ToolError, cut_text
 from resources.schemas.design import TracedSymbol, TraceRequirementsInput, TraceRequirementsResult

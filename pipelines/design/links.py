@@ -1,0 +1,179 @@
+"""Links derived from the indexed code: code and tests that cite requirements (IMPLEMENTS_REQ,
+TESTS), code_pattern memories for base classes with several implementations (USES_PATTERN), and
+component memories for directories (DEPENDS_ON from imports); each derivation's graph edges
+replace the previous one's."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import PurePosixPath
+
+from pipelines.design.memories import (
+    ORIGIN,
+    DesignReport,
+    DesignStores,
+    _pipeline_rows,
+    _soft_delete,
+    _upsert,
+)
+from pipelines.design.patterns import (
+    class_members,
+    naming_convention,
+    pattern_contract,
+    pattern_families,
+    requirement_citations,
+)
+from pipelines.index_context import CODE_COLLECTION
+from resources.graph.store import GraphEdge
+from resources.memory.ledger import MemoryRow
+
+DERIVED_EDGES_KEY = "design_derived_edges"
+
+
+def _edge_key(edge: GraphEdge) -> list[str]:
+    return [edge.type, edge.source_id, edge.target_id]
+
+
+def _replace_derived_edges(stores: DesignStores, edges: list[GraphEdge], report: DesignReport) -> None:
+    """Write the derived edges and remove the ones derived last time that no longer hold."""
+    previous = {tuple(e) for e in json.loads(stores.ledger.meta(DERIVED_EDGES_KEY) or "[]")}
+    now = {tuple(_edge_key(e)) for e in edges}
+    stale = [GraphEdge(type=t, source_id=s, target_id=d) for t, s, d in previous - now]
+    if stale:
+        report.edges_removed += stores.graph.remove_edges(stale)
+    if edges:  # all of them (MERGE: idempotent), so a rebuilt graph gets them back; report the new ones
+        stores.graph.add_edges(edges)
+        report.edges_added += len(now - previous)
+    stores.ledger.set_meta(DERIVED_EDGES_KEY, json.dumps(sorted(now)))
+
+
+def derive_links(stores: DesignStores) -> DesignReport:
+    """Requirement links, code patterns and components, derived from the indexed code.
+
+    Returns:
+        Counts; the derived graph edges replace the previous derivation's.
+    """
+    report = DesignReport()
+    settings = stores.settings
+    stores.vectors.ensure_collection(CODE_COLLECTION, stores.embedder.dimension)  # a docs-only or empty repo has none yet
+    edges: list[GraphEdge] = []
+    requirement_rows = {
+        row.metadata.get("requirement_id"): row
+        for row in stores.ledger.iter_memories(memory_types=["requirements"], include_deleted=False)
+        if row.metadata.get("requirement_id")
+    }
+    for hit in requirement_citations(stores.vectors, sorted(requirement_rows)):
+        for requirement_id in hit.payload.get("requirement_ids") or []:
+            row = requirement_rows.get(requirement_id)
+            if row is not None:
+                edge_type = "TESTS" if hit.payload.get("is_test") else "IMPLEMENTS_REQ"
+                edges.append(GraphEdge(type=edge_type, source_id=hit.id, target_id=row.id, properties={"origin": ORIGIN}))
+                report.requirement_links += 1
+    existing = _pipeline_rows(stores.ledger, ["code_pattern", "component"])
+    written: list[str] = []
+    kept: set[str] = set()
+    families = pattern_families(stores.vectors, settings.pattern_min_implementations)
+    members = class_members(stores.vectors, [f.base for f in families] + [i for f in families for i in f.implementations])
+    for family in families:
+        base = family.base
+        key = f"pattern:{base['file_path']}::{base['local_name']}"
+        kept.add(key)
+        contract = pattern_contract(family, members)
+        naming = naming_convention([i["name"] for i in family.implementations])
+        lines = [f"Template: {len(family.implementations)} {base['kind']}es extend or implement {base['name']} ({base['file_path']})."]
+        if contract:
+            lines.append("Contract: " + "; ".join(m["signature"] or m["name"] for m in contract))
+        if naming:
+            lines.append("Naming: " + ", ".join(f"class names {'end' if k == 'suffix' else 'start'} with {v!r}" for k, v in naming.items()))
+        lines.append("Implementations: " + ", ".join(i["name"] for i in family.implementations[:30]))
+        metadata = {
+            "pattern_name": f"{base['name']} implementations", "pattern_type": "Template", "language": base.get("language") or "unknown",
+            "code_template": (base.get("code") or base.get("signature") or base["name"])[:2_000],
+            "usage_context": f"New {base['name']} subclasses implement: " + (", ".join(m["name"] for m in contract) or "(no abstract methods)"),
+            "example_implementations": sorted({i["file_path"] for i in family.implementations})[:20],
+            "base_class": base["qualified_name"], "base_symbol_id": base["id"], "base_file": base["file_path"],
+            "contract": contract, "naming": naming or None,
+            "implementations": [{"id": i["id"], "name": i["name"], "file_path": i["file_path"], "qualified_name": i["qualified_name"]} for i in family.implementations],
+        }
+        memory_id = _upsert(stores.ledger, existing, "code_pattern", key, "\n".join(lines), metadata, importance=0.6)
+        if memory_id:
+            written.append(memory_id)
+        pattern_id = existing[key].id
+        for impl in family.implementations:
+            edges.append(GraphEdge(type="USES_PATTERN", source_id=impl["id"], target_id=pattern_id, properties={"origin": ORIGIN}))
+        report.patterns += 1
+    component_rows = _components(stores, existing, kept, written, edges)
+    report.components = component_rows
+    deleted = _soft_delete(stores.ledger, [row for key, row in existing.items() if key not in kept])
+    report.memories_written += len(written)
+    report.memories_deleted += len(deleted)
+    if written or deleted:
+        stores.projector.project(written + deleted)
+    _replace_derived_edges(stores, edges, report)
+    return report
+
+
+def component_of(path: str, depth: int) -> str | None:
+    """The component directory a repo-relative file belongs to (None at the root)."""
+    parts = PurePosixPath(path).parts[:-1]
+    if not parts:
+        return None
+    return "/".join(parts[:depth])
+
+
+def _component_type(name: str) -> str:
+    lower = name.lower()
+    for words, kind in (
+        (("agent", "bot", "worker"), "Agent"), (("web", "ui", "frontend", "client", "app"), "Frontend"),
+        (("db", "database", "repository", "store", "storage", "models"), "Database"),
+        (("service", "server", "api", "svc", "backend"), "Service"),
+    ):
+        if any(w in lower for w in words):
+            return kind
+    return "Library"
+
+
+def _components(stores: DesignStores, existing: dict[str, MemoryRow], kept: set[str], written: list[str], edges: list[GraphEdge]) -> int:
+    depth = stores.settings.component_depth
+    _, file_rows, _ = stores.graph.read_query("MATCH (f:File) RETURN f.path AS path", limit=1_000_000)
+    files: dict[str, list[str]] = defaultdict(list)
+    for row in file_rows:
+        component = component_of(str(row.get("path") or ""), depth)
+        if component:
+            files[component].append(row["path"])
+    _, import_rows, _ = stores.graph.read_query(
+        "MATCH (a:File)-[:IMPORTS]->(b:File) RETURN a.path AS source, b.path AS target", limit=1_000_000
+    )
+    depends: dict[str, set[str]] = defaultdict(set)
+    for row in import_rows:
+        source, target = component_of(str(row.get("source")), depth), component_of(str(row.get("target")), depth)
+        if source and target and source != target:
+            depends[source].add(target)
+    dependents: dict[str, set[str]] = defaultdict(set)
+    for source, targets in depends.items():
+        for target in targets:
+            dependents[target].add(source)
+    for component, paths in sorted(files.items()):
+        key = f"component:{component}"
+        kept.add(key)
+        interface = sorted({PurePosixPath(p).stem for p in paths})[:50]
+        metadata = {
+            "component_id": component, "component_type": _component_type(component), "name": PurePosixPath(component).name,
+            "file_path": component, "public_interface": interface, "dependencies": sorted(depends.get(component, ())) or None,
+            "dependents": sorted(dependents.get(component, ())) or None, "files": len(paths),
+        }
+        content = (
+            f"Component {component} ({metadata['component_type']}, {len(paths)} files)."
+            + (f" Depends on: {', '.join(metadata['dependencies'])}." if metadata["dependencies"] else "")
+            + (f" Used by: {', '.join(metadata['dependents'])}." if metadata["dependents"] else "")
+        )
+        memory_id = _upsert(stores.ledger, existing, "component", key, content, metadata, importance=0.5)
+        if memory_id:
+            written.append(memory_id)
+    for source, targets in depends.items():
+        for target in targets:
+            s, t = existing.get(f"component:{source}"), existing.get(f"component:{target}")
+            if s is not None and t is not None:
+                edges.append(GraphEdge(type="DEPENDS_ON", source_id=s.id, target_id=t.id, properties={"origin": ORIGIN}))
+    return len(files)
