@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.index_context import CODE_COLLECTION
 from pipelines.discovery import DiscoveryError, confine_path
+from pipelines.index_context import CODE_COLLECTION
 from pipelines.records import CLASS_KINDS as RECORD_CLASS_KINDS
 from query_server.paging import cut_text
 from resources.memory.ledger import MemoryRow

@@ -19,8 +19,8 @@ from resources.schemas.memory.kinds import (
     MEMORY_TYPES,
     RELATIONSHIP_TYPE_PATTERN,
     REQUIREMENT_ID_PATTERN,
-    SCOPES_FILTER_HELP,
     SCOPE_HELP,
+    SCOPES_FILTER_HELP,
     SUMMARY_CHARS,
     TYPES_HELP,
     Detail,
@@ -47,19 +47,6 @@ from resources.schemas.memory.metadata import (
     TestHistoryMetadata,
     UserPreferenceMetadata,
     validate_metadata,
-)
-from resources.schemas.memory.writes import (
-    ContentText,
-    MemoryAddInput,
-    MemoryAddResult,
-    MemoryBulkAddInput,
-    MemoryBulkAddResult,
-    MemoryConflict,
-    MemoryDeleteInput,
-    MemoryDeleteResult,
-    MemoryUpdateInput,
-    MemoryUpdateResult,
-    RelationshipSpec,
 )
 from resources.schemas.memory.reads import (
     MAX_CONTEXT_TOKENS,
@@ -97,6 +84,19 @@ from resources.schemas.memory.upkeep import (
     NormalizeStatusInput,
     RestoreInput,
     RestoreResult,
+)
+from resources.schemas.memory.writes import (
+    ContentText,
+    MemoryAddInput,
+    MemoryAddResult,
+    MemoryBulkAddInput,
+    MemoryBulkAddResult,
+    MemoryConflict,
+    MemoryDeleteInput,
+    MemoryDeleteResult,
+    MemoryUpdateInput,
+    MemoryUpdateResult,
+    RelationshipSpec,
 )
 
 __all__ = [

@@ -7,8 +7,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from resources.schemas.limits import MAX_DOCUMENT_CHARS, JsonObject, ToolInput
-from resources.schemas.memory.kinds import SCOPE_HELP, TYPES_HELP, MemoryTypesInput, ScopeInput, ScopesInput
-
+from resources.schemas.memory.kinds import (
+    SCOPE_HELP,
+    TYPES_HELP,
+    MemoryTypesInput,
+    ScopeInput,
+    ScopesInput,
+)
 
 ExportFormat = Literal["jsonl", "markdown", "git_notes"]
 DEFAULT_NOTES_REF = "refs/notes/codemem"
