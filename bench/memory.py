@@ -581,9 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [2_000, 10_000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from query_server.cli import _configure_logging
+    from query_server.cli.common import configure_logging
 
-    _configure_logging()  # as a served process logs: WARNING unless CODEMEM_LOG_LEVEL says otherwise
+    configure_logging()  # as a served process logs: WARNING unless CODEMEM_LOG_LEVEL says otherwise
     started = time.perf_counter()
     output: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

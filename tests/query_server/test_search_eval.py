@@ -32,6 +32,7 @@ from pipelines.eval_corpus import (
 )
 from pipelines.parsing import parse_source
 from query_server import cli
+from query_server.cli import common
 from query_server.search_eval import NotEnoughDocumented, evaluate_project
 from resources.settings import DEFAULT_EXTENSIONS, Settings
 from tests.conftest import write_files
@@ -274,7 +275,7 @@ def test_cli_json_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setattr(cli, "out", Console(width=200))
+    monkeypatch.setattr(common, "out", Console(width=200))
     own_state = snapshot(root / ".codemem")
 
     result = CliRunner().invoke(cli.main, ["eval", "--project", str(root), "--json", "--max-queries", "6"])

@@ -30,8 +30,7 @@ from tests.conftest import FIXTURE_REPOS
 REPO_ROOT = Path(__file__).resolve().parents[3]
 STARTUP_TIMEOUT_S = 90
 CODEMEM = [sys.executable, "-c", "from query_server.cli import main; main(prog_name='codemem')"]
-"""The command line as the console script runs it (``python -m query_server.cli`` would run cli.py
-as ``__main__``, before the modules that add commands such as ``ui`` to the group are imported)."""
+"""The command line as the console script runs it (the package's ``main``, every command registered)."""
 CHAIN = ["source_files", "parsed_files", "embedded_symbols", "graph_loaded", "normalized_graph"]
 PER_FILE = CHAIN[:4]
 
@@ -308,7 +307,7 @@ def test_ui_refuses_a_port_in_use(tmp_path: Path) -> None:
 def test_ui_workspace_names_the_location_and_keeps_the_project_off_sys_path(tmp_path: Path) -> None:
     import yaml
 
-    from query_server.cli_ui import ui_url, write_workspace
+    from query_server.cli.ui import ui_url, write_workspace
 
     workspace = yaml.safe_load(write_workspace(tmp_path).read_text())
     module = workspace["load_from"][0]["python_module"]

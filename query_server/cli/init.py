@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from query_server import claude_setup as setup
-from query_server.cli import InputError, main
+from query_server.cli.common import InputError, main
 
 
 @main.command()

@@ -22,8 +22,18 @@ from resources.schemas.design import (
     ValidateFixInput,
 )
 
-from query_server.cli import InputError, _key_values, _location, _query_options, _request, _show, _table, main
-from query_server.cli_memory import memory
+from query_server.cli.common import (
+    InputError,
+    field_help,
+    key_values,
+    location,
+    main,
+    make_input,
+    query_options,
+    result_table,
+    show,
+)
+from query_server.cli.memory import memory
 
 
 def _read_text(value: str | None, what: str) -> str | None:
@@ -40,10 +50,11 @@ def _read_text(value: str | None, what: str) -> str | None:
 
 @main.command(name="check")
 @click.argument("component_id")
-@_query_options
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(["Template", "Convention"]), help="Only these checks (repeatable).")
+@query_options
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["Template", "Convention"]), help=field_help(CheckConsistencyInput, "pattern_types", "Repeatable."))
 def check(component_id: str, project: str, as_json: bool, kinds: tuple[str, ...]) -> None:
     """Check a class, file, directory or component against its patterns (check_consistency)."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         if result.note:
@@ -54,96 +65,100 @@ def check(component_id: str, project: str, as_json: bool, kinds: tuple[str, ...]
         if not result.potential_deviations:
             yield Text(f"consistent: no deviation in {len(result.checked_classes)} class(es), score {result.consistency_score:.2f}")
             return
-        table = _table("class", "deviation", "expected", "actual", "example", title=Text(f"{len(result.potential_deviations)} deviation(s), score {result.consistency_score:.2f}"))
+        table = result_table("class", "deviation", "expected", "actual", "example", title=Text(f"{len(result.potential_deviations)} deviation(s), score {result.consistency_score:.2f}"))
         for d in result.potential_deviations:
             example = f"{d.example.name} ({d.example.file_path}:{d.example.start_line})" if d.example else ""
-            table.add_row(_location(d.file_path, d.line), Text(f"{d.kind}: {d.message}"), Text(d.expected), Text(d.actual), Text(example))
+            table.add_row(location(d.file_path, d.line), Text(f"{d.kind}: {d.message}"), Text(d.expected), Text(d.actual), Text(example))
         yield table
 
-    _show(project, "check_consistency", _request(CheckConsistencyInput, component_id=component_id, pattern_types=list(kinds) or None), as_json, render)
+    show(project, TOOLS["check_consistency"], make_input(CheckConsistencyInput, component_id=component_id, pattern_types=list(kinds) or None), as_json, render)
 
 
 @main.command(name="validate-fix")
 @click.argument("description")
-@_query_options
-@click.option("--component", default=None, help="The class, file or directory being fixed.")
+@query_options
+@click.option("--component", default=None, help=field_help(ValidateFixInput, "affected_component"))
 @click.option("--diff", "diff_path", default=None, help="A unified diff of the fix (a file, or '-' for stdin).")
 def validate_fix(description: str, project: str, as_json: bool, component: str | None, diff_path: str | None) -> None:
     """Check a proposed fix against the ADRs, designs and requirements (validate_fix); exit 1 on a conflict."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
-        yield _key_values("validate_fix", [
+        yield key_values("validate_fix", [
             ("verdict", result.verdict), ("overall", f"{result.overall_alignment_score:.2f}"),
             ("design", f"{result.design_alignment_score:.2f}"), ("requirements", f"{result.requirements_alignment_score:.2f}"),
             ("recommendation", result.recommendation),
         ])
         if result.conflicts:
-            table = _table("source", "statement", "why", title=Text("conflicts"))
+            table = result_table("source", "statement", "why", title=Text("conflicts"))
             for c in result.conflicts:
                 table.add_row(Text(f"{c.source} ({c.source_document or c.memory_type})"), Text(c.statement), Text(c.reason or ""))
             yield table
 
-    request = _request(ValidateFixInput, fix_description=description, affected_component=component, diff=_read_text(diff_path, "diff"))
-    result = _show(project, "validate_fix", request, as_json, render)
+    request = make_input(ValidateFixInput, fix_description=description, affected_component=component, diff=_read_text(diff_path, "diff"))
+    result = show(project, TOOLS["validate_fix"], request, as_json, render)
     if result.verdict == "conflicts":
         raise SystemExit(1)
 
 
 @main.command(name="trace")
 @click.argument("requirement_id")
-@_query_options
+@query_options
 def trace(requirement_id: str, project: str, as_json: bool) -> None:
     """A requirement's implementing code, tests (with latest results) and designs (trace_requirements)."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         req = result.requirement
         yield Text(f"{req.get('requirement_id')}: {req.get('title') or req.get('note', '')} [{req.get('priority', '')}, {req.get('status', '')}]")
-        table = _table("role", "symbol", "location", "latest result")
+        table = result_table("role", "symbol", "location", "latest result")
         for role, items in (("implements", result.implementing_components), ("tests", result.verifying_tests)):
             for s in items:
                 latest = (s.latest_result or {}).get("status", "")
-                table.add_row(role, Text(s.qualified_name), _location(s.file_path, s.start_line), Text(latest))
+                table.add_row(role, Text(s.qualified_name), location(s.file_path, s.start_line), Text(latest))
         for d in result.related_designs:
-            table.add_row("design", Text(d.get("title") or ""), _location(d.get("source_document"), None), "")
+            table.add_row("design", Text(d.get("title") or ""), location(d.get("source_document"), None), "")
         yield table
         yield Text(", ".join(f"{k}: {v}" for k, v in result.coverage.items()))
 
-    _show(project, "trace_requirements", _request(TraceRequirementsInput, requirement_id=requirement_id), as_json, render)
+    show(project, TOOLS["trace_requirements"], make_input(TraceRequirementsInput, requirement_id=requirement_id), as_json, render)
 
 
 @main.command(name="design-context")
-@_query_options
-@click.option("--component", default=None, help="A class, file, directory or component id.")
-@click.option("--query", default=None, help="A feature or area in words.")
+@query_options
+@click.option("--component", default=None, help=field_help(DesignContextInput, "component_id"))
+@click.option("--query", default=None, help=field_help(DesignContextInput, "query"))
 @click.option("--limit", default=5, show_default=True)
 def design_context(project: str, as_json: bool, component: str | None, query: str | None, limit: int) -> None:
     """Designs, requirements, patterns, components and docs for a component or a feature."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
-        table = _table("group", "title", "source", "score", title=Text(f"design context (~{result.token_estimate} tokens)"))
+        table = result_table("group", "title", "source", "score", title=Text(f"design context (~{result.token_estimate} tokens)"))
         for group in ("designs", "requirements", "patterns", "components", "documents"):
             for item in getattr(result, group):
                 table.add_row(group, Text(item.title + (" (stale)" if item.stale else "")), Text(item.source_document or ""), f"{item.score:.2f}")
         yield table
 
-    _show(project, "get_design_context", _request(DesignContextInput, component_id=component, query=query, limit=limit), as_json, render)
+    show(project, TOOLS["get_design_context"], make_input(DesignContextInput, component_id=component, query=query, limit=limit), as_json, render)
 
 
 @main.command(name="impact")
 @click.argument("files", nargs=-1)
-@_query_options
+@query_options
 @click.option("--diff", "diff_path", default=None, help="A unified diff (a file, or '-' for stdin: `git diff | codemem impact --diff -`).")
-@click.option("--depth", default=2, show_default=True, help="Caller hops.")
+@click.option("--depth", default=2, show_default=True, help=field_help(ImpactOfChangeInput, "depth"))
 def impact(files: tuple[str, ...], project: str, as_json: bool, diff_path: str | None, depth: int) -> None:
     """What a change affects: callers, tests, requirements, designs, patterns (impact_of_change)."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         yield Text(result.summary)
-        table = _table("kind", "what", "where")
+        table = result_table("kind", "what", "where")
         for s in result.tests:
-            table.add_row("test", Text(s["qualified_name"]), _location(s["file_path"], s["start_line"]))
+            table.add_row("test", Text(s["qualified_name"]), location(s["file_path"], s["start_line"]))
         for s in result.affected_callers[:30]:
-            table.add_row("caller", Text(s.get("qualified_name") or ""), _location(s.get("file_path"), s.get("start_line")))
+            table.add_row("caller", Text(s.get("qualified_name") or ""), location(s.get("file_path"), s.get("start_line")))
         for r in result.requirements:
             table.add_row("requirement", Text(f"{r['requirement_id']} {r.get('title') or ''}"), "")
         for d in result.designs:
@@ -154,16 +169,17 @@ def impact(files: tuple[str, ...], project: str, as_json: bool, diff_path: str |
             table.add_row("memory", Text(m["preview"]), Text(m["memory_id"]))
         yield table
 
-    request = _request(ImpactOfChangeInput, diff=_read_text(diff_path, "diff"), files=list(files) or None, depth=depth)
-    _show(project, "impact_of_change", request, as_json, render)
+    request = make_input(ImpactOfChangeInput, diff=_read_text(diff_path, "diff"), files=list(files) or None, depth=depth)
+    show(project, TOOLS["impact_of_change"], request, as_json, render)
 
 
 @main.command(name="record-tests")
 @click.argument("report")
-@_query_options
-@click.option("--commit", default=None, help="The commit the run tested.")
+@query_options
+@click.option("--commit", default=None, help=field_help(RecordTestRunInput, "commit"))
 def record_tests(report: str, project: str, as_json: bool, commit: str | None) -> None:
     """Record a JUnit XML report (pytest --junitxml) as test history (record_test_run)."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         yield Text(f"{result.tests} tests: {result.passed} passed, {result.failed} failed, {result.errors} errors, {result.skipped} skipped; "
@@ -173,16 +189,17 @@ def record_tests(report: str, project: str, as_json: bool, commit: str | None) -
         if result.unmatched_tests:
             yield Text(f"  not in the index: {', '.join(result.unmatched_tests[:10])}")
 
-    _show(project, "record_test_run", _request(RecordTestRunInput, junit_xml_path=report, commit=commit), as_json, render)
+    show(project, TOOLS["record_test_run"], make_input(RecordTestRunInput, junit_xml_path=report, commit=commit), as_json, render)
 
 
 @memory.command(name="health")
-@_query_options
+@query_options
 def memory_health(project: str, as_json: bool) -> None:
     """Stale, orphaned, broken-linked and duplicated memories (memory_health)."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
-        yield _key_values(f"memory health: {result.status}", [
+        yield key_values(f"memory health: {result.status}", [
             ("memories", ", ".join(f"{k} {v}" for k, v in result.totals.items())),
             ("stale", len(result.stale)), ("orphans", len(result.orphans)), ("broken links", len(result.broken_links)),
             ("duplicate groups", len(result.duplicates)), ("sync", result.sync),
@@ -190,4 +207,4 @@ def memory_health(project: str, as_json: bool) -> None:
         for line in result.recommendations:
             yield Text(f"- {line}")
 
-    _show(project, "memory_health", None, as_json, render)
+    show(project, TOOLS["memory_health"], None, as_json, render)

@@ -16,7 +16,8 @@ Fixes, never dropping a memory silently:
   memory projections from the ledger; a corrupted embedding cache is dropped; corrupted Dagster
   storage is moved aside (run history only).
 
-It needs the stores to itself: it refuses while a codemem server of the project runs.
+It needs the stores to itself: it refuses while a codemem server of the project runs. The checks
+themselves are ``query_server.cli.state_files``.
 """
 
 from __future__ import annotations
@@ -25,144 +26,18 @@ import json
 import shutil
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
-from query_server.cli import InputError, _failure, _settings_for, console, main
+from query_server.cli.common import InputError, console, failure, main, open_handle, settings_for
+from query_server.cli.state_files import LEDGER, Finding, disk_full, scan, sqlite_problem
 
-LEDGER, MANIFEST, CACHE = "memory.db", "index.db", "embedding_cache.sqlite3"
 PENDING = "repair-pending.json"
 """Written before a repair moves a store aside, removed after its rebuild: a repair that stopped
 half-way is finished by the next one."""
-
-
-@dataclass
-class Finding:
-    """One state file and what is wrong with it (``problem`` None: fine)."""
-
-    store: str
-    path: str
-    problem: str | None = None
-    action: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-def sqlite_problem(path: Path) -> str | None:
-    """What ``PRAGMA integrity_check`` (or opening) says is wrong with ``path``; None when sound or absent."""
-    if not path.exists():
-        return None
-    if path.stat().st_size == 0:
-        # SQLite reads an empty file as an empty database, but codemem writes its schema on first
-        # open: an empty ledger or manifest was truncated
-        return "the file is empty (truncated)" if path.name in (LEDGER, MANIFEST) else None
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-        finally:
-            conn.close()
-    except sqlite3.OperationalError:
-        return None  # cannot read it now (disk full, I/O error, locked): no verdict on its contents
-    except sqlite3.DatabaseError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    if rows != ["ok"]:
-        return "; ".join(str(r) for r in rows[:3])
-    return None
-
-
-def _sqlite_files(state_dir: Path) -> list[tuple[str, Path]]:
-    found = [("ledger", state_dir / LEDGER), ("manifest", state_dir / MANIFEST), ("embedding cache", state_dir / CACHE)]
-    dagster = state_dir / "dagster"
-    if dagster.is_dir():
-        found += [("dagster storage", p) for p in sorted(dagster.rglob("*.db"))]
-    return found
-
-
-def _vector_problems(state_dir: Path) -> list[Finding]:
-    from resources.vectors.edge import EdgeVectorStore
-    from resources.vectors.store import VectorStoreError
-
-    root = state_dir / "qdrant"
-    if not root.is_dir():
-        return []
-    findings = []
-    for collection in sorted(p for p in root.iterdir() if p.is_dir() and ".corrupt-" not in p.name):
-        store = EdgeVectorStore(root)
-        finding = Finding("vector collection", str(collection))
-        try:
-            store.count(collection.name)
-        except VectorStoreError as exc:
-            finding.problem = str(exc).split(" — ")[0]
-        except Exception as exc:  # noqa: BLE001 - the engine's own errors
-            finding.problem = f"{type(exc).__name__}: {exc}"
-        finally:
-            try:
-                store.close()
-            except Exception:  # noqa: BLE001, S110 - a shard that never opened
-                pass
-        findings.append(finding)
-    return findings
-
-
-def _graph_problem(state_dir: Path) -> Finding:
-    from resources.graph.falkor import FalkorGraphStore
-
-    path = state_dir / "graph"
-    finding = Finding("graph", str(path))
-    if not path.exists():
-        return finding
-    try:
-        store = FalkorGraphStore(path)
-    except Exception as exc:  # noqa: BLE001 - GraphUnavailable or the server's own error
-        finding.problem = f"{type(exc).__name__}: {exc}"
-        return finding
-    try:
-        health = store.health()
-        if not health.get("ok"):
-            finding.problem = str(health.get("error"))
-    finally:
-        store.close()
-    return finding
-
-
-def scan(state_dir: Path, *, stores: bool = True) -> list[Finding]:
-    """Every state file with its problem (``stores``: also open the vector collections and the graph)."""
-    findings = [Finding(name, str(path), sqlite_problem(path)) for name, path in _sqlite_files(state_dir) if path.exists()]
-    if stores:
-        findings += _vector_problems(state_dir)
-        findings.append(_graph_problem(state_dir))
-    return findings
-
-
-MIN_FREE_BYTES = 1 << 20
-
-
-def disk_full(state_dir: Path) -> str | None:
-    """A message when the filesystem of ``state_dir`` is (nearly) full, else None."""
-    try:
-        free = shutil.disk_usage(state_dir if state_dir.exists() else state_dir.parent).free
-    except OSError:
-        return None
-    if free >= MIN_FREE_BYTES:
-        return None
-    return (f"the disk holding {state_dir} is full ({free} bytes free) — free some space, then run the command "
-            "again (writes are transactional: nothing was left half-written)")
-
-
-def describe_broken_state(state_dir: Path) -> str | None:
-    """One line naming the corrupted SQLite state files and what to do (None when none is): for
-    the CLI's error when the stores do not open."""
-    full = disk_full(state_dir)
-    if full:
-        return full
-    broken = [f for f in scan(state_dir, stores=False) if f.problem]
-    if not broken:
-        return None
-    names = "; ".join(f"{f.path} ({f.store}) is corrupted: {f.problem}" for f in broken)
-    return f"{names} — run `codemem repair` (it restores or rebuilds it and keeps the damaged file aside)"
 
 
 # -- fixes -------------------------------------------------------------------------------------
@@ -298,7 +173,7 @@ def repair(project: str, check_only: bool, backup_dir: str | None, as_json: bool
     and restore or rebuild what is corrupted, keeping damaged files aside."""
     from query_server.ownership import OwnerLock
 
-    settings = _settings_for(project)
+    settings = settings_for(project)
     state_dir = settings.resolved_state_dir()
     backup = Path(backup_dir).resolve() if backup_dir else None
     if backup is not None and not (backup / LEDGER).is_file():
@@ -317,7 +192,7 @@ def repair(project: str, check_only: bool, backup_dir: str | None, as_json: bool
     except click.ClickException:
         raise
     except Exception as exc:  # one line, never a traceback
-        raise _failure("repair", exc) from exc
+        raise failure("repair", exc) from exc
     broken = report["broken"]
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -374,9 +249,7 @@ def _rebuild(project: str, *, reindex: bool, rebuild: bool, broken: list[Finding
     from resources.schemas.tools import IndexInput
     from resources.vectors.store import VectorStoreError
 
-    from query_server.cli import _handle
-
-    handle = _handle(project)
+    handle = open_handle(project)
     try:
         if reindex:  # drop what the manifest does not know, then write every file again (plain run: seconds)
             try:

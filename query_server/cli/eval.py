@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from query_server import cli
-from query_server.cli import PHASES, InputError, _failure, _settings_for, main
+import query_server.cli.common as common
+from query_server.cli.common import PHASES, InputError, failure, main, settings_for
 
 EVAL_PHASES = {
     "strip": "Mining queries, stripping docstrings",
@@ -74,11 +74,11 @@ def eval_command(project: str, max_queries: int, as_json: bool) -> None:
     """
     from query_server.search_eval import NotEnoughDocumented, evaluate_project
 
-    settings = _settings_for(project)
+    settings = settings_for(project)
     try:
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=cli.console, transient=False, disable=as_json,
+            TimeElapsedColumn(), console=common.console, transient=False, disable=as_json,
         ) as bar:
             tasks: dict[str, Any] = {}
 
@@ -91,14 +91,14 @@ def eval_command(project: str, max_queries: int, as_json: bool) -> None:
     except NotEnoughDocumented as exc:
         raise InputError(str(exc)) from exc
     except KeyboardInterrupt:
-        cli.console.print("[yellow]interrupted — the temporary copy was removed; the project's index is untouched[/yellow]")
+        common.console.print("[yellow]interrupted — the temporary copy was removed; the project's index is untouched[/yellow]")
         sys.exit(130)
     except click.ClickException:
         raise
     except Exception as exc:
-        raise _failure("evaluating", exc) from exc
+        raise failure("evaluating", exc) from exc
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
     for renderable in render_report(report):
-        cli.out.print(renderable)
+        common.out.print(renderable)

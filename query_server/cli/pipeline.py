@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from query_server.cli import InputError, main
+from query_server.cli.common import InputError, console, main, open_handle
+from query_server.service import ToolError
 
 
 @main.command(name="which-partition")
@@ -48,11 +49,9 @@ def watch(project: str, debounce_ms: int, no_embed: bool, no_catch_up: bool) -> 
     import signal
     import threading
 
-    from query_server.cli import _handle, console
-    from query_server.service import ToolError
     from query_server.watch import Watcher
 
-    handle = _handle(project)
+    handle = open_handle(project)
     watcher = Watcher(handle, debounce_s=debounce_ms / 1000, embed=not no_embed, on_batch=lambda b: click.echo(b.line()))
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 from rich.console import Console
 
 from query_server import cli
+from query_server.cli import common
 from query_server.ownership import OWNER_FILE, ProjectHandle
 from resources.settings import Settings
 from tests.conftest import FIXTURE_REPOS
@@ -46,7 +47,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def wide_output(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables as on a wide terminal, so cells are not folded in the middle of a name."""
-    monkeypatch.setattr(cli, "out", Console(width=200))
+    monkeypatch.setattr(common, "out", Console(width=200))
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_graph_is_a_hidden_alias_of_query(run) -> None:
 
 
 def test_params_are_json_when_they_parse() -> None:
-    assert cli._parse_params(("a=1", "b=x", "c=[1, 2]", "d=", "e=a=b", 'f="1"')) == {
+    assert common.parse_params(("a=1", "b=x", "c=[1, 2]", "d=", "e=a=b", 'f="1"')) == {
         "a": 1, "b": "x", "c": [1, 2], "d": "", "e": "a=b", "f": "1",
     }
 

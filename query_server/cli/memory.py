@@ -13,21 +13,41 @@ from rich.console import RenderableType
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from resources.schemas.memory import DEFAULT_NOTES_REF, MEMORY_SCOPES, MEMORY_TYPES
-
-from query_server.cli import (
-    InputError,
-    _call,
-    _key_values,
-    _parse_params,
-    _query_options,
-    _request,
-    _show,
-    _table,
-    _text,
-    console,
-    main,
+from resources.schemas.memory import (
+    DEFAULT_NOTES_REF,
+    MEMORY_SCOPES,
+    MEMORY_TYPES,
+    BackupInput,
+    ExportMemoryInput,
+    ImportMemoryInput,
+    MemoryAddInput,
+    MemoryContextInput,
+    MemoryDeleteInput,
+    MemoryGetInput,
+    MemoryListInput,
+    MemorySearchInput,
+    NormalizeMemoryInput,
+    NormalizeStatusInput,
+    RestoreInput,
 )
+
+from query_server.cli.common import (
+    InputError,
+    call,
+    cell,
+    console,
+    failure,
+    field_help,
+    key_values,
+    main,
+    make_input,
+    open_handle,
+    parse_params,
+    query_options,
+    result_table,
+    show,
+)
+from query_server.service import ToolError
 
 TYPE_CHOICE = click.Choice([str(t) for t in MEMORY_TYPES], case_sensitive=False)
 SCOPE_CHOICE = click.Choice(list(MEMORY_SCOPES), case_sensitive=False)
@@ -38,7 +58,7 @@ def _hits_table(title: str, hits: Any, *, scored: bool) -> RenderableType:
     if not hits:
         return Text("no memories")
     columns = (["score"] if scored else []) + ["type", "memory", "updated", "id"]
-    table = _table(*columns, title=Text(title))
+    table = result_table(*columns, title=Text(title))
     for hit in hits:
         name = hit.metadata.get("title") or hit.metadata.get("pattern_name") or hit.metadata.get("key")
         text = Text(f"{name}: " if name else "", style="bold")
@@ -59,37 +79,37 @@ def memory() -> None:
 @memory.command(name="add")
 @click.argument("memory_type", type=TYPE_CHOICE)
 @click.argument("content")
-@_query_options
+@query_options
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="A metadata field (repeatable); VALUE is JSON when it parses.")
-@click.option("--importance", type=float, default=None, help="Importance 0-1 (default 0.5).")
+@click.option("--importance", type=float, default=None, help=field_help(MemoryAddInput, "importance_score"))
 @click.option("--link", "links", multiple=True, metavar="TYPE=TARGET", help="A relationship, e.g. ADDRESSES=REQ-AUTH-001 (repeatable).")
 @click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True, help=SCOPE_HELP)
 def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta: tuple[str, ...], importance: float | None, links: tuple[str, ...], scope: str) -> None:
     """Store a memory, e.g. `codemem memory add design "Use JWTs" --meta title="ADR-7" --meta design_type=ADR --meta status=Accepted`."""
-    from resources.schemas.memory import MemoryAddInput
+    from query_server.tools import TOOLS
 
-    relationships = [{"type": k, "target_id": v} for k, v in _parse_params(links).items()]
-    request = _request(MemoryAddInput, memory_type=memory_type, content=content, metadata=_parse_params(meta), relationships=relationships, importance_score=importance, scope=scope)
+    relationships = [{"type": k, "target_id": v} for k, v in parse_params(links).items()]
+    request = make_input(MemoryAddInput, memory_type=memory_type, content=content, metadata=parse_params(meta), relationships=relationships, importance_score=importance, scope=scope)
 
     def render(result: Any) -> Iterable[RenderableType]:
-        yield _key_values("memory stored", [("id", result.memory_id), ("type", result.memory_type), ("scope", result.scope), ("sync", result.sync_status)])
+        yield key_values("memory stored", [("id", result.memory_id), ("type", result.memory_type), ("scope", result.scope), ("sync", result.sync_status)])
         if result.conflicts:
-            table = _table("kind", "similarity", "existing memory", "what to do", title="possible conflicts")
+            table = result_table("kind", "similarity", "existing memory", "what to do", title="possible conflicts")
             for c in result.conflicts:
-                table.add_row(c.kind, _text(c.similarity), Text(f"{c.memory_id}: {c.content_preview}"), Text(c.detail))
+                table.add_row(c.kind, cell(c.similarity), Text(f"{c.memory_id}: {c.content_preview}"), Text(c.detail))
             yield table
 
-    _show(project, "memory_add", request, as_json, render)
+    show(project, TOOLS["memory_add"], request, as_json, render)
 
 
 @memory.command(name="get")
 @click.argument("memory_id")
-@click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help="The memory's type.")
-@_query_options
-@click.option("--relationships", is_flag=True, help="Also show its links.")
+@click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help=field_help(MemoryGetInput, "memory_type"))
+@query_options
+@click.option("--relationships", is_flag=True, help=field_help(MemoryGetInput, "include_relationships"))
 def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, relationships: bool) -> None:
     """Show one memory in full."""
-    from resources.schemas.memory import MemoryGetInput
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         rows = [("id", result.id), ("type", result.memory_type), ("scope", result.scope), ("version", result.version),
@@ -98,65 +118,65 @@ def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, re
         if result.deleted:
             rows.append(("deleted", result.deleted_at))
         rows += [(f"metadata.{k}", v) for k, v in result.metadata.items()]
-        yield _key_values("memory", rows)
+        yield key_values("memory", rows)
         yield Text(result.content)
         if result.relationships:
-            table = _table("type", "direction", "other end", "kind", title="relationships")
+            table = result_table("type", "direction", "other end", "kind", title="relationships")
             for r in result.relationships:
-                table.add_row(r.type, r.direction, Text(r.target_name or r.target_id), _text(r.target_label))
+                table.add_row(r.type, r.direction, Text(r.target_name or r.target_id), cell(r.target_label))
             yield table
 
-    _show(project, "memory_get", _request(MemoryGetInput, memory_id=memory_id, memory_type=memory_type, include_relationships=relationships), as_json, render)
+    show(project, TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=memory_id, memory_type=memory_type, include_relationships=relationships), as_json, render)
 
 
 @memory.command(name="search")
 @click.argument("query")
-@_query_options
-@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
+@query_options
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help=field_help(MemorySearchInput, "memory_types", "Repeatable."))
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Exact match on a metadata field (repeatable).")
 @click.option("--limit", default=10, show_default=True)
-@click.option("--cursor", default=None, help="The next_cursor of a previous page (see --json).")
-@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all).")
+@click.option("--cursor", default=None, help=field_help(MemorySearchInput, "cursor", "See --json."))
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help=field_help(MemorySearchInput, "scopes", "Repeatable."))
 @click.option("--full", is_flag=True, help="Up to 4,000 characters per memory in --json (default: ~300-character summaries).")
 def memory_search(query: str, project: str, as_json: bool, types: tuple[str, ...], filters: tuple[str, ...], limit: int, cursor: str | None, scopes: tuple[str, ...], full: bool) -> None:
     """Find memories by meaning (project, local and global)."""
-    from resources.schemas.memory import MemorySearchInput
+    from query_server.tools import TOOLS
 
-    request = _request(MemorySearchInput, query=query, memory_types=list(types) or None, metadata_filters=_parse_params(filters) or None, limit=limit, cursor=cursor, scopes=list(scopes) or None, detail="full" if full else "summary")
-    _show(project, "memory_search", request, as_json, lambda r: [_hits_table(f"memories: {query} ({r.search_mode})", r.results, scored=True)])
+    request = make_input(MemorySearchInput, query=query, memory_types=list(types) or None, metadata_filters=parse_params(filters) or None, limit=limit, cursor=cursor, scopes=list(scopes) or None, detail="full" if full else "summary")
+    show(project, TOOLS["memory_search"], request, as_json, lambda r: [_hits_table(f"memories: {query} ({r.search_mode})", r.results, scored=True)])
 
 
 @memory.command(name="list")
-@_query_options
-@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
-@click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
+@query_options
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help=field_help(MemoryListInput, "memory_types", "Repeatable."))
+@click.option("--deleted", is_flag=True, help=field_help(MemoryListInput, "include_deleted"))
 @click.option("--limit", default=20, show_default=True)
 @click.option("--cursor", default=None)
-@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all).")
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help=field_help(MemoryListInput, "scopes", "Repeatable."))
 def memory_list(project: str, as_json: bool, types: tuple[str, ...], deleted: bool, limit: int, cursor: str | None, scopes: tuple[str, ...]) -> None:
     """List memories of every scope, most recently updated first."""
-    from resources.schemas.memory import MemoryListInput
+    from query_server.tools import TOOLS
 
-    request = _request(MemoryListInput, memory_types=list(types) or None, include_deleted=deleted, limit=limit, cursor=cursor, scopes=list(scopes) or None)
-    _show(project, "memory_list", request, as_json, lambda r: [_hits_table("memories", r.results, scored=False)])
+    request = make_input(MemoryListInput, memory_types=list(types) or None, include_deleted=deleted, limit=limit, cursor=cursor, scopes=list(scopes) or None)
+    show(project, TOOLS["memory_list"], request, as_json, lambda r: [_hits_table("memories", r.results, scored=False)])
 
 
 @memory.command(name="context")
 @click.argument("topic")
-@_query_options
-@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
-@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all).")
-@click.option("--max-tokens", default=4_000, show_default=True, help="Token budget of the whole context.")
+@query_options
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help=field_help(MemoryContextInput, "memory_types", "Repeatable."))
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help=field_help(MemoryContextInput, "scopes", "Repeatable."))
+@click.option("--max-tokens", default=4_000, show_default=True, help=field_help(MemoryContextInput, "max_tokens"))
 def memory_context(topic: str, project: str, as_json: bool, types: tuple[str, ...], scopes: tuple[str, ...], max_tokens: int) -> None:
     """A topic's memories grouped by type, most relevant first, with token estimates (what /codemem:context shows)."""
-    from resources.schemas.memory import MemoryContextInput
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         if not result.groups:
             yield Text(f"no memories about {topic!r} ({result.search_mode})")
             return
         for group in result.groups:
-            table = _table("score", "memory", "importance", "id", title=Text(f"{group.memory_type} — {group.count} memories, ≈ {group.tokens} tokens"))
+            table = result_table("score", "memory", "importance", "id", title=Text(f"{group.memory_type} — {group.count} memories, ≈ {group.tokens} tokens"))
             for entry in group.memories:
                 text = Text(f"{entry.title}: " if entry.title else "", style="bold")
                 text.append(entry.content)
@@ -168,80 +188,78 @@ def memory_context(topic: str, project: str, as_json: bool, types: tuple[str, ..
             yield table
         yield Text(f"≈ {result.total_tokens} tokens in total (budget {result.max_tokens})" + (f"; {result.next}" if result.next else ""))
 
-    request = _request(MemoryContextInput, topic=topic, memory_types=list(types) or None, scopes=list(scopes) or None, max_tokens=max_tokens)
-    _show(project, "memory_context", request, as_json, render)
+    request = make_input(MemoryContextInput, topic=topic, memory_types=list(types) or None, scopes=list(scopes) or None, max_tokens=max_tokens)
+    show(project, TOOLS["memory_context"], request, as_json, render)
 
 
 @memory.command(name="delete")
 @click.argument("memory_id")
-@click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help="The memory's type.")
-@_query_options
-@click.option("--hard", is_flag=True, help="Delete for good now (default: soft delete, kept 30 days).")
+@click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help=field_help(MemoryDeleteInput, "memory_type"))
+@query_options
+@click.option("--hard", is_flag=True, help=field_help(MemoryDeleteInput, "hard_delete"))
 def memory_delete(memory_id: str, memory_type: str, project: str, as_json: bool, hard: bool) -> None:
     """Delete a memory (soft by default)."""
-    from resources.schemas.memory import MemoryDeleteInput
+    from query_server.tools import TOOLS
 
-    request = _request(MemoryDeleteInput, memory_id=memory_id, memory_type=memory_type, hard_delete=hard)
-    _show(project, "memory_delete", request, as_json, lambda r: [Text(
+    request = make_input(MemoryDeleteInput, memory_id=memory_id, memory_type=memory_type, hard_delete=hard)
+    show(project, TOOLS["memory_delete"], request, as_json, lambda r: [Text(
         f"{r.memory_id} {r.status}" + (f" (restorable until {r.retention_until})" if r.retention_until else "")
     )])
 
 
 @main.command()
-@_query_options
+@query_options
 def stats(project: str, as_json: bool) -> None:
     """Memory counts per type, sync state, stores and cache."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
-        table = _table("type", "active", "deleted", title="memories")
+        table = result_table("type", "active", "deleted", title="memories")
         for memory_type, counts in result.memory_counts.items():
             table.add_row(memory_type, str(counts["active"]), str(counts["deleted"]))
         yield table
-        yield _key_values("sync", [*result.sync_status.items(), ("outbox", result.outbox.get("pending")),
+        yield key_values("sync", [*result.sync_status.items(), ("outbox", result.outbox.get("pending")),
                                    ("last error", result.outbox.get("last_error"))])
-        yield _key_values("cache", list(result.cache.items()))
+        yield key_values("cache", list(result.cache.items()))
         if set(result.scopes) != {"project"}:
-            table = _table("scope", "active", "deleted", "ledger", title="scopes")
+            table = result_table("scope", "active", "deleted", "ledger", title="scopes")
             for name, scope in result.scopes.items():
                 counts = scope.get("memory_counts", {}).values()
                 table.add_row(name, str(sum(c["active"] for c in counts)), str(sum(c["deleted"] for c in counts)), Text(str(scope.get("ledger"))))
             yield table
 
-    _show(project, "memory_statistics", None, as_json, render)
+    show(project, TOOLS["memory_statistics"], None, as_json, render)
 
 
 @main.command()
-@_query_options
-@click.option("--dry-run", is_flag=True, help="Report what would change without changing anything.")
+@query_options
+@click.option("--dry-run", is_flag=True, help=field_help(NormalizeMemoryInput, "dry_run"))
 @click.option("--phase", "phases", multiple=True, help="Only this phase (repeatable): snapshot, deduplication, orphan_detection, embedding_refresh, cleanup, validation, swap.")
 def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...]) -> None:
     """Deduplicate, clean up and rebuild the memory store (a job; progress until it ends)."""
-    from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
+    from query_server.tools import TOOLS
 
-    from query_server.cli import _failure, _handle
-    from query_server.service import ToolError
-
-    request = _request(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run)
-    handle = _handle(project)  # one handle for the whole job: without a server, this process owns the job
+    request = make_input(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run)
+    handle = open_handle(project)  # one handle for the whole job: without a server, this process owns the job
     try:
-        job = handle.call("normalize_memory", request)
+        job = handle.call(TOOLS["normalize_memory"], request)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=console, transient=True) as bar:
             task = bar.add_task("normalizing", total=100)
             while job.status == "running":
                 time.sleep(0.5)
-                job = handle.call("normalize_status", NormalizeStatusInput(job_id=job.job_id))
+                job = handle.call(TOOLS["normalize_status"], NormalizeStatusInput(job_id=job.job_id))
                 bar.update(task, completed=job.percent, description=f"normalizing: {job.phase}")
     except ToolError as exc:
         raise InputError(str(exc)) from exc
     except Exception as exc:
-        raise _failure("normalize_memory", exc) from exc
+        raise failure("normalize_memory", exc) from exc
     finally:
         handle.close()
     if as_json:
         click.echo(json.dumps(job.model_dump(mode="json"), indent=2))
     else:
         report = job.report or {}
-        console.print(_key_values(f"normalization {job.status}" + (" (dry run)" if job.dry_run else ""), [
+        console.print(key_values(f"normalization {job.status}" + (" (dry run)" if job.dry_run else ""), [
             ("duplicates", f"{report.get('duplicates', 0)} in {report.get('duplicate_groups', 0)} groups"),
             ("orphan links", report.get("orphan_link_count", 0)),
             ("stale embeddings", report.get("embeddings_refreshed", 0)),
@@ -273,20 +291,20 @@ def _where(error: dict[str, Any]) -> str:
 
 @main.command(name="export")
 @click.option("--project", default=".", show_default=True)
-@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help="Only this type (repeatable).")
+@click.option("--type", "types", multiple=True, type=TYPE_CHOICE, help=field_help(ExportMemoryInput, "memory_types", "Repeatable."))
 @click.option("--output", default=None, help="File inside the project (default: JSONL on stdout).")
 @click.option("--markdown", "markdown_dir", default=None, metavar="DIR", help="Write one Markdown file per memory (YAML front matter) to DIR/<type>/<slug>-<id>.md, inside the project.")
 @click.option("--git-notes", "git_notes", is_flag=True, help="Attach session and design memories to commits as git notes (the commit in their metadata, else HEAD).")
-@click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
-@click.option("--deleted", is_flag=True, help="Include soft-deleted memories.")
-@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help="Only this scope (repeatable; default: all for JSONL, project for --markdown and --git-notes).")
+@click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help=field_help(ExportMemoryInput, "notes_ref"))
+@click.option("--deleted", is_flag=True, help=field_help(ExportMemoryInput, "include_deleted"))
+@click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help=field_help(ExportMemoryInput, "scopes", "Repeatable."))
 @click.option("--overwrite", is_flag=True, help="Replace an existing --output file (or a file in the --markdown directory that is not an earlier export of its memory).")
 def export_command(project: str, types: tuple[str, ...], output: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, deleted: bool, scopes: tuple[str, ...], overwrite: bool) -> None:
     """Export memories as JSONL, as Markdown files (--markdown DIR) or as git notes (--git-notes)."""
-    from resources.schemas.memory import ExportMemoryInput
+    from query_server.tools import TOOLS
 
     fmt = _one_format(markdown_dir, git_notes, output, "--output")
-    result = _call(project, "export_memory", _request(
+    result = call(project, TOOLS["export_memory"], make_input(
         ExportMemoryInput, memory_types=list(types) or None, output_path=markdown_dir or output, include_deleted=deleted,
         format=fmt, notes_ref=notes_ref, scopes=list(scopes) or None, overwrite=overwrite,
     ))
@@ -304,19 +322,19 @@ def export_command(project: str, types: tuple[str, ...], output: str | None, mar
 @click.argument("path", required=False)
 @click.option("--markdown", "markdown_dir", default=None, metavar="DIR", help="Read the Markdown memory files under DIR (as `export --markdown` writes them).")
 @click.option("--git-notes", "git_notes", is_flag=True, help="Read the memories in the git notes of --ref.")
-@click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help="The notes ref of --git-notes.")
+@click.option("--ref", "notes_ref", default=DEFAULT_NOTES_REF, show_default=True, help=field_help(ImportMemoryInput, "notes_ref"))
 @click.option("--on-conflict", type=click.Choice(["skip", "overwrite", "error"]), default="skip", show_default=True)
-@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Import into this scope (default: the scope each JSONL line names, else project).")
-@_query_options
+@click.option("--scope", type=SCOPE_CHOICE, default=None, help=field_help(ImportMemoryInput, "scope"))
+@query_options
 def import_command(path: str | None, markdown_dir: str | None, git_notes: bool, notes_ref: str, on_conflict: str, scope: str | None, project: str, as_json: bool) -> None:
     """Import memories from a JSONL file inside the project, Markdown files (--markdown DIR) or git notes (--git-notes)."""
-    from resources.schemas.memory import ImportMemoryInput
+    from query_server.tools import TOOLS
 
     fmt = _one_format(markdown_dir, git_notes, path, "PATH")
     if fmt == "jsonl" and not path:
         raise InputError("pass PATH (a JSONL file inside the project), --markdown DIR or --git-notes")
-    request = _request(ImportMemoryInput, input_path=markdown_dir or path, conflict_resolution=on_conflict, format=fmt, notes_ref=notes_ref, scope=scope)
-    result = _show(project, "import_memory", request, as_json, lambda r: [_key_values("import", [
+    request = make_input(ImportMemoryInput, input_path=markdown_dir or path, conflict_resolution=on_conflict, format=fmt, notes_ref=notes_ref, scope=scope)
+    result = show(project, TOOLS["import_memory"], request, as_json, lambda r: [key_values("import", [
         ("imported", r.imported), ("skipped", r.skipped), ("overwritten", r.overwritten), ("errors", len(r.errors)),
     ])] + [Text(f"{_where(e)}: {e['error']}", style="red") for e in r.errors[:20]])
     if result.errors and on_conflict == "error":
@@ -325,24 +343,24 @@ def import_command(path: str | None, markdown_dir: str | None, git_notes: bool, 
 
 @main.command()
 @click.argument("directory")
-@_query_options
+@query_options
 def backup(directory: str, project: str, as_json: bool) -> None:
     """Write a consistent online backup of the memories (ledger + embedding cache) to DIRECTORY."""
-    from resources.schemas.memory import BackupInput
+    from query_server.tools import TOOLS
 
-    _show(project, "backup", _request(BackupInput, path=directory), as_json, lambda r: [_key_values(
+    show(project, TOOLS["backup"], make_input(BackupInput, path=directory), as_json, lambda r: [key_values(
         f"backup in {r.path}", [("memories", r.memories), *((name, f"{size} bytes") for name, size in r.files.items())]
     )])
 
 
 @main.command()
 @click.argument("directory")
-@_query_options
+@query_options
 def restore(directory: str, project: str, as_json: bool) -> None:
     """Replace the memories with a backup's (the current ledger is kept) and rebuild the indexes."""
-    from resources.schemas.memory import RestoreInput
+    from query_server.tools import TOOLS
 
-    _show(project, "restore", _request(RestoreInput, path=directory), as_json, lambda r: [_key_values("restored", [
+    show(project, TOOLS["restore"], make_input(RestoreInput, path=directory), as_json, lambda r: [key_values("restored", [
         ("memories", r.restored_memories), ("previous ledger kept at", r.previous_ledger), ("projection", r.projection),
     ])])
 
@@ -351,7 +369,9 @@ def restore(directory: str, project: str, as_json: bool) -> None:
 @click.option("--project", default=".", show_default=True)
 def rebuild_projections(project: str) -> None:
     """Rebuild the memory search collections and graph nodes from the ledger."""
-    result = _call(project, "rebuild_projections")
+    from query_server.tools import TOOLS
+
+    result = call(project, TOOLS["rebuild_projections"])
     console.print(f"projected {result['projected']} memories" + (f"; failed: {result['last_error']}" if result.get("failed") else ""))
     if result.get("failed"):
         raise click.ClickException("some projections failed — they stay queued; `codemem stats` shows the outbox")

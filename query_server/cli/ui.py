@@ -22,7 +22,7 @@ from types import FrameType
 
 import click
 
-from query_server.cli import InputError, _settings_for, console, main
+from query_server.cli.common import InputError, console, main, settings_for
 
 LOCATION_NAME = "codemem"
 STOP_GRACE_S = 30.0
@@ -140,7 +140,7 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
             "launch and cancel runs, wipe materializations and read the project's file paths; keep the default "
             "127.0.0.1 (reach it remotely through an SSH tunnel), or pass --allow-remote to accept that"
         )
-    settings = _settings_for(project)
+    settings = settings_for(project)
     root = settings.resolved_root()
     state = settings.resolved_state_dir()
     if not _port_free(host, port):

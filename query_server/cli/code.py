@@ -1,111 +1,52 @@
-"""The ``codemem`` command line: thin commands over the service (through the project's owner)."""
+"""The code commands: ``codemem index``, ``mcp``, ``serve``, ``health``, ``search``, ``status``,
+``query``, ``symbol``, ``related``, ``duplicates`` and ``hook`` — thin over the code tools (through
+the project's owner)."""
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 import click
-from pydantic import BaseModel, ValidationError
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.discovery import DiscoveryError, resolve_project_root
-from resources.settings import Settings
+from resources.schemas.tools import (
+    CodeSearchInput,
+    FindDuplicatesInput,
+    GetRelatedInput,
+    GetSymbolInput,
+    GraphQueryInput,
+    IndexInput,
+)
 
+from query_server.cli.common import (
+    PHASES,
+    InputError,
+    cell,
+    configure_logging,
+    console,
+    failure,
+    field_help,
+    key_values,
+    location,
+    main,
+    make_input,
+    open_handle,
+    parse_params,
+    query_options,
+    result_table,
+    settings_for,
+    show,
+)
+from query_server.cli.state_files import describe_broken_state
 from query_server.service import ToolError
-
-console = Console(stderr=True)  # progress, summaries of index runs, errors
-out = Console()  # query results (follows sys.stdout, so pipes and test runners get them)
-PHASES = {
-    "discover": "Discovering files",
-    "parse": "Parsing & writing",
-    "resolve": "Resolving cross-file edges",
-    "embed": "Computing dense vectors",
-}
-
-
-class InputError(click.ClickException):
-    """Bad input (invalid arguments, refused query, unknown symbol): exit status 2, no traceback."""
-
-    exit_code = 2
-
-
-def _settings_for(project: str) -> Settings:
-    try:
-        root = resolve_project_root(Path(project))
-    except DiscoveryError as exc:
-        raise InputError(str(exc)) from exc
-    return Settings(project_root=root)
-
-
-def _handle(project: str):  # noqa: ANN202 - lazy import keeps `codemem --help` fast
-    from query_server.ownership import ProjectHandle
-
-    settings = _settings_for(project)
-    try:
-        return ProjectHandle(settings)
-    except ToolError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except Exception as exc:
-        from query_server.cli_repair import describe_broken_state
-
-        broken = describe_broken_state(settings.resolved_state_dir())
-        if broken:
-            raise click.ClickException(f"opening the project's stores failed: {broken}") from exc
-        raise _failure("opening the project's stores", exc) from exc
-
-
-def _failure(what: str, exc: Exception) -> click.ClickException:
-    """An unexpected failure as one line (exit 1); the traceback goes to the log at debug level."""
-    import traceback
-
-    import structlog
-
-    structlog.get_logger("codemem.cli").debug("command failed", operation=what, traceback=traceback.format_exc())
-    return click.ClickException(f"{what} failed: {type(exc).__name__}: {exc} (CODEMEM_LOG_LEVEL=DEBUG logs the traceback)")
-
-
-def _configure_logging(default_level: str = "WARNING") -> None:
-    """JSON log lines on stderr; ``CODEMEM_LOG_LEVEL`` overrides the command's default level (the
-    servers log every tool call at INFO; one-shot commands only warnings)."""
-    import logging
-
-    import structlog
-
-    level = os.environ.get("CODEMEM_LOG_LEVEL", default_level).upper()
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s", force=True)
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-    )
-
-
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    """Turn SIGTERM into a normal exit so the stores close (the embedded graph server included)."""
-    raise SystemExit(128 + signum)
-
-
-@click.group()
-@click.version_option(package_name="codemem")
-def main() -> None:
-    """codemem — long-term memory and codebase intelligence for Claude Code."""
-    _configure_logging()
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True}, add_help_option=False)
@@ -169,7 +110,7 @@ def print_summary(report: dict[str, Any]) -> None:
 @main.command()
 @click.argument("path", default=".", type=click.Path(file_okay=True, dir_okay=True))
 @click.option("--no-embed", is_flag=True, help="Write sparse vectors and the graph only; dense vectors later.")
-@click.option("--reembed", is_flag=True, help="Rebuild the whole index, vectors included (after a model change).")
+@click.option("--reembed", is_flag=True, help=field_help(IndexInput, "reembed"))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--repair", is_flag=True, help="Drop stray entries from the stores and re-index every file from disk.")
 @click.option("--plain", is_flag=True, help="Run the indexing functions directly instead of as a Dagster run.")
@@ -179,9 +120,9 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     When this process owns the project's stores, the run is the Dagster asset run the UI shows
     (`codemem ui`); when a codemem server owns them, that server indexes.
     """
-    from resources.schemas.tools import IndexInput
+    from query_server.tools import TOOLS
 
-    handle = _handle(path)
+    handle = open_handle(path)
     try:
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -195,11 +136,11 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
                 bar.update(tasks[phase], completed=done, total=total or None)
 
             if handle.is_owner and not plain and not reembed:
-                report = handle.call("index", IndexInput(embed=not no_embed), on_progress, through_dagster=True, repair=repair)
+                report = handle.call(TOOLS["index"], IndexInput(embed=not no_embed), on_progress, through_dagster=True, repair=repair)
             elif repair:
                 raise InputError("--repair needs the stores: stop the codemem server of this project, then run it again")
             else:
-                report = handle.call("index", IndexInput(embed=not no_embed, reembed=reembed), on_progress)
+                report = handle.call(TOOLS["index"], IndexInput(embed=not no_embed, reembed=reembed), on_progress)
     except ToolError as exc:
         raise InputError(str(exc)) from exc
     except KeyboardInterrupt:
@@ -208,12 +149,10 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     except click.ClickException:
         raise
     except Exception as exc:  # a corrupted state file names itself; anything else is one line, no traceback
-        from query_server.cli_repair import describe_broken_state
-
         broken = describe_broken_state(handle.state_dir)
         if broken:
             raise click.ClickException(f"indexing failed: {broken}") from exc
-        raise _failure("indexing", exc) from exc
+        raise failure("indexing", exc) from exc
     finally:
         handle.close()
     if as_json:
@@ -229,10 +168,10 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
 @click.option("--project", default=".", help="The repository to serve.")
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json)."""
-    _configure_logging("INFO")
+    configure_logging("INFO")
     from query_server.mcp_server import run_stdio
 
-    handle = _handle(project)
+    handle = open_handle(project)
     try:
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
@@ -247,20 +186,20 @@ def mcp(project: str) -> None:
 @click.option("--port", default=8765, show_default=True)
 def serve(project: str, host: str, port: int) -> None:
     """Serve HTTP: MCP at /mcp, POST /tools/<name>, /health, /metrics, /docs."""
-    _configure_logging("INFO")
+    configure_logging("INFO")
     import uvicorn
 
     from query_server.http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
     from query_server.request_guard import WILDCARD_BINDS
 
-    settings = _settings_for(project)
+    settings = settings_for(project)
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if host not in LOOPBACK and not token:
         raise click.ClickException(
             f"refusing to bind {host} without a bearer token — set CODEMEM_API_TOKEN, or keep the "
             "default 127.0.0.1"
         )
-    handle = _handle(project)
+    handle = open_handle(project)
     try:
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
@@ -278,136 +217,56 @@ def serve(project: str, host: str, port: int) -> None:
         handle.close()
 
 
-def _call(project: str, method: str, request: BaseModel | None = None) -> Any:
-    """Run one service method for the project (through its owner) with CLI-friendly errors.
-
-    A refusal of the tool (``ToolError``) or invalid input exits 2 with its message; any other
-    failure exits 1 with a one-line message (see ``_failure``).
-    """
-    from resources.schemas.tools import describe_validation_error
-
-    handle = _handle(project)
-    try:
-        return handle.call(method, *([request] if request is not None else []))
-    except ToolError as exc:
-        raise InputError(str(exc)) from exc
-    except ValidationError as exc:
-        raise InputError(describe_validation_error(exc)) from exc
-    except Exception as exc:
-        raise _failure(method, exc) from exc
-    finally:
-        handle.close()
-
-
-def _request(model: type[BaseModel], **fields: Any) -> BaseModel:
-    """Build a tool input, turning validation errors into one clear line (exit 2)."""
-    from resources.schemas.tools import describe_validation_error
-
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise InputError(describe_validation_error(exc)) from exc
-
-
-Renderer = Callable[[Any], Iterable[RenderableType]]
-
-
-def _query_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every query command has: ``--project`` and ``--json``."""
-    command = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (for scripts).")(command)
-    return click.option("--project", default=".", show_default=True, help="The indexed repository.")(command)
-
-
-def _show(project: str, method: str, request: BaseModel | None, as_json: bool, render: Renderer) -> Any:
-    """Run ``method`` and print its result: rich tables on stdout, or its exact JSON with ``--json``."""
-    result = _call(project, method, request)
-    if as_json:
-        click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
-    else:
-        for renderable in render(result):
-            out.print(renderable)
-    return result
-
-
-def _text(value: Any) -> Text:
-    """A table cell: strings verbatim (never rich markup), other values as JSON, None empty."""
-    if value is None:
-        return Text("")
-    if isinstance(value, Text):
-        return value
-    if isinstance(value, str):
-        return Text(value)
-    return Text(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _table(*columns: str, **options: Any) -> Table:
-    """A result table whose cells fold long names and paths instead of cutting them."""
-    table = Table(title_justify="left", **options)
-    for column in columns:
-        table.add_column(Text(column), overflow="fold")
-    return table
-
-
-def _location(path: str | None, line: int | None) -> Text:
-    return Text(f"{path or ''}:{line}" if line else (path or ""))
-
-
-def _key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
-    table = _table("", "", title=Text(title), show_header=False)
-    table.columns[0].style = "bold"
-    for key, value in rows:
-        table.add_row(key, _text(value))
-    return table
-
-
 @main.command()
-@_query_options
+@query_options
 def health(project: str, as_json: bool) -> None:
     """Show each dependency's state (exit 1 when one does not work)."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         colour = {"ok": "green", "degraded": "yellow", "error": "red"}
-        table = _table("component", "status", "details", title=f"codemem health: [{colour[result.status]}]{result.status}[/]")
+        table = result_table("component", "status", "details", title=f"codemem health: [{colour[result.status]}]{result.status}[/]")
         for name, state in result.components.items():
             details = ", ".join(f"{k}={v}" for k, v in state.items() if k not in ("status", "ok"))
             table.add_row(name, Text(state.get("status", "?"), style=colour.get(state.get("status"), "")), Text(details))
         yield table
 
-    result = _show(project, "health", None, as_json, render)
+    result = show(project, TOOLS["health"], None, as_json, render)
     if result.status == "error":
         sys.exit(1)
 
 
 @main.command()
 @click.argument("query")
-@_query_options
-@click.option("--language", default=None, help="Only this language (python, typescript, ...).")
-@click.option("--path-prefix", default=None, help="Only files under this repo-relative directory.")
+@query_options
+@click.option("--language", default=None, help=field_help(CodeSearchInput, "language"))
+@click.option("--path-prefix", default=None, help=field_help(CodeSearchInput, "path_prefix"))
 @click.option("--kind", default=None, help="Only this kind: function, method, class, ...")
 @click.option("--limit", default=10, show_default=True)
-@click.option("--cursor", default=None, help="The next_cursor of a previous page (see --json).")
+@click.option("--cursor", default=None, help=field_help(CodeSearchInput, "cursor", "See --json."))
 @click.option("--full", is_flag=True, help="Whole docstrings and 30-line snippets in --json (default: summaries).")
 def search(query: str, project: str, as_json: bool, language: str | None, path_prefix: str | None, kind: str | None, limit: int, cursor: str | None, full: bool) -> None:
     """Search the indexed code by meaning and words."""
-    from resources.schemas.tools import CodeSearchInput
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
-        table = _table("score", "kind", "name", "location", "signature", title=Text(f"search: {query}"), caption=Text(result.search_mode + (" — more with --cursor (see --json)" if result.next_cursor else "")))
+        table = result_table("score", "kind", "name", "location", "signature", title=Text(f"search: {query}"), caption=Text(result.search_mode + (" — more with --cursor (see --json)" if result.next_cursor else "")))
         for hit in result.results:
-            where = _location(hit.file_path, hit.start_line)
+            where = location(hit.file_path, hit.start_line)
             if hit.provenance.stale:
                 where.append(" (stale)", style="yellow")
             table.add_row(f"{hit.score:.4f}", hit.kind, Text(hit.qualified_name), where, Text(hit.signature))
         yield table if result.results else Text(f"no results ({result.search_mode})")
 
-    request = _request(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor, detail="full" if full else "summary")
-    _show(project, "code_search", request, as_json, render)
+    request = make_input(CodeSearchInput, query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor, detail="full" if full else "summary")
+    show(project, TOOLS["code_search"], request, as_json, render)
 
 
 @main.command()
-@_query_options
+@query_options
 def status(project: str, as_json: bool) -> None:
     """Show how complete and current the index is."""
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         last = result.last_index
@@ -427,46 +286,32 @@ def status(project: str, as_json: bool) -> None:
                 f"{len(last.get('failed', []))} failed in {last.get('seconds', 0):.2f} s" if last else "never"
             )),
         ]
-        yield _key_values("codemem status", rows)
+        yield key_values("codemem status", rows)
 
-    _show(project, "index_status", None, as_json, render)
-
-
-def _parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``key=value`` pairs; a value is JSON when it parses as JSON, else the string itself."""
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--param {pair!r}: expected key=value, e.g. --param name=merge_settings or --param limit=5")
-        try:
-            params[key.strip()] = json.loads(raw)
-        except ValueError:
-            params[key.strip()] = raw
-    return params
+    show(project, TOOLS["index_status"], None, as_json, render)
 
 
 @main.command(name="query")
 @click.argument("cypher")
-@_query_options
+@query_options
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="A query parameter $KEY (repeatable); VALUE is JSON when it parses, else a string.")
-@click.option("--limit", default=100, show_default=True, help="Maximum rows returned (1-1000).")
+@click.option("--limit", default=100, show_default=True, help=field_help(GraphQueryInput, "limit"))
 def query_command(cypher: str, project: str, as_json: bool, params: tuple[str, ...], limit: int) -> None:
     """Run a read-only Cypher query over the code graph (labels File, Module, Class, Function)."""
-    from resources.schemas.tools import GraphQueryInput
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         if not result.results:
             yield Text("no rows")
             return
         caption = f"{len(result.results)} row(s)" + (f" — truncated (raise --limit, now {limit})" if result.truncated else "")
-        table = _table(*result.columns, caption=caption)
+        table = result_table(*result.columns, caption=caption)
         for row in result.results:
-            table.add_row(*(_text(row.get(column)) for column in result.columns))
+            table.add_row(*(cell(row.get(column)) for column in result.columns))
         yield table
 
-    request = _request(GraphQueryInput, cypher=cypher, parameters=_parse_params(params) or None, limit=limit)
-    _show(project, "graph_query", request, as_json, render)
+    request = make_input(GraphQueryInput, cypher=cypher, parameters=parse_params(params) or None, limit=limit)
+    show(project, TOOLS["graph_query"], request, as_json, render)
 
 
 graph_command = copy.copy(query_command)
@@ -476,18 +321,18 @@ main.add_command(graph_command, name="graph")  # the earlier name of `query`, ke
 
 @main.command()
 @click.argument("symbol")
-@_query_options
-@click.option("--code", "include_code", is_flag=True, help="Also print the symbol's source.")
+@query_options
+@click.option("--code", "include_code", is_flag=True, help=field_help(GetSymbolInput, "include_code"))
 def symbol(symbol: str, project: str, as_json: bool, include_code: bool) -> None:
     """Show a symbol (id or qualified name) with its callers and callees."""
-    from resources.schemas.tools import GetSymbolInput
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         hit = result.symbol
-        where = _location(hit.file_path, hit.start_line)
+        where = location(hit.file_path, hit.start_line)
         if hit.provenance.stale:
             where.append(" (stale: changed since indexed)", style="yellow")
-        yield _key_values(f"{hit.kind} {hit.qualified_name}", [
+        yield key_values(f"{hit.kind} {hit.qualified_name}", [
             ("signature", hit.signature), ("location", where), ("language", hit.language),
             ("docstring", hit.docstring), ("id", hit.id),
         ])
@@ -495,52 +340,53 @@ def symbol(symbol: str, project: str, as_json: bool, include_code: bool) -> None
             if not rows:
                 yield Text(f"no {role} in the index")
                 continue
-            table = _table("name", "location", "call line", title=f"{role} ({len(rows)})")
+            table = result_table("name", "location", "call line", title=f"{role} ({len(rows)})")
             for row in rows:
-                table.add_row(_text(row.get("qualified_name")), _location(row.get("file_path"), row.get("start_line")), _text(row.get("line_number")))
+                table.add_row(cell(row.get("qualified_name")), location(row.get("file_path"), row.get("start_line")), cell(row.get("line_number")))
             yield table
         if result.code is not None:
             yield Text(result.code, no_wrap=True, overflow="ignore")
 
-    _show(project, "get_symbol", _request(GetSymbolInput, symbol=symbol, include_code=include_code), as_json, render)
+    show(project, TOOLS["get_symbol"], make_input(GetSymbolInput, symbol=symbol, include_code=include_code), as_json, render)
 
 
 @main.command()
 @click.argument("entity")
-@_query_options
-@click.option("--type", "types", multiple=True, help="Relationship type to follow (repeatable): CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS.")
+@query_options
+@click.option("--type", "types", multiple=True, help=field_help(GetRelatedInput, "relationship_types", "Repeatable."))
 @click.option("--direction", type=click.Choice(["outgoing", "incoming", "both"]), default="both", show_default=True)
-@click.option("--depth", default=1, show_default=True, help="Hops to walk (1-5).")
+@click.option("--depth", default=1, show_default=True, help=field_help(GetRelatedInput, "depth"))
 @click.option("--limit", default=50, show_default=True)
 def related(entity: str, project: str, as_json: bool, types: tuple[str, ...], direction: str, depth: int, limit: int) -> None:
     """Walk the code graph from a symbol or file (callers, callees, imports, bases)."""
-    from resources.schemas.tools import GetRelatedInput
+    from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
         start = result.entity.get("qualified_name") or result.entity.get("file_path")
         if not result.results:
             yield Text(f"nothing related to {start} ({direction}, depth {depth})")
             return
-        table = _table("hops", "via", "kind", "name", "location", title=Text(f"related to {start}"), caption="truncated — raise --limit" if result.truncated else None)
+        table = result_table("hops", "via", "kind", "name", "location", title=Text(f"related to {start}"), caption="truncated — raise --limit" if result.truncated else None)
         for row in result.results:
-            table.add_row(str(row.distance), " > ".join(row.via), row.kind or row.label, Text(row.qualified_name or row.name or ""), _location(row.file_path, row.start_line))
+            table.add_row(str(row.distance), " > ".join(row.via), row.kind or row.label, Text(row.qualified_name or row.name or ""), location(row.file_path, row.start_line))
         yield table
 
-    request = _request(GetRelatedInput, entity_id=entity, relationship_types=[t.upper() for t in types] or None, direction=direction, depth=depth, limit=limit)
-    _show(project, "get_related", request, as_json, render)
+    request = make_input(GetRelatedInput, entity_id=entity, relationship_types=[t.upper() for t in types] or None, direction=direction, depth=depth, limit=limit)
+    show(project, TOOLS["get_related"], request, as_json, render)
 
 
 @main.command()
 @click.argument("file", type=click.File("r", encoding="utf-8"), required=False)
-@_query_options
+@query_options
 @click.option("--code", default=None, help="The code to check, instead of FILE.")
 @click.option("--language", default=None, help="Its language (default: from FILE's extension, else python).")
-@click.option("--threshold", type=float, default=None, help="Similarity 0.70-0.95 (default 0.85).")
+@click.option("--threshold", type=float, default=None, help=field_help(FindDuplicatesInput, "threshold"))
 @click.option("--limit", default=10, show_default=True)
 def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | None, language: str | None, threshold: float | None, limit: int) -> None:
     """Check code (FILE, - for stdin, or --code) against the functions the repository already has."""
     from pipelines.parsing import EXTENSIONS
-    from resources.schemas.tools import FindDuplicatesInput
+
+    from query_server.tools import TOOLS
 
     if (file is None) == (code is None):
         raise InputError("give the code to check as FILE, - (stdin) or --code TEXT (exactly one of them)")
@@ -553,22 +399,10 @@ def duplicates(file: IO[str] | None, project: str, as_json: bool, code: str | No
         if not result.duplicates:
             yield Text(f"no existing function above the threshold ({result.threshold:.2f})")
             return
-        table = _table("similarity", "location", "signature", "recommendation", title=f"{result.duplicate_count} existing function(s) at or above {result.threshold:.2f}")
+        table = result_table("similarity", "location", "signature", "recommendation", title=f"{result.duplicate_count} existing function(s) at or above {result.threshold:.2f}")
         for hit in result.duplicates:
-            table.add_row(f"{hit.similarity:.4f}", _location(hit.file_path, hit.start_line), Text(hit.signature), Text(hit.recommendation))
+            table.add_row(f"{hit.similarity:.4f}", location(hit.file_path, hit.start_line), Text(hit.signature), Text(hit.recommendation))
         yield table
 
-    request = _request(FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit)
-    _show(project, "find_duplicates", request, as_json, render)
-
-
-
-
-from query_server import cli_design, cli_eval, cli_init, cli_memory, cli_pipeline, cli_repair, cli_ui  # noqa: E402,F401 - register their commands on `main`
-
-if __name__ == "__main__":
-    # `python -m query_server.cli` runs this file as __main__: the commands of the modules above
-    # registered themselves on the importable module's `main`, so run that one
-    from query_server.cli import main as _registered_main
-
-    _registered_main()
+    request = make_input(FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit)
+    show(project, TOOLS["find_duplicates"], request, as_json, render)

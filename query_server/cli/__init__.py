@@ -1,0 +1,14 @@
+"""The ``codemem`` command line: thin commands over the service's tools (through the project's owner).
+
+``common`` holds the click group ``main`` and what every command shares; each command module
+registers its commands on ``main`` when imported, and imports only ``common`` (``design`` also adds
+``memory health`` to the group of ``memory``). This package imports them all, so ``main`` has
+every command; nothing imports the package back.
+"""
+
+from __future__ import annotations
+
+from query_server.cli import code, design, eval, init, memory, pipeline, repair, ui  # noqa: F401 - register their commands
+from query_server.cli.common import main
+
+__all__ = ["main"]

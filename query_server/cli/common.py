@@ -1,0 +1,226 @@
+"""What every ``codemem`` command shares: the click group ``main``, the consoles, the errors, the
+project handle, and running a tool of the registry (``query_server.tools``) with its result shown as
+rich tables or as its exact JSON.
+
+The command modules (``code``, ``memory``, ``design``, ...) import this one and register their
+commands on ``main``; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from pydantic import BaseModel, ValidationError
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pipelines.discovery import DiscoveryError, resolve_project_root
+from resources.settings import Settings
+
+from query_server.cli.state_files import describe_broken_state
+from query_server.service import ToolError
+
+if TYPE_CHECKING:
+    from query_server.ownership import ProjectHandle
+    from query_server.tools import Tool
+
+console = Console(stderr=True)  # progress, summaries of index runs, errors
+out = Console()  # query results (follows sys.stdout, so pipes and test runners get them)
+PHASES = {
+    "discover": "Discovering files",
+    "parse": "Parsing & writing",
+    "resolve": "Resolving cross-file edges",
+    "embed": "Computing dense vectors",
+}
+"""The index run's progress phases as the progress bars name them."""
+
+
+class InputError(click.ClickException):
+    """Bad input (invalid arguments, refused query, unknown symbol): exit status 2, no traceback."""
+
+    exit_code = 2
+
+
+def field_help(model: type[BaseModel], field: str, more: str = "") -> str:
+    """The help of an option that sets ``model``'s ``field``: the field's description (written once,
+    for the MCP tool, the HTTP route and the CLI), then ``more`` (e.g. "Repeatable.")."""
+    description = model.model_fields[field].description
+    if not description:
+        raise ValueError(f"{model.__name__}.{field} has no description to use as an option's help")
+    return f"{description} {more}" if more else description
+
+
+def settings_for(project: str) -> Settings:
+    """The settings of the project at or above ``project`` (no project: exit 2)."""
+    try:
+        root = resolve_project_root(Path(project))
+    except DiscoveryError as exc:
+        raise InputError(str(exc)) from exc
+    return Settings(project_root=root)
+
+
+def open_handle(project: str) -> ProjectHandle:
+    """The project's stores, owned by this process or reached through their owner; a failure to
+    open them is one line naming the corrupted state file, when one is."""
+    from query_server.ownership import ProjectHandle  # lazy: keeps `codemem --help` fast
+
+    settings = settings_for(project)
+    try:
+        return ProjectHandle(settings)
+    except ToolError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except Exception as exc:
+        broken = describe_broken_state(settings.resolved_state_dir())
+        if broken:
+            raise click.ClickException(f"opening the project's stores failed: {broken}") from exc
+        raise failure("opening the project's stores", exc) from exc
+
+
+def failure(what: str, exc: Exception) -> click.ClickException:
+    """An unexpected failure as one line (exit 1); the traceback goes to the log at debug level."""
+    import traceback
+
+    import structlog
+
+    structlog.get_logger("codemem.cli").debug("command failed", operation=what, traceback=traceback.format_exc())
+    return click.ClickException(f"{what} failed: {type(exc).__name__}: {exc} (CODEMEM_LOG_LEVEL=DEBUG logs the traceback)")
+
+
+def configure_logging(default_level: str = "WARNING") -> None:
+    """JSON log lines on stderr; ``CODEMEM_LOG_LEVEL`` overrides the command's default level (the
+    servers log every tool call at INFO; one-shot commands only warnings)."""
+    import logging
+
+    import structlog
+
+    level = os.environ.get("CODEMEM_LOG_LEVEL", default_level).upper()
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s", force=True)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+    )
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """Turn SIGTERM into a normal exit so the stores close (the embedded graph server included)."""
+    raise SystemExit(128 + signum)
+
+
+@click.group()
+@click.version_option(package_name="codemem")
+def main() -> None:
+    """codemem — long-term memory and codebase intelligence for Claude Code."""
+    configure_logging()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def call(project: str, tool: Tool, request: BaseModel | None = None) -> Any:
+    """Run one tool of the registry for the project (through its owner) with CLI-friendly errors.
+
+    A refusal of the tool (``ToolError``) or invalid input exits 2 with its message; any other
+    failure exits 1 with a one-line message (see ``failure``).
+    """
+    from resources.schemas.tools import describe_validation_error
+
+    handle = open_handle(project)
+    try:
+        return handle.call(tool, *([request] if request is not None else []))
+    except ToolError as exc:
+        raise InputError(str(exc)) from exc
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc)) from exc
+    except Exception as exc:
+        raise failure(tool.name, exc) from exc
+    finally:
+        handle.close()
+
+
+def make_input(model: type[BaseModel], **fields: Any) -> BaseModel:
+    """Build a tool input, turning validation errors into one clear line (exit 2)."""
+    from resources.schemas.tools import describe_validation_error
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc)) from exc
+
+
+Renderer = Callable[[Any], Iterable[RenderableType]]
+
+
+def query_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every query command has: ``--project`` and ``--json``."""
+    command = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (for scripts).")(command)
+    return click.option("--project", default=".", show_default=True, help="The indexed repository.")(command)
+
+
+def show(project: str, tool: Tool, request: BaseModel | None, as_json: bool, render: Renderer) -> Any:
+    """Run ``tool`` and print its result: rich tables on stdout, or its exact JSON with ``--json``."""
+    result = call(project, tool, request)
+    if as_json:
+        click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        for renderable in render(result):
+            out.print(renderable)
+    return result
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` pairs; a value is JSON when it parses as JSON, else the string itself."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--param {pair!r}: expected key=value, e.g. --param name=merge_settings or --param limit=5")
+        try:
+            params[key.strip()] = json.loads(raw)
+        except ValueError:
+            params[key.strip()] = raw
+    return params
+
+
+def cell(value: Any) -> Text:
+    """A table cell: strings verbatim (never rich markup), other values as JSON, None empty."""
+    if value is None:
+        return Text("")
+    if isinstance(value, Text):
+        return value
+    if isinstance(value, str):
+        return Text(value)
+    return Text(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def result_table(*columns: str, **options: Any) -> Table:
+    """A result table whose cells fold long names and paths instead of cutting them."""
+    table = Table(title_justify="left", **options)
+    for column in columns:
+        table.add_column(Text(column), overflow="fold")
+    return table
+
+
+def location(path: str | None, line: int | None) -> Text:
+    """``path:line`` (just the path without a line)."""
+    return Text(f"{path or ''}:{line}" if line else (path or ""))
+
+
+def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    """A two-column table: the keys in bold, the values as cells."""
+    table = result_table("", "", title=Text(title), show_header=False)
+    table.columns[0].style = "bold"
+    for key, value in rows:
+        table.add_row(key, cell(value))
+    return table
