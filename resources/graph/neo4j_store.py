@@ -23,15 +23,9 @@ from tenacity import (
 )
 
 from resources.graph import cypher as cy
-from resources.graph.store import (
-    QUERY_HINT,
-    BaseGraphStore,
-    GraphQueryError,
-    GraphUnavailable,
-    ReadOnlyViolation,
-    assert_read_only,
-    to_jsonable,
-)
+from resources.graph.base import BaseGraphStore
+from resources.graph.model import QUERY_HINT, GraphQueryError, GraphUnavailable, ReadOnlyViolation, to_jsonable
+from resources.graph.read_only import assert_read_only
 
 try:
     import neo4j

@@ -1,6 +1,6 @@
 """graph_query refuses mutating Cypher in every spelling, and the graph is unchanged afterwards.
 
-The guard (``resources.graph.store.assert_read_only``) gives the clear message; the backend's read-only
+The guard (``resources.graph.read_only.assert_read_only``) gives the clear message; the backend's read-only
 mode (FalkorDB ``GRAPH.RO_QUERY``, Neo4j read transactions) is the real guarantee. Every case here must
 come back as a 400 with an ``error`` (refused as a write, or a Cypher error from the read-only backend),
 never a 5xx, and the node/edge counts and a property checksum must not move.
