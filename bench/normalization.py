@@ -172,7 +172,7 @@ def real_text(count: int, work: Path, rng: random.Random) -> dict:
                     items.append({"memory_type": "session", "content": variant})
         ids: list[str] = []
         for start in range(0, len(items), 500):
-            ids += svc.memory_bulk_add(MemoryBulkAddInput(memories=items[start : start + 500])).added_ids
+            ids += svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=items[start : start + 500])).added_ids
         normalizer = Normalizer(svc.memory.ledger, svc.memory.projector, state_dir=svc.settings.resolved_state_dir(),
                                 threshold=svc.settings.memory_dedup_threshold)
         report = normalizer.run(dry_run=True)

@@ -14,14 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 
 MAX_PAUSE_S = 0.25
 """Longest a background step waits for calls in flight (then it proceeds anyway)."""
 POLL_S = 0.005
 """How often a waiting step looks again."""
-NOT_FOREGROUND = frozenset({"index", "index_file", "refresh_design"})
-"""Methods that run index work themselves (a call counted in flight would make its own steps wait)."""
 
 
 class ForegroundGate:
@@ -60,10 +58,6 @@ class ForegroundGate:
             with self._lock:
                 self._in_flight -= 1
                 self.activity += 1
-
-    def serving_call(self, method: str) -> AbstractContextManager[None]:
-        """``serving()`` for a tool call, nothing for the methods in ``NOT_FOREGROUND``."""
-        return nullcontext() if method in NOT_FOREGROUND else self.serving()
 
     def pause_for_foreground(self) -> float:
         """Wait while calls are in flight, at most ``max_pause_s``; returns the seconds waited."""

@@ -1,7 +1,9 @@
 """HTTP face of the service: ``POST /tools/<name>``, ``/health``, ``/metrics``, OpenAPI at ``/docs``,
 and the MCP streamable-HTTP endpoint mounted at ``/mcp``.
 
-Every route is a few lines over ``ProjectHandle.call``. Binding beyond loopback requires a
+The tool routes are generated from the registry (``query_server.tools``): each tool with a
+route takes its input model as the body and answers with its result model; errors are mapped by
+``query_server.errors``. Binding beyond loopback requires a
 bearer token (``CODEMEM_API_TOKEN``); when a token is set, every route but ``/health`` checks it.
 In front of every route, ``RequestGuard`` refuses a foreign Host (421) or Origin (403) and a body
 over ``CODEMEM_MAX_REQUEST_BYTES`` (413); ``/mcp`` checks the same allow-list (``request_guard``).
@@ -12,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Optional
 
 import anyio
 import structlog
@@ -21,33 +23,19 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
 
-from resources.graph.store import GraphUnavailable
-from resources.schemas.memory import (
-    MemoryStatisticsResult,
-)
-from resources.schemas.tools import (
-    HealthResult,
-    IndexStatusResult,
-    JobStatusInput,
-)
+from resources.schemas.memory import MemoryStatisticsResult
+from resources.schemas.tools import HealthResult, IndexStatusResult
 
+from query_server.errors import http_error
 from query_server.mcp_server import build_mcp_server
-from query_server.methods import METHODS
 from query_server.ownership import ProjectHandle
 from query_server.request_guard import LOOPBACK_NAMES, RequestGuard, transport_security
-from query_server.service import ToolError
 from query_server.telemetry import Metrics, ToolTelemetry
+from query_server.tools import Tool, routed_tools
 
 log = structlog.get_logger("codemem.http")
 
-TOOL_ROUTES: dict[str, tuple[type[BaseModel] | None, type[BaseModel], str]] = {
-    name: (method.input, method.result, method.route)  # type: ignore[misc]
-    for name, method in METHODS.items()
-    if method.route is not None and method.result is not None
-}
-"""Every plain tool route (index_status merges a job's state and has its own): name -> (input, result, summary)."""
 LOOPBACK = frozenset(LOOPBACK_NAMES)
 """Bind addresses that need no bearer token (``codemem serve --host``)."""
 KEEP_ALIVE_S = 95
@@ -115,55 +103,35 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
                 )
         return await call_next(request)
 
-    async def run_tool(tool: str, method: str, *args: Any) -> Any:
+    async def run_tool(tool: Tool, *args: Any) -> Any:
         try:
-            with telemetry.call(tool, args[0] if args else None, face="http"):
-                return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
-        except ToolError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        except GraphUnavailable as exc:  # the store is down, not the request wrong: retry later
-            return JSONResponse(
-                {"error": f"the code graph is unavailable: {exc} — retry shortly; GET /health shows each store"},
-                status_code=503, headers={"Retry-After": "5"},
-            )
-        except Exception as exc:  # noqa: BLE001 - the boundary: log it, answer with what to do
-            log.exception("tool failed", tool=tool)
-            return JSONResponse(
-                {"error": f"{type(exc).__name__}: {exc} — see the server log; GET /health shows each store"},
-                status_code=500,
-            )
+            with telemetry.call(tool.name, args[0] if args else None, face="http"):
+                return await anyio.to_thread.run_sync(lambda: handle.call(tool, *args))
+        except Exception as exc:  # noqa: BLE001 - the boundary: the mapper logs a bug and says what to do
+            status, body, headers = http_error(tool.name, exc)
+            return JSONResponse(body, status_code=status, headers=headers)
 
-    def add_tool_route(name: str, input_model: type[BaseModel] | None, result_model: type[BaseModel], doc: str) -> None:
-        if input_model is None:
+    def add_tool_route(tool: Tool) -> None:
+        if tool.input is None:
             async def route() -> Any:
-                return await run_tool(name, name)
+                return await run_tool(tool)
         else:
-            async def route(request: Any) -> Any:
-                return await run_tool(name, name, request)
+            async def route(request: Any = None) -> Any:
+                return await run_tool(tool, *([request] if request is not None else []))
 
-            route.__annotations__["request"] = input_model
-        route.__doc__ = doc
-        route.__name__ = name
-        app.post(f"/tools/{name}", response_model=result_model, tags=["tools"])(route)
+            route.__annotations__["request"] = Optional[tool.input] if tool.optional_input else tool.input  # noqa: UP045
+            if not tool.optional_input:
+                route.__defaults__ = None
+        route.__doc__ = tool.route
+        route.__name__ = tool.name
+        app.post(f"/tools/{tool.name}", response_model=tool.result, tags=["tools"])(route)
 
-    for name, (input_model, result_model, doc) in TOOL_ROUTES.items():
-        add_tool_route(name, input_model, result_model, doc)
-
-    @app.post("/tools/index_status", response_model=IndexStatusResult, tags=["tools"])
-    async def index_status(request: JobStatusInput | None = None) -> Any:
-        """Overall index statistics; with ``job_id`` also that background job's state."""
-        status = await run_tool("index_status", "index_status")
-        if request is None or request.job_id is None or isinstance(status, JSONResponse):
-            return status
-        job = await run_tool("index_status", "job_status", request)
-        if isinstance(job, JSONResponse):
-            return job
-        status.job = job
-        return status
+    for tool in routed_tools():
+        add_tool_route(tool)
 
     @app.post("/tools/{name}", include_in_schema=False)
     async def unknown_tool(name: str) -> JSONResponse:
-        known = ", ".join(sorted([*TOOL_ROUTES, "index_status"]))
+        known = ", ".join(sorted(tool.name for tool in routed_tools()))
         return JSONResponse({"error": f"unknown tool {name!r} — the tools are: {known}"}, status_code=404)
 
     @app.get("/health", response_model=HealthResult)

@@ -1,50 +1,34 @@
-"""MCP face of the service: the code tools for Claude Code, over stdio (``codemem mcp``).
+"""MCP face of the service: every MCP tool of the registry (``query_server.tools``) for Claude Code,
+over stdio (``codemem mcp``) and streamable HTTP (mounted by ``query_server.http_api``).
 
-Each tool is a few lines over ``ProjectHandle.call``; the descriptions tell an LLM when to use
-the tool. Errors come back as MCP tool errors (``isError``) with an actionable message.
+Each tool is generated from its registry entry: its parameters are the fields of its input model
+(names, types, defaults, descriptions and constraints come from ``resources/schemas/``), its
+structured output is its result model, its description the entry's. Errors come back as MCP tool
+errors (``isError``) with an actionable message (``query_server.errors``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+import inspect
+import types
+from collections.abc import Callable, Coroutine
+from copy import copy
+from typing import Annotated, Any, Optional, Union, get_args, get_origin
 
 import anyio
-import structlog
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
-from pydantic import BaseModel, Field, ValidationError
+from mcp.server.mcpserver.exceptions import UnexpectedToolError
+from pydantic import BaseModel, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic.fields import FieldInfo
 
-from resources.schemas.tools import (
-    CodeKind,
-    CodeSearchInput,
-    CodeSearchResult,
-    FindDuplicatesInput,
-    FindDuplicatesResult,
-    GetRelatedInput,
-    GetRelatedResult,
-    GetSymbolInput,
-    GetSymbolResult,
-    GraphQueryInput,
-    GraphQueryResult,
-    IndexDirectoryInput,
-    IndexFileInput,
-    IndexFileResult,
-    IndexStatusResult,
-    JobState,
-    JobStatusInput,
-    ReindexInput,
-    RelationshipType,
-    describe_validation_error,
-)
+from resources.schemas.tools import describe_validation_error
 
-from query_server.mcp_design_tools import register_design_tools
-from query_server.mcp_memory_tools import register_memory_tools
+from query_server.errors import mcp_message
 from query_server.ownership import ProjectHandle
-from query_server.service import ToolError
 from query_server.telemetry import ToolTelemetry
-
-log = structlog.get_logger("codemem.mcp")
+from query_server.tools import Tool, mcp_tools
 
 INSTRUCTIONS = (
     "codemem knows this repository's code: search it by meaning before writing new code "
@@ -57,200 +41,105 @@ INSTRUCTIONS = (
 )
 
 
-ToolCall = Callable[..., Awaitable[Any]]
-"""``await call(method, input_model, **fields)``: validate, run on the project, record, map errors."""
+class CodememMCPServer(MCPServer):
+    """The MCP server with codemem's calls recorded and argument errors worded like the service's.
 
+    The SDK validates a call's arguments against the tool's parameters before the tool runs; its
+    error is a multi-line pydantic dump. Here it reads as every other validation error does
+    (``invalid input — field: problem``), and every call of a codemem tool is recorded.
+    """
 
-def make_tool_call(handle: ProjectHandle, telemetry: ToolTelemetry) -> ToolCall:
-    """The one path every MCP tool takes: input validation, the service call in a worker thread,
-    a telemetry record, and errors turned into MCP tool errors (``isError``) that say what to do."""
+    def __init__(self, telemetry: ToolTelemetry, **settings: Any) -> None:
+        """An empty server that records the calls of its codemem tools in ``telemetry``."""
+        super().__init__(**settings)
+        self.telemetry = telemetry
+        self.recorded: set[str] = set()
 
-    async def call(method: str, model: type[BaseModel] | None = None, /, **fields: Any) -> Any:
-        with telemetry.call(method, fields or None, face="mcp"):
-            request = None
-            if model is not None:
-                try:
-                    request = model(**fields)
-                except ValidationError as exc:
-                    raise MCPToolError(describe_validation_error(exc)) from exc
-            args = (request,) if request is not None else ()
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
+        """Call tool ``name``; see ``MCPServer.call_tool``."""
+        if name not in self.recorded:
+            return await super().call_tool(name, arguments, context)
+        with self.telemetry.call(name, arguments or None, face="mcp"):
             try:
-                return await anyio.to_thread.run_sync(lambda: handle.call(method, *args))
-            except ToolError as exc:
-                raise MCPToolError(str(exc)) from exc
-            except Exception as exc:
-                log.exception("tool failed", tool=method)
-                raise MCPToolError(
-                    f"{method} failed: {type(exc).__name__}: {exc} — see the server log; "
-                    "`codemem health` shows each store"
-                ) from exc
+                return await super().call_tool(name, arguments, context)
+            except MCPToolError as exc:
+                if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                    raise MCPToolError(f"Error executing tool {name}: {describe_validation_error(exc.__cause__)}") from exc.__cause__
+                raise
 
-    return call
+
+def _none_passes(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return None if value is None else handler(value)
+
+
+def _optional_text(annotation: Any) -> Any:
+    """``T`` when ``annotation`` is ``T | None`` for a text type ``T`` (``str``, maybe annotated), else None."""
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return None
+    members = get_args(annotation)
+    texts = [member for member in members if member is not type(None)]
+    if len(members) != 2 or len(texts) != 1:
+        return None
+    text = texts[0]
+    return text if (get_args(text)[0] if get_origin(text) is Annotated else text) is str else None
+
+
+def parameter(name: str, field: FieldInfo) -> inspect.Parameter:
+    """The MCP tool parameter of an input model's field: its type, with the field's description,
+    default and constraints (``FieldInfo``) as metadata, so the tool's input schema is the model's.
+
+    Optional text stays typed ``str`` (None let through): the SDK parses a JSON-looking string into
+    an object for any other type, and a one-line JSONL import or a memory's content would arrive
+    as one.
+    """
+    text = _optional_text(field.annotation)
+    if text is None:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[field.annotation, field])
+    constrained = Annotated[text, *field.metadata] if field.metadata else text
+    described = copy(field)
+    described.metadata = []
+    nullable = WrapValidator(_none_passes, json_schema_input_type=Optional[constrained])  # noqa: UP045 - a runtime type
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[constrained, nullable, described])
+
+
+Invoke = Callable[[Tool, BaseModel | None], Coroutine[Any, Any, Any]]
+"""``await invoke(tool, request)``: run a tool on the project (a worker thread), errors mapped."""
+
+
+def tool_function(tool: Tool, invoke: Invoke) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """The function the MCP SDK registers for ``tool``: keyword parameters from its input model,
+    its result model as the return annotation (structured output)."""
+
+    async def run(**arguments: Any) -> Any:
+        try:
+            request = tool.request(**arguments)
+        except ValidationError as exc:
+            raise MCPToolError(mcp_message(tool.name, exc)) from exc
+        return await invoke(tool, request)
+
+    fields = tool.input.model_fields if tool.input is not None else {}
+    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [parameter(name, field) for name, field in fields.items()], return_annotation=tool.result
+    )
+    run.__name__ = run.__qualname__ = tool.name
+    run.__doc__ = tool.description
+    return run
 
 
 def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = None) -> MCPServer:
-    """An MCP server exposing the code and memory tools of the project behind ``handle``."""
-    server = MCPServer(name="codemem", instructions=INSTRUCTIONS)
-    call = make_tool_call(handle, telemetry or ToolTelemetry())
+    """An MCP server exposing every MCP tool of the registry on the project behind ``handle``."""
+    server = CodememMCPServer(telemetry or ToolTelemetry(), name="codemem", instructions=INSTRUCTIONS)
 
-    @server.tool(name="code_search")
-    async def code_search(
-        query: Annotated[str, Field(description="What the code does, in words, or a code snippet.")],
-        language: Annotated[
-            str | None,
-            Field(description="Only this language (python, typescript, tsx, javascript, java, go, rust, csharp)."),
-        ] = None,
-        path_prefix: Annotated[str | None, Field(description="Only files under this repo-relative directory.")] = None,
-        kind: Annotated[CodeKind | None, Field(description="Only this kind of symbol.")] = None,
-        limit: Annotated[int, Field(description="Results per page, 1-100.")] = 10,
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
-        detail: Annotated[
-            Literal["summary", "full"],
-            Field(description="summary (default, cheap): signature, first docstring paragraph, 8 lines of code; full: whole docstring, 30 lines."),
-        ] = "summary",
-    ) -> CodeSearchResult:
-        """Find functions, methods and classes in this repository by meaning and by name.
+    async def invoke(tool: Tool, request: BaseModel | None) -> Any:
+        args = (request,) if request is not None else ()
+        try:
+            return await anyio.to_thread.run_sync(lambda: handle.call(tool, *args))
+        except Exception as exc:
+            raise MCPToolError(mcp_message(tool.name, exc)) from exc
 
-        Use it BEFORE writing new code (an existing function may already do it), to locate where
-        something is implemented, or to find examples of a pattern. Results carry file path,
-        lines, signature, docstring, a snippet, and provenance (stale=true means the file changed
-        since indexing). Combines semantic (dense) and keyword (sparse) search. Hits are summaries
-        by default; get_symbol (include_code=true) reads one in full, detail="full" widens all.
-        """
-        return await call(
-            "code_search", CodeSearchInput,
-            query=query, language=language, path_prefix=path_prefix, kind=kind, limit=limit, cursor=cursor,
-            detail=detail,
-        )
-
-    @server.tool(name="graph_query")
-    async def graph_query(
-        cypher: Annotated[str, Field(description="Read-only Cypher: MATCH ... RETURN ...")],
-        parameters: Annotated[dict[str, Any] | None, Field(description="Query parameters referenced as $name.")] = None,
-        limit: Annotated[int, Field(description="Maximum rows, 1-1000.")] = 100,
-    ) -> GraphQueryResult:
-        """Run a read-only Cypher query over the code graph.
-
-        Nodes: File {path, language, content_hash, indexed_at}, Function and Class {id,
-        name, qualified_name, file_path, language, kind, signature, start_line, end_line},
-        Module {name, language}. Relationships: CONTAINS (File/Class -> Function/Class), CALLS
-        (Function -> Function, line_number), IMPORTS (File -> File/Module, items), EXTENDS and
-        IMPLEMENTS (Class -> Class). Example: callers of a function:
-        MATCH (c:Function)-[:CALLS]->(f:Function {name: $name}) RETURN c.qualified_name, c.file_path.
-        Writes (CREATE, MERGE, SET, DELETE, ...) are refused.
-        """
-        return await call("graph_query", GraphQueryInput, cypher=cypher, parameters=parameters, limit=limit)
-
-    @server.tool(name="find_duplicates")
-    async def find_duplicates(
-        code: Annotated[str, Field(description="The function you are about to write (or a snippet of it).")],
-        language: Annotated[
-            str | None, Field(description="Its language: python, typescript, tsx, javascript, java, go, rust, csharp.")
-        ] = None,
-        threshold: Annotated[float | None, Field(description="Similarity threshold 0.70-0.95 (default 0.85).")] = None,
-        limit: Annotated[int, Field(description="Maximum duplicates, 1-100.")] = 10,
-    ) -> FindDuplicatesResult:
-        """Check whether the repository already has a function like the one you are about to write.
-
-        Call it BEFORE implementing a helper or utility: it returns existing functions above the
-        similarity threshold with their location, signature, docstring and a reuse recommendation.
-        """
-        return await call(
-            "find_duplicates", FindDuplicatesInput, code=code, language=language, threshold=threshold, limit=limit
-        )
-
-    @server.tool(name="get_symbol")
-    async def get_symbol(
-        symbol: Annotated[
-            str, Field(description="An id from code_search or a qualified name such as pkg.module.Class.method.")
-        ],
-        include_code: Annotated[bool, Field(description="Also return the full source.")] = False,
-    ) -> GetSymbolResult:
-        """One function or class: signature, docstring, location, callers and callees; its full
-        source with include_code=true. Use it after code_search to read a hit in depth."""
-        return await call("get_symbol", GetSymbolInput, symbol=symbol, include_code=include_code)
-
-    @server.tool(name="get_related")
-    async def get_related(
-        entity_id: Annotated[str, Field(description="A symbol id, a qualified name, or a repo-relative file path.")],
-        relationship_types: Annotated[
-            list[RelationshipType] | None,
-            Field(description="Only these: CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS."),
-        ] = None,
-        direction: Annotated[
-            Literal["outgoing", "incoming", "both"],
-            Field(description="outgoing (what it uses), incoming (what uses it) or both."),
-        ] = "both",
-        depth: Annotated[int, Field(description="Hops, 1-5.")] = 1,
-        limit: Annotated[int, Field(description="Results per page, 1-500.")] = 50,
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page.")] = None,
-    ) -> GetRelatedResult:
-        """Walk the code graph from a function, class or file: its callers (incoming CALLS), its
-        callees (outgoing CALLS), imports, base classes and implementations, up to 5 hops, nearest
-        first. Use it to see what a change would affect or how something is used."""
-        return await call(
-            "get_related", GetRelatedInput,
-            entity_id=entity_id, relationship_types=relationship_types, direction=direction, depth=depth, limit=limit,
-            cursor=cursor,
-        )
-
-    @server.tool(name="index_status")
-    async def index_status(
-        job_id: Annotated[
-            str | None, Field(description="A job id from index_directory/reindex; omit for overall statistics.")
-        ] = None,
-    ) -> IndexStatusResult:
-        """How much of the repository is indexed (files, symbols, edges, dense-vector coverage, the
-        search mode in effect, stores and embedder, last run); with job_id also that background
-        job's phase, percent and final report. Call it when results look incomplete or stale."""
-        status = await call("index_status")
-        if job_id is not None:
-            status.job = await call("job_status", JobStatusInput, job_id=job_id)
-        return status
-
-    @server.tool(name="index_file")
-    async def index_file(
-        file_path: Annotated[str, Field(description="Path to the file (must be within the project).")],
-        force: Annotated[bool, Field(description="Re-index even if unchanged.")] = False,
-    ) -> IndexFileResult:
-        """Index one file now, e.g. right after editing it, so searches see the new code."""
-        return await call("index_file", IndexFileInput, file_path=file_path, force=force)
-
-    @server.tool(name="index_directory")
-    async def index_directory(
-        directory_path: Annotated[str, Field(description="Directory inside the project ('.' for all).")] = ".",
-        extensions: Annotated[
-            list[str] | None, Field(description="Only these extensions this run, e.g. ['.py'].")
-        ] = None,
-        exclude: Annotated[
-            list[str] | None, Field(description="Gitignore-style patterns to leave alone this run.")
-        ] = None,
-        force: Annotated[bool, Field(description="Re-index every file, changed or not.")] = False,
-    ) -> JobState:
-        """Index a directory recursively in the background (only changed files are re-parsed).
-        Returns a job at once; poll index_status(job_id) for phase, percent and the report."""
-        return await call(
-            "index_directory", IndexDirectoryInput,
-            directory_path=directory_path, extensions=extensions, exclude=exclude, force=force,
-        )
-
-    @server.tool(name="reindex")
-    async def reindex(
-        directory_path: Annotated[str, Field(description="Directory to re-index ('.' for all).")] = ".",
-        scope: Annotated[
-            Literal["full", "changed"], Field(description="'changed' (incremental, default) or 'full' (clear first).")
-        ] = "changed",
-        extensions: Annotated[list[str] | None, Field(description="Only these extensions.")] = None,
-        exclude: Annotated[list[str] | None, Field(description="Patterns to leave alone.")] = None,
-    ) -> JobState:
-        """Re-index in the background; scope='full' re-processes everything (and, for the whole
-        project, rebuilds vectors too). Returns a job; poll index_status(job_id)."""
-        return await call(
-            "reindex", ReindexInput, directory_path=directory_path, scope=scope, extensions=extensions, exclude=exclude
-        )
-
-    register_memory_tools(server, call)
-    register_design_tools(server, call)
+    for tool in mcp_tools():
+        server.add_tool(tool_function(tool, invoke), name=tool.name, description=tool.description)
+        server.recorded.add(tool.name)
     return server
 
 

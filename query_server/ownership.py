@@ -7,10 +7,13 @@ serves the service methods on a loopback port written, with a random token, to
 the MCP server runs, a Dagster run) sends its calls there. When the owner goes away, the next
 caller takes the lock and becomes the owner itself.
 
-A call in flight when its owner dies is retried on the next owner (``ProjectHandle.call``) under
-its method's retry policy (``query_server.methods``): writes carry an idempotency key that the
-ledger deduplicates, so the caller gets one result and the stores change once. The owner answers
-only after the method returned, i.e. after the ledger committed.
+Calls name a tool of the registry (``query_server.tools``): the name crosses the process
+boundary, and each side runs or sends that tool's entry. A call in flight when its owner dies is
+retried on the next owner (``ProjectHandle.call``) under the tool's retry policy
+(``query_server.tools.registry``): writes carry an idempotency key that the ledger deduplicates,
+so the caller gets one result and the stores change once. The owner answers only after the tool
+returned, i.e. after the ledger committed. A failure keeps its kind across the boundary
+(``query_server.errors``).
 """
 
 from __future__ import annotations
@@ -29,15 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from resources.private_files import make_private_dir
-from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
+from query_server.errors import raise_rpc_error, rpc_error
 from query_server.heap_trim import HeapTrimmer
-from query_server.methods import KEYED, METHODS, ONCE, call_method
 from query_server.service import CodeMemService, ToolError
+from query_server.tools import KEYED, ONCE, Tool
+from query_server.tools import tool as registered_tool
 
 log = structlog.get_logger("codemem.ownership")
 
@@ -109,8 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         try:
             request = json.loads(self.rfile.read(length) or b"{}")
-            method = request["method"]
-            input_model = METHODS[method].input
+            tool = registered_tool(request["method"])
             request_id = request.get("request_id")
             if request_id is not None and not (isinstance(request_id, str) and 0 < len(request_id) <= MAX_REQUEST_ID_CHARS):
                 raise ValueError("request_id")
@@ -120,19 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
         params = request.get("params") or {}
         service = self.server.service
         try:
-            if method == "index":
-                self._stream_index(service, IndexInput.model_validate(params))
+            args = (tool.input.model_validate(params),) if tool.input is not None else ()
+            if tool.progress:
+                self._stream(service, tool, args)
                 return
-            with service.foreground.serving_call(method):
-                result = call_method(service, method, input_model.model_validate(params) if input_model else None, request_id)
+            result = tool.run(service, *args, request_id=request_id)
             self._send(200, {"result": result.model_dump(mode="json") if isinstance(result, BaseModel) else result})
-        except ValidationError as exc:
-            self._send(200, {"error": f"invalid input: {exc}"})
-        except ToolError as exc:
-            self._send(200, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - the owner must answer, not die
-            log.exception("owner call failed", operation=method)
-            self._send(200, {"error": f"{type(exc).__name__}: {exc} — see the owner's log; `codemem status` shows the stores"})
+            self._send(200, rpc_error(tool.name, exc))
 
     def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -142,7 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream_index(self, service: CodeMemService, request: IndexInput) -> None:
+    def _stream(self, service: CodeMemService, tool: Tool, args: tuple[Any, ...]) -> None:
+        """Run a tool that reports progress (``index``): one JSON line per step, then its result."""
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.end_headers()
@@ -152,13 +151,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         try:
-            report = service.index(request, progress=lambda phase, done, total: emit({"progress": [phase, done, total]}))
+            report = tool.run(service, *args, progress=lambda phase, done, total: emit({"progress": [phase, done, total]}))
             emit({"result": report})
-        except ToolError as exc:
-            emit({"error": str(exc)})
-        except Exception as exc:  # noqa: BLE001
-            log.exception("owner index failed", operation="index")
-            emit({"error": f"{type(exc).__name__}: {exc}"})
+        except Exception as exc:  # noqa: BLE001 - the owner must answer, not die
+            emit(rpc_error(tool.name, exc))
 
 
 class _OwnerHTTPServer(ThreadingHTTPServer):
@@ -171,7 +167,7 @@ class _OwnerHTTPServer(ThreadingHTTPServer):
 
 
 class RemoteService:
-    """The service methods of another process that owns the project's stores."""
+    """The tools of another process that owns the project's stores, called over loopback."""
 
     def __init__(self, address: dict[str, Any]) -> None:
         """Talk to the owner at ``address`` (the content of owner.json)."""
@@ -217,29 +213,25 @@ class RemoteService:
         if payload is None:
             raise OwnerGone(f"the owner's answer to {method} ended before its result", sent=True, pid=self.pid)
         if "error" in payload:
-            raise ToolError(payload["error"])
+            raise_rpc_error(payload)
         return payload.get("result")
 
-    def __getattr__(self, method: str) -> Callable[..., Any]:
-        """The owner's service method of that name (see ``CodeMemService``), validated both ways."""
-        if method not in METHODS or method == "index":
-            raise AttributeError(method)
-        result_model = METHODS[method].result
+    def call(
+        self, tool: Tool, request: BaseModel | None = None, progress: Callable[[str, int, int], None] | None = None,
+        *, request_id: str | None = None,
+    ) -> Any:
+        """Run ``tool`` on the owner: the input and the result validated by the tool's models, the
+        call's idempotency key ``request_id`` sent along (the owner applies it), progress streamed
+        back for a tool that reports it (``index``)."""
+        params = request.model_dump(mode="json") if request is not None else None
+        if tool.progress:
+            def forward(line: dict[str, Any]) -> None:
+                if progress is not None:
+                    progress(*line["progress"])
 
-        def call(request: BaseModel | None = None, *, request_id: str | None = None) -> Any:
-            params = request.model_dump(mode="json") if request is not None else None
-            result = self._call(method, params, request_id=request_id)
-            return result_model.model_validate(result) if result_model is not None else result
-
-        return call
-
-    def index(self, request: IndexInput, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-        """See ``CodeMemService.index`` (progress streams back from the owner)."""
-        def forward(line: dict[str, Any]) -> None:
-            if progress is not None:
-                progress(*line["progress"])
-
-        return self._call("index", request.model_dump(mode="json"), on_line=forward)
+            return self._call(tool.name, params, on_line=forward)
+        result = self._call(tool.name, params, request_id=request_id)
+        return tool.result.model_validate(result) if tool.result is not None else result
 
     def close(self) -> None:
         """Nothing to release: the owner keeps the stores."""
@@ -318,15 +310,18 @@ class ProjectHandle:
         except (OSError, KeyError, ValueError):
             return False
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call a service method (a ``request_id`` keyword is the call's idempotency key).
+    def call(self, tool: Tool | str, *args: Any, **kwargs: Any) -> Any:
+        """Run a tool of the registry (or the one of that name) on the project: ``args`` are its
+        input (and, for ``index``, a progress callback); a ``request_id`` keyword is the call's
+        idempotency key.
 
         If a remote owner goes away, wait for the next owner — this process takes the lock when it
-        can — and retry under the method's retry policy (``query_server.methods``), a write with
+        can — and retry under the tool's retry policy (``query_server.tools.registry``), a write with
         the same idempotency key (one is made when the caller gives none), backing off until
         ``HANDOVER_WAIT_S``; then raise a ``ToolError`` that says what happened.
         """
-        policy = METHODS[method].retry if method in METHODS else ONCE
+        tool = registered_tool(tool) if isinstance(tool, str) else tool
+        method, policy = tool.name, tool.retry
         request_id = kwargs.pop("request_id", None)
         if policy == KEYED:
             request_id = request_id or getattr(args[0] if args else None, "request_id", None) or uuid.uuid4().hex
@@ -336,7 +331,7 @@ class ProjectHandle:
         while True:
             backend = self.backend
             try:
-                return self._invoke(backend, method, args, kwargs, request_id)
+                return self._invoke(backend, tool, args, kwargs, request_id)
             except OwnerGone as exc:
                 gone = exc
             if gone.sent and policy == ONCE:
@@ -364,18 +359,13 @@ class ProjectHandle:
 
     @staticmethod
     def _invoke(
-        backend: CodeMemService | RemoteService, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], request_id: str | None,
+        backend: CodeMemService | RemoteService, tool: Tool, args: tuple[Any, ...], kwargs: dict[str, Any], request_id: str | None,
     ) -> Any:
-        """The call on ``backend`` with its idempotency key; on the owner, counted in flight
-        (background index steps wait)."""
-        if request_id is None:
-            run = lambda: getattr(backend, method)(*args, **kwargs)  # noqa: E731
-        else:
-            run = lambda: call_method(backend, method, *args, request_id=request_id, **kwargs)  # noqa: E731
+        """The call on ``backend`` with its idempotency key: run here (counted in flight, so
+        background index steps wait), or sent to the owner."""
         if isinstance(backend, CodeMemService):
-            with backend.foreground.serving_call(method):
-                return run()
-        return run()
+            return tool.run(backend, *args, request_id=request_id, **kwargs)
+        return backend.call(tool, *args, request_id=request_id, **kwargs)
 
     def close(self) -> None:
         """Stop serving, close the stores and release the lock."""

@@ -64,17 +64,6 @@ from query_server.paging import encode_cursor as _encode_cursor
 log = structlog.get_logger("codemem.service")
 
 SUPPORTED_LANGUAGES = frozenset(EXTENSIONS.values())
-MEMORY_METHODS = (
-    "memory_add", "memory_update", "memory_delete", "memory_get", "memory_bulk_add", "memory_search",
-    "memory_statistics", "export_memory", "import_memory", "rebuild_projections", "normalize_memory",
-    "normalize_status", "memory_list", "backup", "restore", "memory_context",
-)
-"""Memory tools served by ``query_server.memory.service.MemoryService`` (the service exposes them)."""
-DESIGN_METHODS = (
-    "check_consistency", "validate_fix", "get_design_context", "trace_requirements", "record_test_run",
-    "impact_of_change", "memory_health",
-)
-"""Design-alignment tools served by ``query_server.design.service.DesignService``."""
 SNIPPET_LINES = 30
 SUMMARY_LINES = 8
 """Lines of code in a ``detail="summary"`` code hit (``full``: ``SNIPPET_LINES``)."""
@@ -130,14 +119,9 @@ class CodeMemService:
             )
             opened.callback(self.memory.close)
             self.memory.start_sync()
-            for name in MEMORY_METHODS:
-                setattr(self, name, getattr(self.memory, name))
-            self.sync_memory = self.memory.sync
             from query_server.design.service import DesignService
 
             self.design = DesignService(self)
-            for name in DESIGN_METHODS:
-                setattr(self, name, getattr(self.design, name))
             opened.pop_all()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -798,8 +782,9 @@ class CodeMemService:
         overall = "error" if "error" in states else "degraded" if "degraded" in states else "ok"
         return HealthResult(status=overall, components=components)  # type: ignore[arg-type]
 
-    def index_status(self) -> IndexStatusResult:
-        """Counts, dense coverage and the last run's summary."""
+    def index_status(self, request: JobStatusInput | None = None) -> IndexStatusResult:
+        """Counts, dense coverage and the last run's summary; with a ``job_id``, also that background
+        job's state (``job_status``)."""
         counts = self.manifest.counts()
         done, total, coverage = self._dense_coverage()
         last = self.manifest.get_meta("last_index")
@@ -819,7 +804,7 @@ class CodeMemService:
             mode = f"hybrid with {coverage:.0%} dense vectors (the rest is searched by words until embedded)"
         else:
             mode = "sparse-only (dense vectors pending)"
-        return IndexStatusResult(
+        status = IndexStatusResult(
             project_root=str(self.settings.resolved_root()),
             files=counts["files"],
             symbols=counts["symbols"],
@@ -833,3 +818,6 @@ class CodeMemService:
             last_index=cap_report(json.loads(last)) if last else None,
             graph_counts=graph_counts,
         )
+        if request is not None and request.job_id is not None:
+            status.job = self.job_status(request)
+        return status

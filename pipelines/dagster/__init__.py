@@ -1,1 +1,2 @@
-"""The Dagster face of indexing: assets, checks, the sensor, the code location and the in-process run."""
+"""The Dagster face of indexing: assets, checks, the sensor, their definitions (without stores: the
+query server composes the code location, ``query_server.dagster_location``) and the in-process run."""

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from query_server.http_api import TOOL_ROUTES, build_http_app
+from query_server.http_api import build_http_app
 from query_server.ownership import ProjectHandle
+from query_server.tools import routed_tools
 from tests.badinput.conftest import EXAMPLES, PROFILE, assert_clean_error
 
 LOCAL_HOST = "127.0.0.1:8765"
@@ -66,7 +67,7 @@ def _wait_for_job(client: TestClient, job_id: str) -> None:
         time.sleep(0.05)
 
 
-ROUTES = [("POST", f"/tools/{name}") for name in sorted([*TOOL_ROUTES, "index_status"])] + [
+ROUTES = [("POST", f"/tools/{name}") for name in sorted(tool.name for tool in routed_tools())] + [
     ("GET", "/health"), ("GET", "/metrics"),
 ]
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ValidationError
 
 from query_server.http_api import build_http_app
 from query_server.mcp_server import build_mcp_server
-from query_server.methods import METHODS
 from query_server.ownership import ProjectHandle
+from query_server.tools import TOOLS
 from resources.schemas.memory import MemoryAddInput
 from tests.badinput.conftest import assert_clean_error
 
@@ -72,7 +72,7 @@ def _unbounded_strings(schema: dict[str, Any], node: Any, where: str, seen: set[
 
 
 def _inputs() -> list[type[BaseModel]]:
-    return sorted({m.input for m in METHODS.values() if m.input is not None}, key=lambda m: m.__name__)
+    return sorted({tool.input for tool in TOOLS.values() if tool.input is not None}, key=lambda m: m.__name__)
 
 
 @pytest.mark.parametrize("model", _inputs(), ids=lambda m: m.__name__)
@@ -84,9 +84,9 @@ def test_every_string_of_every_tool_input_has_a_cap(model: type[BaseModel]) -> N
 
 def test_a_string_over_its_cap_is_refused_with_what_to_do() -> None:
     for model, fields in [
-        (METHODS["memory_get"].input, {"memory_id": "i" * 100_001, "memory_type": "session"}),
-        (METHODS["code_search"].input, {"query": "tax", "language": "l" * 100_001}),
-        (METHODS["import_memory"].input, {"data": "d" * 20_000_001}),
+        (TOOLS["memory_get"].input, {"memory_id": "i" * 100_001, "memory_type": "session"}),
+        (TOOLS["code_search"].input, {"query": "tax", "language": "l" * 100_001}),
+        (TOOLS["import_memory"].input, {"data": "d" * 20_000_001}),
     ]:
         with pytest.raises(ValidationError, match="at most"):
             model(**fields)

@@ -190,15 +190,12 @@ def check_hooks(hooks: dict[str, list[MatcherGroup]]) -> list[str]:
 
 
 def registered_tools() -> set[str]:
-    names: set[str] = set()
-    for path in (REPO / "query_server").glob("*.py"):
-        names |= set(re.findall(r"""tool\(\s*name\s*=\s*["'](\w+)["']""", path.read_text(encoding="utf-8")))
-    return names
+    """The tools an MCP client lists (the registry, ``query_server.tools``)."""
+    from query_server.tools import mcp_tools
+
+    return {entry.name for entry in mcp_tools()}
 
 
-# design tools another change adds (the CLAUDE.md section and the commands already name them)
-PENDING_TOOLS = {"check_consistency", "validate_fix", "get_design_context", "trace_requirements",
-                 "impact_of_change", "record_test_run", "memory_health"}
 MEMORY_TYPES = {"requirements", "design", "code_pattern", "component", "function", "test_history", "session", "user_preference"}
 
 # ------------------------------------------------------------------ a project with the user's own setup
@@ -491,7 +488,7 @@ def test_claude_md_section_is_short_and_names_real_tools() -> None:
     lines = setup.CLAUDE_SECTION.strip().splitlines()
     assert lines[0] == setup.SECTION_BEGIN and lines[-1] == setup.SECTION_END and len(lines) <= 25
     named = set(re.findall(r"`([a-z]+(?:_[a-z]+)+)`", setup.CLAUDE_SECTION)) - MEMORY_TYPES
-    known = registered_tools() | PENDING_TOOLS
+    known = registered_tools()
     assert named <= known, named - known
     for tool in ("code_search", "find_duplicates", "memory_search", "memory_add", "validate_fix",
                  "check_consistency", "trace_requirements", "get_design_context"):
@@ -549,7 +546,7 @@ def test_plugin_mcp_server_and_the_example() -> None:
 def test_plugin_commands() -> None:
     files = sorted((REPO / "commands").glob("*.md"))
     assert [p.stem for p in files] == ["context", "health", "recall", "remember"]
-    known = registered_tools() | PENDING_TOOLS
+    known = registered_tools()
     for path in files:
         assert re.fullmatch(KEBAB, path.stem)
         text = path.read_text(encoding="utf-8")

@@ -143,7 +143,7 @@ def test_a_slow_graph_read_does_not_hold_up_memory_writes(project: Path, service
 
     def add(text: str) -> tuple[str, float]:
         started = time.perf_counter()
-        result = svc.memory_add(MemoryAddInput(memory_type="session", content=text))
+        result = svc.memory.memory_add(MemoryAddInput(memory_type="session", content=text))
         return result.memory_id, time.perf_counter() - started
 
     add("warm-up: the model and the collections are loaded")
@@ -169,10 +169,10 @@ def test_a_slow_graph_read_does_not_hold_up_memory_writes(project: Path, service
     assert read_still_running and float(read["seconds"]) > 2.0, read  # the writes overlapped the read
     assert max(s for _, s in during) < 1.0, (idle, during)
     ids = {memory_id for memory_id, _ in during}
-    found = svc.memory_search(MemorySearchInput(query="which component keeps entries for the scheduler", limit=20))
+    found = svc.memory.memory_search(MemorySearchInput(query="which component keeps entries for the scheduler", limit=20))
     assert ids <= {hit.id for hit in found.results}, "searchable at once (the vectors are written before the answer)"
     deadline = time.monotonic() + 30
     # the sync writes the graph nodes, then marks the outbox rows done: wait for both
-    while not ids <= svc.graph.node_ids(GRAPH_LABELS["session"]) or svc.memory_statistics().outbox["pending"]:  # type: ignore[arg-type]
+    while not ids <= svc.graph.node_ids(GRAPH_LABELS["session"]) or svc.memory.memory_statistics().outbox["pending"]:  # type: ignore[arg-type]
         assert time.monotonic() < deadline, "the graph projection did not catch up after the read"
         time.sleep(0.1)

@@ -580,15 +580,9 @@ def test_import_of_a_single_exported_memory_over_stdio(mcp_session: StdioSession
     assert _one_line_round_trip(mcp_session.ok)["skipped"] == 1
 
 
-# -- known defects of the error texts -------------------------------------------------------
+# -- the error texts of the faces -----------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "MCP argument errors caught by the SDK (missing or mistyped parameters, wrong literals) come back as a raw "
-    "pydantic dump — '1 validation error for code_searchArguments ... [type=missing, input_value={}, ...] For "
-    "further information visit https://errors.pydantic.dev/...' — not the one-line 'invalid input — field: "
-    "problem' the service writes for every other validation error (and HTTP returns)"
-))
 def test_mcp_argument_errors_read_like_the_service_errors(mcp_session: StdioSession) -> None:
     for tool, arguments in [("code_search", {}), ("code_search", {"query": 5}), ("reindex", {"scope": "partial"})]:
         text = _text(mcp_session.call(tool, arguments))

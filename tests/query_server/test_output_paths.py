@@ -123,32 +123,32 @@ def test_mcp_export_refuses_the_ledger_and_git(repo: Path) -> None:
 
 def test_backup_and_markdown_export_stay_out_of_state_and_git(repo: Path, service_factory) -> None:  # noqa: ANN001
     svc = service_factory(repo)
-    svc.memory_add(MemoryAddInput(memory_type="design", content="Payments go through one gateway client",
+    svc.memory.memory_add(MemoryAddInput(memory_type="design", content="Payments go through one gateway client",
                                   metadata={"design_type": "ADR", "title": "ADR-1 one gateway", "status": "Accepted"}))
     for path in (".codemem/backup", ".git/backup", ".codemem"):
         with pytest.raises(ToolError, match="state directory|.git directory"):
-            svc.backup(BackupInput(path=path))
+            svc.memory.backup(BackupInput(path=path))
     with pytest.raises(ToolError, match="is a file"):
-        svc.backup(BackupInput(path=SOURCE))
-    made = svc.backup(BackupInput(path="backups/today"))
+        svc.memory.backup(BackupInput(path=SOURCE))
+    made = svc.memory.backup(BackupInput(path="backups/today"))
     assert made.memories == 1
     with pytest.raises(ToolError, match=r"\.git directory"):
-        svc.export_memory(ExportMemoryInput(format="markdown", output_path=".git/memories"))
+        svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path=".git/memories"))
     # a file in the way that is not an earlier export of its memory is never replaced unasked
-    first = svc.export_memory(ExportMemoryInput(format="markdown", output_path="docs/memories"))
+    first = svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="docs/memories"))
     written = next((repo / "docs" / "memories" / "design").glob("*.md"))
     written.write_text("my own notes, not a memory\n")
     with pytest.raises(ToolError, match="not an earlier export"):
-        svc.export_memory(ExportMemoryInput(format="markdown", output_path="docs/memories"))
+        svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="docs/memories"))
     assert written.read_text() == "my own notes, not a memory\n"
-    forced = svc.export_memory(ExportMemoryInput(format="markdown", output_path="docs/memories", overwrite=True))
+    forced = svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="docs/memories", overwrite=True))
     assert forced.exported_count == first.exported_count == 1 and "Payments go through" in written.read_text()
     # a type folder that is a symlink into the state directory is refused before anything is written
     (repo / "notes").mkdir()
     (repo / "notes" / "design").symlink_to(repo / ".codemem")
     before = sorted(p.name for p in (repo / ".codemem").iterdir())
     with pytest.raises(ToolError, match="outside the export directory"):
-        svc.export_memory(ExportMemoryInput(format="markdown", output_path="notes"))
+        svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="notes"))
     assert sorted(p.name for p in (repo / ".codemem").iterdir()) == before
     _untouched(repo)
 
@@ -191,10 +191,10 @@ def test_ledger_refuses_writes_after_its_file_is_replaced(tmp_path: Path) -> Non
 
 def test_a_replaced_ledger_is_not_acknowledged_through_the_service(repo: Path, service_factory) -> None:  # noqa: ANN001
     svc = service_factory(repo)
-    svc.memory_add(MemoryAddInput(memory_type="session", content="Kept"))
+    svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Kept"))
     ledger = repo / ".codemem" / "memory.db"
     copy = ledger.with_name("copy.db")
     copy.write_bytes(ledger.read_bytes())
     os.replace(copy, ledger)  # replaced by something outside codemem
     with pytest.raises(Exception, match="replaced or removed"):
-        svc.memory_add(MemoryAddInput(memory_type="session", content="Would be written into a deleted file"))
+        svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Would be written into a deleted file"))

@@ -89,7 +89,7 @@ def _assert_projections_match_ledger(svc: CodeMemService) -> None:
     by_type: dict[str, list[Any]] = {}
     for row in rows:
         by_type.setdefault(row.memory_type, []).append(row)
-    stats = svc.memory_statistics()
+    stats = svc.memory.memory_statistics()
     assert stats.outbox["pending"] == 0, stats.outbox
     assert stats.sync_status["pending"] == 0 and stats.sync_status["failed"] == 0, stats.sync_status
     points = stats.storage["vector_store"]["points_per_type"]
@@ -122,7 +122,7 @@ _ADD_ONE = textwrap.dedent(
     from resources.settings import Settings
 
     svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
-    result = svc.memory_add(MemoryAddInput.model_validate_json(sys.argv[2]))
+    result = svc.memory.memory_add(MemoryAddInput.model_validate_json(sys.argv[2]))
     print("ACK", result.model_dump_json(), flush=True)
     svc.close()
     """
@@ -178,20 +178,20 @@ def test_sigkill_after_ledger_commit_is_projected_on_restart(project: Path, grap
 
     svc = _open(project)  # starts the background sync, which drains what the crash left
     try:
-        got = svc.memory_get(MemoryGetInput(memory_id=row.id, memory_type=memory_type))
+        got = svc.memory.memory_get(MemoryGetInput(memory_id=row.id, memory_type=memory_type))
         assert got.content == spec["content"] and got.version == 1 and got.sync_status in ("pending", "synced")
         svc.memory.sync()
-        stats = svc.memory_statistics()
+        stats = svc.memory.memory_statistics()
         assert stats.outbox["pending"] == 0 and stats.sync_status == {"synced": 1, "pending": 0, "failed": 0}
         assert stats.storage["vector_store"]["points_per_type"][memory_type] == 1
-        assert svc.memory_get(MemoryGetInput(memory_id=row.id, memory_type=memory_type)).sync_status == "synced"
-        found = svc.memory_search(MemorySearchInput(query=spec["query"]))
+        assert svc.memory.memory_get(MemoryGetInput(memory_id=row.id, memory_type=memory_type)).sync_status == "synced"
+        found = svc.memory.memory_search(MemorySearchInput(query=spec["query"]))
         assert found.search_mode == "hybrid" and found.results and found.results[0].id == row.id
         assert found.results[0].provenance.sync_status == "synced"
         assert row.id in svc.graph.node_ids(GRAPH_LABELS[memory_type])  # type: ignore[arg-type]
         # the client's retry after the crash (same request_id) gets the same memory, not a copy
-        again = svc.memory_add(request)
-        assert again.memory_id == row.id and svc.memory_statistics().memory_counts[memory_type]["total"] == 1
+        again = svc.memory.memory_add(request)
+        assert again.memory_id == row.id and svc.memory.memory_statistics().memory_counts[memory_type]["total"] == 1
         _assert_projections_match_ledger(svc)
     finally:
         svc.close()
@@ -212,8 +212,8 @@ _BULK = textwrap.dedent(
     svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
     before = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
     if before is not None:
-        print("ACK before", svc.memory_add(MemoryAddInput.model_validate(before)).memory_id, flush=True)
-    result = svc.memory_bulk_add(MemoryBulkAddInput.model_validate_json(sys.argv[2]))
+        print("ACK before", svc.memory.memory_add(MemoryAddInput.model_validate(before)).memory_id, flush=True)
+    result = svc.memory.memory_bulk_add(MemoryBulkAddInput.model_validate_json(sys.argv[2]))
     print("ACK bulk", result.model_dump_json(), flush=True)
     svc.close()
     """
@@ -250,13 +250,13 @@ def test_sigkill_mid_ledger_transaction_commits_nothing_and_the_retry_succeeds(p
     svc = _open(project)
     try:
         svc.memory.sync()
-        again = svc.memory_bulk_add(bulk_input := _bulk_input(bulk))  # same request id again: same memories
+        again = svc.memory.memory_bulk_add(bulk_input := _bulk_input(bulk))  # same request id again: same memories
         assert again.added_ids == result["added_ids"], bulk_input.request_id
-        stats = svc.memory_statistics()
+        stats = svc.memory.memory_statistics()
         assert stats.memory_counts["session"]["total"] == 6
         audit = _audit_rows(svc.memory.ledger, "request_id=?", ("bulk-crash-1",))
         assert sorted(m for m, _, _ in audit) == sorted(result["added_ids"]) and {op for _, op, _ in audit} == {"create"}
-        hit = svc.memory_search(MemorySearchInput(query="billing module part 3")).results
+        hit = svc.memory.memory_search(MemorySearchInput(query="billing module part 3")).results
         assert result["added_ids"][3] in [h.id for h in hit[:3]]
         _assert_projections_match_ledger(svc)
     finally:
@@ -274,10 +274,10 @@ def test_retry_with_a_request_id_whose_memory_was_hard_deleted(project: Path, gr
 
     svc = service_factory(project)
     request = MemoryAddInput(memory_type="session", content="Retried note", request_id="retry-after-delete")
-    first = svc.memory_add(request)
-    svc.memory_delete(MemoryDeleteInput(memory_id=first.memory_id, memory_type="session", hard_delete=True))
+    first = svc.memory.memory_add(request)
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=first.memory_id, memory_type="session", hard_delete=True))
     with pytest.raises(ToolError, match="request_id 'retry-after-delete' was used for a memory that has since been deleted"):
-        svc.memory_add(request)  # a late client retry
+        svc.memory.memory_add(request)  # a late client retry
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,19 +323,19 @@ def test_sigkill_between_projection_batches_projects_the_rest_on_restart(project
     try:
         report = svc.memory.sync()
         assert report["failed"] == 0, report
-        stats = svc.memory_statistics()
+        stats = svc.memory.memory_statistics()
         assert stats.outbox["pending"] == 0 and stats.sync_status == {"synced": 300, "pending": 0, "failed": 0}
         points = stats.storage["vector_store"]["points_per_type"]
         for memory_type in ("session", "test_history"):
             assert points[memory_type] == stats.memory_counts[memory_type]["active"], (memory_type, points)
         assert stats.memory_counts["session"]["active"] + stats.memory_counts["test_history"]["active"] == 300
         _assert_projections_match_ledger(svc)  # no duplicates, no strays: the point ids are exactly the ledger's
-        retry = svc.memory_bulk_add(_bulk_input(bulk))  # the client's retry: the same 300, nothing new
-        assert retry.added_ids == ids_in_order and svc.memory_statistics().sync_status["synced"] == 300
+        retry = svc.memory.memory_bulk_add(_bulk_input(bulk))  # the client's retry: the same 300, nothing new
+        assert retry.added_ids == ids_in_order and svc.memory.memory_statistics().sync_status["synced"] == 300
         # memories from both sides of the crash are searchable
         for i in (5, 100, 127, 128, 200, 299):
             item = bulk["memories"][i]
-            found = svc.memory_search(MemorySearchInput(query=item["content"], memory_types=[item["memory_type"]], limit=3))
+            found = svc.memory.memory_search(MemorySearchInput(query=item["content"], memory_types=[item["memory_type"]], limit=3))
             assert found.search_mode == "hybrid" and found.results[0].id == ids_in_order[i], (i, item["content"])
     finally:
         svc.close()
@@ -366,20 +366,20 @@ _WRITER = textwrap.dedent(
                 mtype, metadata = "session", {}
             else:
                 mtype, metadata = "design", {"design_type": "Specification", "title": f"spec {trial}.{n}", "status": "Proposed"}
-            r = svc.memory_add(MemoryAddInput(memory_type=mtype, content=f"trial {trial} note {n}: {rng.random()}", metadata=metadata))
+            r = svc.memory.memory_add(MemoryAddInput(memory_type=mtype, content=f"trial {trial} note {n}: {rng.random()}", metadata=metadata))
             live.append((r.memory_id, mtype, r.version))
             print("ACK add", r.memory_id, r.version, flush=True)
         elif roll < 0.85:
             i = rng.randrange(len(live))
             mid, mtype, version = live[i]
-            r = svc.memory_update(MemoryUpdateInput(memory_id=mid, memory_type=mtype, content=f"trial {trial} edit {n}: {rng.random()}", expected_version=version))
+            r = svc.memory.memory_update(MemoryUpdateInput(memory_id=mid, memory_type=mtype, content=f"trial {trial} edit {n}: {rng.random()}", expected_version=version))
             live[i] = (mid, mtype, r.version)
             print("ACK update", mid, r.version, flush=True)
         else:
             mid, mtype, version = live.pop(rng.randrange(len(live)))
             hard = rng.random() < 0.3
             print("ACK", "try-hard" if hard else "try-soft", mid, flush=True)
-            svc.memory_delete(MemoryDeleteInput(memory_id=mid, memory_type=mtype, hard_delete=hard))
+            svc.memory.memory_delete(MemoryDeleteInput(memory_id=mid, memory_type=mtype, hard_delete=hard))
             print("ACK", "hard" if hard else "soft", mid, flush=True)
     """
 )
@@ -507,44 +507,44 @@ def test_vector_store_outage_keeps_writes_pending_until_sync(
     project: Path, graph_servers: Path, service_factory, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
 ) -> None:
     svc = service_factory(project)
-    before = svc.memory_add(MemoryAddInput(memory_type="session", content="Profiled the slow checkout page"))
+    before = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Profiled the slow checkout page"))
     assert before.sync_status == "synced"
 
     def down(*args: Any, **kwargs: Any) -> None:
         raise ConnectionError("qdrant down")
 
     monkeypatch.setattr(svc.vectors, "upsert", down)
-    added = svc.memory_add(MemoryAddInput(memory_type="session", content="Moved invoice rendering to a worker process"))
+    added = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Moved invoice rendering to a worker process"))
     assert added.status == "created" and added.sync_status == "pending"
-    updated = svc.memory_update(MemoryUpdateInput(
+    updated = svc.memory.memory_update(MemoryUpdateInput(
         memory_id=before.memory_id, memory_type="session", content="Profiled the slow checkout page: N+1 queries", expected_version=1,
     ))
     assert updated.version == 2
-    stats = svc.memory_statistics()
+    stats = svc.memory.memory_statistics()
     assert stats.outbox["pending"] == 2 and "qdrant down" in stats.outbox["last_error"], stats.outbox
     assert stats.sync_status["pending"] == 2
-    got = svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
+    got = svc.memory.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
     assert got.sync_status == "pending" and got.content.startswith("Moved invoice")
 
     # Only writes fail: search still answers in hybrid mode from what Qdrant has (the pending memory
     # is not there yet, and search_mode does not say so).
-    partial = svc.memory_search(MemorySearchInput(query="invoice rendering worker process"))
+    partial = svc.memory.memory_search(MemorySearchInput(query="invoice rendering worker process"))
     assert partial.search_mode == "hybrid"
-    stale = svc.memory_search(MemorySearchInput(query="slow checkout page profiling")).results
+    stale = svc.memory.memory_search(MemorySearchInput(query="slow checkout page profiling")).results
     assert stale and stale[0].id == before.memory_id and stale[0].provenance.version == 2  # ledger value, new version
 
     # Qdrant wholly down: search degrades to the ledger and says so; the pending memory is found.
     monkeypatch.setattr(svc.vectors, "ranked_lists", down)
-    degraded = svc.memory_search(MemorySearchInput(query="invoice rendering worker process"))
+    degraded = svc.memory.memory_search(MemorySearchInput(query="invoice rendering worker process"))
     assert degraded.search_mode.startswith("ledger-keyword (vector store unavailable") and "qdrant down" in degraded.search_mode
     assert degraded.results and degraded.results[0].id == added.memory_id
 
     monkeypatch.undo()  # the store is back
     report = svc.memory.sync()
     assert report["failed"] == 0 and report["projected"] == 2, report
-    stats = svc.memory_statistics()
+    stats = svc.memory.memory_statistics()
     assert stats.outbox["pending"] == 0 and stats.sync_status == {"synced": 2, "pending": 0, "failed": 0}
-    found = svc.memory_search(MemorySearchInput(query="invoice rendering worker process"))
+    found = svc.memory.memory_search(MemorySearchInput(query="invoice rendering worker process"))
     assert found.search_mode == "hybrid" and found.results[0].id == added.memory_id
     assert found.results[0].provenance.sync_status == "synced"
     assert _payloads(svc, "session", [before.memory_id])[before.memory_id]["version"] == 2
@@ -560,26 +560,26 @@ def test_graph_outage_keeps_writes_pending_until_sync(
         raise ConnectionError("falkordb down")
 
     monkeypatch.setattr(svc.graph, "merge_nodes", down)
-    added = svc.memory_add(MemoryAddInput(
+    added = svc.memory.memory_add(MemoryAddInput(
         memory_type="design", content="Feature flags are read from the config service at start-up",
         metadata={"design_type": "Architecture", "title": "Feature flag source", "status": "Accepted"},
     ))
     assert added.sync_status == "pending"
-    stats = svc.memory_statistics()
+    stats = svc.memory.memory_statistics()
     assert stats.outbox["pending"] == 1 and "falkordb down" in stats.outbox["last_error"], stats.outbox
     assert added.memory_id not in svc.graph.node_ids("Design")
     # the vector upsert ran before the graph failed: the memory is searchable while pending
-    found = svc.memory_search(MemorySearchInput(query="where do feature flags come from"))
+    found = svc.memory.memory_search(MemorySearchInput(query="where do feature flags come from"))
     assert found.search_mode == "hybrid" and found.results[0].id == added.memory_id
     assert found.results[0].provenance.sync_status == "pending"
 
     monkeypatch.undo()
     report = svc.memory.sync()
     assert report["failed"] == 0 and report["projected"] == 1, report
-    stats = svc.memory_statistics()
+    stats = svc.memory.memory_statistics()
     assert stats.outbox["pending"] == 0 and stats.sync_status == {"synced": 1, "pending": 0, "failed": 0}
     assert added.memory_id in svc.graph.node_ids("Design")
-    assert svc.memory_search(MemorySearchInput(query="where do feature flags come from")).results[0].provenance.sync_status == "synced"
+    assert svc.memory.memory_search(MemorySearchInput(query="where do feature flags come from")).results[0].provenance.sync_status == "synced"
     _assert_projections_match_ledger(svc)
 
 
@@ -592,14 +592,14 @@ def test_outage_retries_in_the_background_without_a_manual_sync(
         raise ConnectionError("qdrant down")
 
     monkeypatch.setattr(svc.vectors, "upsert", down)
-    added = svc.memory_add(MemoryAddInput(memory_type="session", content="Rotated the webhook signing secret"))
+    added = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Rotated the webhook signing secret"))
     assert added.sync_status == "pending"
     monkeypatch.undo()
     deadline = time.monotonic() + 30  # first retry is due after 2 s; the sync thread wakes every 2 s
-    while svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session")).sync_status != "synced":
-        assert time.monotonic() < deadline, svc.memory_statistics().outbox
+    while svc.memory.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session")).sync_status != "synced":
+        assert time.monotonic() < deadline, svc.memory.memory_statistics().outbox
         time.sleep(0.2)
-    assert svc.memory_search(MemorySearchInput(query="webhook signing secret")).results[0].id == added.memory_id
+    assert svc.memory.memory_search(MemorySearchInput(query="webhook signing secret")).results[0].id == added.memory_id
 
 
 # --------------------------------------------------------------------------------------------
@@ -613,7 +613,7 @@ def _racing_update(
     """Update ``memory_id`` from version 1 as soon as the other writer is ready too."""
     barrier.wait()
     try:
-        outcome[name] = svc.memory_update(
+        outcome[name] = svc.memory.memory_update(
             MemoryUpdateInput(memory_id=memory_id, memory_type="session", content=content, expected_version=1)
         )
     except ToolError as exc:
@@ -623,9 +623,9 @@ def _racing_update(
 def test_two_threads_updating_the_same_version_one_wins(project: Path, graph_servers: Path, service_factory) -> None:  # noqa: ANN001
     svc = service_factory(project)
     rounds = 12
-    ids = [svc.memory_add(MemoryAddInput(memory_type="session", content=f"Initial note {i} about retries")).memory_id for i in range(rounds)]
+    ids = [svc.memory.memory_add(MemoryAddInput(memory_type="session", content=f"Initial note {i} about retries")).memory_id for i in range(rounds)]
     for n, mid in enumerate(ids):
-        assert svc.memory_get(MemoryGetInput(memory_id=mid, memory_type="session")).version == 1
+        assert svc.memory.memory_get(MemoryGetInput(memory_id=mid, memory_type="session")).version == 1
         barrier = threading.Barrier(2)
         outcome: dict[str, Any] = {}
         threads = [
@@ -670,7 +670,7 @@ def test_concurrent_updates_leave_the_latest_contents_vector(
     from resources.memory.projection import prepared_text
 
     svc = service_factory(project)
-    mid = svc.memory_add(MemoryAddInput(memory_type="session", content="Original note about the release")).memory_id
+    mid = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Original note about the release")).memory_id
     original = svc.memory.projector.project
     release = threading.Event()
 
@@ -681,7 +681,7 @@ def test_concurrent_updates_leave_the_latest_contents_vector(
 
     monkeypatch.setattr(svc.memory.projector, "project", late_projection)
     first = threading.Thread(
-        target=svc.memory_update, name="first-writer",
+        target=svc.memory.memory_update, name="first-writer",
         args=(MemoryUpdateInput(memory_id=mid, memory_type="session", content="The deploy pipeline runs on GitHub Actions"),),
     )
     first.start()
@@ -689,7 +689,7 @@ def test_concurrent_updates_leave_the_latest_contents_vector(
     while svc.memory.ledger.get(mid).version < 2:  # the first update is committed
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    second = svc.memory_update(MemoryUpdateInput(memory_id=mid, memory_type="session", content="Our favourite lunch spot serves ramen"))
+    second = svc.memory.memory_update(MemoryUpdateInput(memory_id=mid, memory_type="session", content="Our favourite lunch spot serves ramen"))
     assert second.version == 3
     release.set()
     first.join(60)

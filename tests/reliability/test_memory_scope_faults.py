@@ -31,7 +31,7 @@ _ADD_ONE = textwrap.dedent(
     from resources.settings import Settings
 
     svc = CodeMemService(Settings(project_root=Path(sys.argv[1]), global_dir=Path(sys.argv[2])))
-    result = svc.memory_add(MemoryAddInput.model_validate_json(sys.argv[3]))
+    result = svc.memory.memory_add(MemoryAddInput.model_validate_json(sys.argv[3]))
     print("ACK", result.model_dump_json(), flush=True)
     svc.close()
     """
@@ -78,22 +78,22 @@ def test_sigkill_after_scoped_ledger_commit_is_found_after_restart(tmp_path: Pat
 
     svc = _open(project, global_dir)
     try:
-        got = svc.memory_get(MemoryGetInput(memory_id=row.id, memory_type="user_preference"))
+        got = svc.memory.memory_get(MemoryGetInput(memory_id=row.id, memory_type="user_preference"))
         assert got.content == CONTENT and got.scope == scope
         svc.memory.sync()
-        found = svc.memory_search(MemorySearchInput(query=QUERY))
+        found = svc.memory.memory_search(MemorySearchInput(query=QUERY))
         assert found.results and found.results[0].id == row.id and found.results[0].scope == scope
         assert found.results[0].provenance.sync_status == "synced"
-        stats = svc.memory_statistics()
+        stats = svc.memory.memory_statistics()
         assert stats.scopes[scope]["sync_status"] == {"synced": 1, "pending": 0, "failed": 0} and stats.outbox["pending"] == 0
-        again = svc.memory_add(request)  # the client's retry after the crash gets the same memory
+        again = svc.memory.memory_add(request)  # the client's retry after the crash gets the same memory
         assert again.memory_id == row.id and stats.memory_counts["user_preference"]["total"] == 1
     finally:
         svc.close()
 
     elsewhere = _open(other, global_dir)
     try:
-        ids = [h.id for h in elsewhere.memory_search(MemorySearchInput(query=QUERY)).results]
+        ids = [h.id for h in elsewhere.memory.memory_search(MemorySearchInput(query=QUERY)).results]
         assert ids == ([row.id] if scope == "global" else [])
     finally:
         elsewhere.close()

@@ -39,10 +39,10 @@ NORMALIZE = textwrap.dedent(
     from resources.settings import Settings
     from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
     svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
-    job = svc.normalize_memory(NormalizeMemoryInput())
-    while svc.normalize_status(NormalizeStatusInput(job_id=job.job_id)).status == "running":
+    job = svc.memory.normalize_memory(NormalizeMemoryInput())
+    while svc.memory.normalize_status(NormalizeStatusInput(job_id=job.job_id)).status == "running":
         time.sleep(0.05)
-    print("FINISHED", svc.normalize_status(NormalizeStatusInput(job_id=job.job_id)).status, flush=True)
+    print("FINISHED", svc.memory.normalize_status(NormalizeStatusInput(job_id=job.job_id)).status, flush=True)
     svc.close()
     """
 )
@@ -55,7 +55,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
     root.mkdir()
     svc = CodeMemService(Settings(project_root=root))
     try:
-        add = lambda t, c, **kw: svc.memory_add(MemoryAddInput(memory_type=t, content=c, **kw)).memory_id  # noqa: E731
+        add = lambda t, c, **kw: svc.memory.memory_add(MemoryAddInput(memory_type=t, content=c, **kw)).memory_id  # noqa: E731
         ids = {
             "dup_a": add("session", "Moved the billing export to a nightly job."),
             "dup_b": add("session", "moved the billing export to a nightly job."),  # same tokens (uncased model), other hash
@@ -63,11 +63,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
             "req": add("requirements", "Exports finish within five minutes",
                        metadata={"requirement_id": "REQ-EXP-001", "title": "Export time", "priority": "High", "status": "Approved"}),
         }
-        svc.memory_bulk_add(MemoryBulkAddInput(memories=[
+        svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=[
             {"memory_type": "design", "content": f"Design note {i} about queue {i}",
              "metadata": {"design_type": "Specification", "title": f"Note {i}", "status": "Accepted"}} for i in range(30)
         ]))
-        svc.memory_delete(MemoryDeleteInput(memory_id=ids["old"], memory_type="session"))
+        svc.memory.memory_delete(MemoryDeleteInput(memory_id=ids["old"], memory_type="session"))
         with svc.memory.ledger._transaction() as conn:
             conn.execute("UPDATE memories SET deleted_at='2020-01-01T00:00:00+00:00' WHERE id=?", (ids["old"],))
     finally:
@@ -98,11 +98,11 @@ def test_sigkill_in_each_normalization_phase(point: str, seeded: tuple[Path, dic
         assert (ledger.get(ids["old"]) is None) == swapped
         assert sum(c["active"] for c in ledger.counts().values()) == (32 if swapped else 33)
         svc.memory.sync()
-        hit = svc.memory_search(MemorySearchInput(query="how long may an export take", memory_types=["requirements"]))
+        hit = svc.memory.memory_search(MemorySearchInput(query="how long may an export take", memory_types=["requirements"]))
         assert [h.id for h in hit.results] == [ids["req"]]
         # the next run converges
-        job = svc.normalize_memory(NormalizeMemoryInput())
-        while (job := svc.normalize_status(NormalizeStatusInput(job_id=job.job_id))).status == "running":
+        job = svc.memory.normalize_memory(NormalizeMemoryInput())
+        while (job := svc.memory.normalize_status(NormalizeStatusInput(job_id=job.job_id))).status == "running":
             time.sleep(0.05)
         assert job.status == "done", job.errors
         svc.memory.sync()
@@ -110,8 +110,8 @@ def test_sigkill_in_each_normalization_phase(point: str, seeded: tuple[Path, dic
         for memory_type in COLLECTIONS:
             expected = ledger.counts().get(memory_type, {}).get("total", 0)
             assert svc.vectors.count(collection_name(memory_type, live)) == expected, memory_type
-        again = svc.normalize_memory(NormalizeMemoryInput(dry_run=True))
-        while (again := svc.normalize_status(NormalizeStatusInput(job_id=again.job_id))).status == "running":
+        again = svc.memory.normalize_memory(NormalizeMemoryInput(dry_run=True))
+        while (again := svc.memory.normalize_status(NormalizeStatusInput(job_id=again.job_id))).status == "running":
             time.sleep(0.05)
         assert again.report["duplicates"] == 0 and again.report["cleanup"] == 0
         state = svc.settings.resolved_state_dir() / "qdrant"

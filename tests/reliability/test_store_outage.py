@@ -116,7 +116,7 @@ def test_graph_server_that_cannot_come_back_degrades_then_drains(
     try:
         assert handle.is_owner
         svc = handle.backend
-        before = svc.memory_add(MemoryAddInput(memory_type="session", content="Profiled the slow checkout page"))
+        before = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Profiled the slow checkout page"))
         assert before.sync_status == "synced"
         store = svc.graph
         assert isinstance(store, FalkorGraphStore)
@@ -130,11 +130,11 @@ def test_graph_server_that_cannot_come_back_degrades_then_drains(
         os.kill(pid, signal.SIGKILL)
         _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
 
-        added = svc.memory_add(MemoryAddInput(memory_type="session", content="Moved invoice rendering to a worker process"))
+        added = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Moved invoice rendering to a worker process"))
         assert added.status == "created" and added.sync_status == "pending"
-        stats = svc.memory_statistics()
+        stats = svc.memory.memory_statistics()
         assert stats.outbox["pending"] == 1 and stats.sync_status["pending"] == 1, stats.outbox
-        found = svc.memory_search(MemorySearchInput(query="invoice rendering worker process"))
+        found = svc.memory.memory_search(MemorySearchInput(query="invoice rendering worker process"))
         assert found.results and found.results[0].id == added.memory_id  # vectors were written before the graph failed
 
         with TestClient(build_http_app(handle, token=None), base_url="http://127.0.0.1:8765") as http:
@@ -152,10 +152,10 @@ def test_graph_server_that_cannot_come_back_degrades_then_drains(
             _wait(lambda: http.get("/health").status_code == 200, 30, "/health to come back")
         report = svc.memory.sync()
         assert report["failed"] == 0, report
-        got = svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
+        got = svc.memory.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
         assert got.sync_status == "synced"
         assert added.memory_id in svc.graph.node_ids("Session")
-        assert svc.memory_statistics().outbox["pending"] == 0
+        assert svc.memory.memory_statistics().outbox["pending"] == 0
     finally:
         handle.close()
 
@@ -170,9 +170,9 @@ def test_vector_server_at_a_dead_url_keeps_writes_pending(
         text = str(exc).lower()
         assert "qdrant" in text or "vector" in text, exc
         return
-    added = svc.memory_add(MemoryAddInput(memory_type="session", content="Rotated the webhook signing secret"))
+    added = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Rotated the webhook signing secret"))
     assert added.sync_status == "pending"
-    degraded = svc.memory_search(MemorySearchInput(query="webhook signing secret"))
+    degraded = svc.memory.memory_search(MemorySearchInput(query="webhook signing secret"))
     assert degraded.search_mode.startswith("ledger-keyword") and degraded.results[0].id == added.memory_id
     health = svc.health()
     assert health.status == "error" and health.components["vector_store"]["status"] == "error"

@@ -132,7 +132,7 @@ def test_ingest_is_incremental_and_soft_deletes_removed_documents(tmp_path: Path
         assert removed["documents_removed"] == 1 and removed["memories_deleted"] == 1
         adr = [r for r in ledger.iter_memories(memory_types=["design"]) if r.metadata.get("source_document") == "docs/adr/0007-argon2.md"]
         assert len(adr) == 1 and adr[0].deleted  # soft-deleted, kept 30 days
-        trace = service.trace_requirements(__import__("resources.schemas.design", fromlist=["x"]).TraceRequirementsInput(requirement_id="REQ-AUTH-001"))
+        trace = service.design.trace_requirements(__import__("resources.schemas.design", fromlist=["x"]).TraceRequirementsInput(requirement_id="REQ-AUTH-001"))
         assert [s.name for s in trace.implementing_components] == ["check_token"]
     finally:
         service.close()
@@ -213,7 +213,7 @@ def test_links_are_derived_again_only_when_their_inputs_change(tmp_path: Path, m
         (root / "docs" / "requirements.md").write_text(REQUIREMENTS.replace("one hour", "thirty minutes"))
         assert not design_of_index()["derivation_skipped"]
 
-        service.memory_add(MemoryAddInput(memory_type="session", content="check_token is the only token check.",
+        service.memory.memory_add(MemoryAddInput(memory_type="session", content="check_token is the only token check.",
                                           metadata={"anchors": [{"qualified_name": "app.check_token"}]}))
         anchored = design_of_index()
         assert not anchored["derivation_skipped"] and anchored["anchors_checked"] == 1

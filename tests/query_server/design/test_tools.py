@@ -217,8 +217,8 @@ def test_record_test_run_repeated_with_its_request_id_records_each_run_once(proj
     (project / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
     svc = service_factory(project)
     svc.index(IndexInput(embed=False))
-    first = svc.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-1")
-    again = svc.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-1")
+    first = svc.design.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-1")
+    again = svc.design.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-1")
     assert again == first and first.memories_written == 3
 
     def runs(test: str) -> list[str]:
@@ -226,5 +226,5 @@ def test_record_test_run_repeated_with_its_request_id_records_each_run_once(proj
         return [run["status"] for run in row.metadata["runs"]]
 
     assert runs("test_a") == ["Passed", "Failed"] and runs("test_b") == ["Passed"]
-    svc.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-2")
+    svc.design.record_test_run(RecordTestRunInput(junit_xml=junit), request_id="run-2")
     assert runs("test_a") == ["Passed", "Failed", "Passed", "Failed"] and runs("test_b") == ["Passed", "Passed"]

@@ -54,31 +54,31 @@ CHECKOUT = [
 def svc(project: Path, service_factory):  # noqa: ANN001, ANN201
     service = service_factory(project)
     for memory_type, content, metadata in CHECKOUT:
-        service.memory_add(MemoryAddInput(memory_type=memory_type, content=content, metadata=metadata))
-    service.memory_add(MemoryAddInput(memory_type="session", content="Renamed the logging helpers in the admin panel"))
+        service.memory.memory_add(MemoryAddInput(memory_type=memory_type, content=content, metadata=metadata))
+    service.memory.memory_add(MemoryAddInput(memory_type="session", content="Renamed the logging helpers in the admin panel"))
     return service
 
 
 def test_search_hits_are_summaries_unless_full(svc) -> None:  # noqa: ANN001
-    [summary] = svc.memory_search(MemorySearchInput(query="order of tax and coupon steps", memory_types=["session"], limit=1)).results
+    [summary] = svc.memory.memory_search(MemorySearchInput(query="order of tax and coupon steps", memory_types=["session"], limit=1)).results
     assert summary.content_truncated and summary.content.startswith("Step 1: the checkout")
     assert len(summary.content) < 420 and "more characters" in summary.content
     assert summary.next and "memory_get" in summary.next and summary.id in summary.next
-    [full] = svc.memory_search(MemorySearchInput(query="order of tax and coupon steps", memory_types=["session"], limit=1, detail="full")).results
+    [full] = svc.memory.memory_search(MemorySearchInput(query="order of tax and coupon steps", memory_types=["session"], limit=1, detail="full")).results
     assert full.id == summary.id and full.content == LONG and not full.content_truncated and full.next is None
     # short memories are whole either way; memory_get returns the whole of a summarized one
-    short = svc.memory_search(MemorySearchInput(query="tax before coupon", memory_types=["requirements"])).results[0]
+    short = svc.memory.memory_search(MemorySearchInput(query="tax before coupon", memory_types=["requirements"])).results[0]
     assert short.content == CHECKOUT[0][1] and not short.content_truncated and short.next is None
-    assert svc.memory_get(MemoryGetInput(memory_id=summary.id, memory_type="session")).content == LONG
-    listed = svc.memory_list(MemoryListInput(memory_types=["session"]))
+    assert svc.memory.memory_get(MemoryGetInput(memory_id=summary.id, memory_type="session")).content == LONG
+    listed = svc.memory.memory_list(MemoryListInput(memory_types=["session"]))
     assert any(h.content_truncated for h in listed.results)
     # a cursor stays valid when only the detail changes
-    first = svc.memory_search(MemorySearchInput(query="checkout tax", limit=1))
-    svc.memory_search(MemorySearchInput(query="checkout tax", limit=1, cursor=first.next_cursor, detail="full"))
+    first = svc.memory.memory_search(MemorySearchInput(query="checkout tax", limit=1))
+    svc.memory.memory_search(MemorySearchInput(query="checkout tax", limit=1, cursor=first.next_cursor, detail="full"))
 
 
 def test_memory_context_groups_by_type_within_the_budget(svc) -> None:  # noqa: ANN001
-    context = svc.memory_context(MemoryContextInput(topic="checkout sales tax and coupon order", max_tokens=4_000))
+    context = svc.memory.memory_context(MemoryContextInput(topic="checkout sales tax and coupon order", max_tokens=4_000))
     types = [g.memory_type for g in context.groups]
     assert set(types) >= {"requirements", "design", "test_history", "session"} and len(types) == len(set(types))
     best = [max(m.score for m in g.memories) for g in context.groups]
@@ -95,13 +95,13 @@ def test_memory_context_groups_by_type_within_the_budget(svc) -> None:  # noqa: 
     assert session.content_truncated and context.summarized == 1 and "memory_get" in (context.next or "")
     assert next(g for g in context.groups if g.memory_type == "requirements").memories[0].title == "Tax before discount"
 
-    tight = svc.memory_context(MemoryContextInput(topic="checkout sales tax and coupon order", max_tokens=300))
+    tight = svc.memory.memory_context(MemoryContextInput(topic="checkout sales tax and coupon order", max_tokens=300))
     assert tight.total_tokens <= 300 and estimate_tokens(tight.model_dump_json()) <= 300
     assert tight.memory_count < 5 and tight.omitted == 5 - tight.memory_count and "max_tokens" in (tight.next or "")
     assert tight.groups[0].memories[0].id == context.groups[0].memories[0].id  # the most relevant is kept
-    only = svc.memory_context(MemoryContextInput(topic="checkout tax", memory_types=["design"]))
+    only = svc.memory.memory_context(MemoryContextInput(topic="checkout tax", memory_types=["design"]))
     assert [g.memory_type for g in only.groups] == ["design"]
-    none = svc.memory_context(MemoryContextInput(topic="checkout tax", min_score=0.99))
+    none = svc.memory.memory_context(MemoryContextInput(topic="checkout tax", min_score=0.99))
     assert none.groups == [] and none.total_tokens == 0
     with pytest.raises(ValueError, match="topic is blank"):
         MemoryContextInput(topic="  ")

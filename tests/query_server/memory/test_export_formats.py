@@ -50,9 +50,9 @@ MEMORIES: list[dict[str, Any]] = [
 def _add_all(svc) -> dict[str, str]:  # noqa: ANN001
     ids: dict[str, str] = {}
     for spec in MEMORIES:
-        ids[spec["memory_type"]] = svc.memory_add(MemoryAddInput(**spec, importance_score=0.7)).memory_id
-    svc.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"consequences": "Keys rotate daily."}))
-    svc.memory_add(MemoryAddInput(memory_type="session", content="Reviewed ADR-7",
+        ids[spec["memory_type"]] = svc.memory.memory_add(MemoryAddInput(**spec, importance_score=0.7)).memory_id
+    svc.memory.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"consequences": "Keys rotate daily."}))
+    svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Reviewed ADR-7",
                                   relationships=[{"type": "RELATES_TO", "target_id": ids["design"], "properties": {"why": "review"}}]))
     return ids
 
@@ -75,7 +75,7 @@ def test_markdown_export_import_into_a_fresh_project_keeps_every_memory(tmp_path
     second.mkdir()
     svc = service_factory(first)
     ids = _add_all(svc)
-    result = svc.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
+    result = svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
     assert result.exported_count == len(MEMORIES) + 1 and result.removed_count == 0
     files = sorted(p.relative_to(first / "memories").as_posix() for p in (first / "memories").rglob("*.md"))
     assert f"design/adr-7-tokens-{ids['design'][:8]}.md" in files
@@ -86,27 +86,27 @@ def test_markdown_export_import_into_a_fresh_project_keeps_every_memory(tmp_path
 
     shutil.copytree(first / "memories", second / "memories")
     fresh = service_factory(second)
-    imported = fresh.import_memory(ImportMemoryInput(format="markdown", input_path="memories"))
+    imported = fresh.memory.import_memory(ImportMemoryInput(format="markdown", input_path="memories"))
     assert (imported.imported, imported.skipped, imported.errors) == (len(MEMORIES) + 1, 0, [])
     assert _rows(fresh) == _rows(svc)
-    again = fresh.import_memory(ImportMemoryInput(format="markdown", input_path="memories"))
+    again = fresh.memory.import_memory(ImportMemoryInput(format="markdown", input_path="memories"))
     assert (again.imported, again.skipped) == (0, len(MEMORIES) + 1)  # skip is the default: idempotent
 
 
 def test_markdown_reexport_mirrors_the_store(tmp_path: Path, service_factory) -> None:  # noqa: ANN001
     svc = service_factory(tmp_path)
     ids = _add_all(svc)
-    svc.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
+    svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
     (tmp_path / "memories" / "README.md").write_text("# our memories\n")
     (tmp_path / "memories" / "design" / "notes.md").write_text("hand-written, no front matter\n")
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (tmp_path / "memories").rglob("*.md")}
-    same = svc.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
+    same = svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
     assert same.removed_count == 0
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (tmp_path / "memories").rglob("*.md")} == before  # untouched
 
-    svc.memory_delete(MemoryDeleteInput(memory_id=ids["function"], memory_type="function"))
-    svc.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"title": "ADR-7 rotating keys"}))
-    mirrored = svc.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=ids["function"], memory_type="function"))
+    svc.memory.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"title": "ADR-7 rotating keys"}))
+    mirrored = svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
     assert mirrored.removed_count == 2  # the deleted function's file, and the design's file under its old title
     names = {p.name for p in (tmp_path / "memories").rglob("*.md")}
     assert f"adr-7-rotating-keys-{ids['design'][:8]}.md" in names and f"adr-7-tokens-{ids['design'][:8]}.md" not in names
@@ -114,15 +114,15 @@ def test_markdown_reexport_mirrors_the_store(tmp_path: Path, service_factory) ->
     assert {"README.md", "notes.md"} <= names  # files that are not memory files are never removed
 
     with pytest.raises(ToolError, match="is a file"):
-        svc.export_memory(ExportMemoryInput(format="markdown", output_path="memories/README.md"))
+        svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories/README.md"))
     with pytest.raises(ToolError, match="within project directory"):
-        svc.export_memory(ExportMemoryInput(format="markdown", output_path="../outside"))
+        svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="../outside"))
 
 
 def test_markdown_import_errors_name_the_file_and_field_and_conflict_modes(tmp_path: Path, service_factory) -> None:  # noqa: ANN001
     svc = service_factory(tmp_path)
     ids = _add_all(svc)
-    svc.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
+    svc.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
     inbox = tmp_path / "inbox"
     (inbox / "design").mkdir(parents=True)
     (inbox / "bad-yaml.md").write_text("---\nmemory_type: design\nmetadata:\n  title: a: b\n---\nx\n")
@@ -135,7 +135,7 @@ def test_markdown_import_errors_name_the_file_and_field_and_conflict_modes(tmp_p
     edited = design_file.read_text().replace("Sessions are JWTs", "Sessions are PASETO tokens")
     (inbox / "design" / design_file.name).write_text(edited)
 
-    refused = svc.import_memory(ImportMemoryInput(format="markdown", input_path="inbox", conflict_resolution="error"))
+    refused = svc.memory.import_memory(ImportMemoryInput(format="markdown", input_path="inbox", conflict_resolution="error"))
     assert refused.imported == 0 and len(refused.errors) == 6
     errors = {e["file"]: e["error"] for e in refused.errors}
     assert "line 4, column 11" in errors["inbox/bad-yaml.md"]
@@ -145,13 +145,13 @@ def test_markdown_import_errors_name_the_file_and_field_and_conflict_modes(tmp_p
     assert "not UTF-8" in errors["inbox/latin1.md"]
     assert "already exists (conflict_resolution='error')" in errors[f"inbox/design/{design_file.name}"]
 
-    skipped = svc.import_memory(ImportMemoryInput(format="markdown", input_path="inbox"))
+    skipped = svc.memory.import_memory(ImportMemoryInput(format="markdown", input_path="inbox"))
     assert (skipped.imported, skipped.skipped, len(skipped.errors)) == (1, 1, 5)
-    overwritten = svc.import_memory(ImportMemoryInput(format="markdown", input_path=f"inbox/design/{design_file.name}", conflict_resolution="overwrite"))
+    overwritten = svc.memory.import_memory(ImportMemoryInput(format="markdown", input_path=f"inbox/design/{design_file.name}", conflict_resolution="overwrite"))
     assert (overwritten.overwritten, overwritten.errors) == (1, [])
     assert svc.memory.ledger.get(ids["design"]).content == "Sessions are PASETO tokens signed with a rotating key."
     with pytest.raises(ToolError, match="does not exist"):
-        svc.import_memory(ImportMemoryInput(format="markdown", input_path="nowhere"))
+        svc.memory.import_memory(ImportMemoryInput(format="markdown", input_path="nowhere"))
 
 
 # -- git notes -------------------------------------------------------------------------------------
@@ -186,10 +186,10 @@ def test_git_notes_export_and_import(repo: Path, tmp_path: Path, service_factory
     head = _git(repo, "rev-parse", "HEAD")
     svc = service_factory(repo)
     ids = _add_all(svc)
-    svc.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"commit_sha": first_commit[:10]}))
-    stray = svc.memory_add(MemoryAddInput(memory_type="session", content="Work on a lost branch", metadata={"commit": "deadbeef" * 5})).memory_id
+    svc.memory.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"commit_sha": first_commit[:10]}))
+    stray = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Work on a lost branch", metadata={"commit": "deadbeef" * 5})).memory_id
 
-    result = svc.export_memory(ExportMemoryInput(format="git_notes"))
+    result = svc.memory.export_memory(ExportMemoryInput(format="git_notes"))
     assert result.output_path == "refs/notes/codemem" and result.exported_count == 3  # design + 2 sessions
     assert [e["memory_id"] for e in result.errors] == [stray] and "not in this repository" in result.errors[0]["error"]
     listed = dict(reversed(line.split()) for line in _git(repo, "notes", "--ref", "refs/notes/codemem", "list").splitlines())
@@ -198,13 +198,13 @@ def test_git_notes_export_and_import(repo: Path, tmp_path: Path, service_factory
     assert on_first.startswith("codemem memories: 1 (boundary ") and f"id: {ids['design']}" in on_first
     assert "Moved token signing" in _git(repo, "log", "-1", "--notes=codemem", "--format=%N", head)
     notes_tip = _git(repo, "rev-parse", "refs/notes/codemem")
-    assert svc.export_memory(ExportMemoryInput(format="git_notes")).exported_count == 3
+    assert svc.memory.export_memory(ExportMemoryInput(format="git_notes")).exported_count == 3
     assert _git(repo, "rev-parse", "refs/notes/codemem") == notes_tip  # unchanged notes are not rewritten
 
     # The design memory moves to HEAD: it leaves the first commit's note (one note per memory).
-    svc.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"commit_sha": head}))
-    svc.memory_delete(MemoryDeleteInput(memory_id=ids["session"], memory_type="session"))
-    moved = svc.export_memory(ExportMemoryInput(format="git_notes", memory_types=["design"]))
+    svc.memory.memory_update(MemoryUpdateInput(memory_id=ids["design"], memory_type="design", metadata={"commit_sha": head}))
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=ids["session"], memory_type="session"))
+    moved = svc.memory.export_memory(ExportMemoryInput(format="git_notes", memory_types=["design"]))
     assert moved.exported_count == 1 and moved.removed_count == 1  # and the deleted session left HEAD's note
     assert _git(repo, "notes", "--ref", "refs/notes/codemem", "list").count("\n") == 0  # only HEAD has a note now
 
@@ -212,16 +212,16 @@ def test_git_notes_export_and_import(repo: Path, tmp_path: Path, service_factory
     _git(tmp_path, "clone", "-q", str(repo), str(clone))
     _git(clone, "fetch", "-q", "origin", "refs/notes/codemem:refs/notes/codemem")
     fresh = service_factory(clone)
-    imported = fresh.import_memory(ImportMemoryInput(format="git_notes"))
+    imported = fresh.memory.import_memory(ImportMemoryInput(format="git_notes"))
     assert (imported.imported, imported.errors) == (2, [])
     original = _rows(svc)
     assert _rows(fresh) == {memory_id: original[memory_id] for memory_id in _rows(fresh)}
     assert set(_rows(fresh)) == {ids["design"], next(i for i, r in original.items() if r["content"] == "Reviewed ADR-7")}
-    again = fresh.import_memory(ImportMemoryInput(format="git_notes"))
+    again = fresh.memory.import_memory(ImportMemoryInput(format="git_notes"))
     assert (again.imported, again.skipped) == (0, 2)  # idempotent by memory id
 
     with pytest.raises(ToolError, match="git notes hold session and design memories, not component"):
-        svc.export_memory(ExportMemoryInput(format="git_notes", memory_types=["component"]))
+        svc.memory.export_memory(ExportMemoryInput(format="git_notes", memory_types=["component"]))
     with pytest.raises(ValueError, match="git_notes writes notes to notes_ref"):
         ExportMemoryInput(format="git_notes", output_path="x")
     with pytest.raises(ValueError, match="format markdown needs input_path"):
@@ -229,17 +229,17 @@ def test_git_notes_export_and_import(repo: Path, tmp_path: Path, service_factory
     (tmp_path / "not-a-repo").mkdir()
     empty = service_factory(tmp_path / "not-a-repo")
     with pytest.raises(ToolError, match="not in a git repository"):
-        empty.import_memory(ImportMemoryInput(format="git_notes"))
+        empty.memory.import_memory(ImportMemoryInput(format="git_notes"))
 
 
 def test_git_notes_import_reports_a_foreign_note(repo: Path, service_factory) -> None:  # noqa: ANN001
     _git(repo, "notes", "--ref", "refs/notes/codemem", "add", "-m", "someone else's note", "HEAD")
     svc = service_factory(repo)
-    result = svc.import_memory(ImportMemoryInput(format="git_notes"))
+    result = svc.memory.import_memory(ImportMemoryInput(format="git_notes"))
     assert result.imported == 0 and result.errors[0]["note"] == _git(repo, "rev-parse", "HEAD")
     assert "not a codemem note" in result.errors[0]["error"]
-    svc.memory_add(MemoryAddInput(memory_type="session", content="A session"))
-    refused = svc.export_memory(ExportMemoryInput(format="git_notes"))
+    svc.memory.memory_add(MemoryAddInput(memory_type="session", content="A session"))
+    refused = svc.memory.export_memory(ExportMemoryInput(format="git_notes"))
     assert refused.exported_count == 0 and "cannot read" in refused.errors[0]["error"]
     assert _git(repo, "notes", "--ref", "refs/notes/codemem", "show", "HEAD") == "someone else's note"  # left as it was
 

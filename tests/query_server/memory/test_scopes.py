@@ -54,12 +54,12 @@ def two_projects(tmp_path: Path, shared_global: Path, service_factory):  # noqa:
 
 
 def _add(svc, memory_type: str, content: str, **fields):  # noqa: ANN001, ANN202
-    return svc.memory_add(MemoryAddInput(memory_type=memory_type, content=content, **fields))
+    return svc.memory.memory_add(MemoryAddInput(memory_type=memory_type, content=content, **fields))
 
 
 def _search_ids(svc, query: str, **fields) -> dict[str, str]:  # noqa: ANN001
     """id → scope of every hit (all pages of up to 100)."""
-    found = svc.memory_search(MemorySearchInput(query=query, limit=100, **fields))
+    found = svc.memory.memory_search(MemorySearchInput(query=query, limit=100, **fields))
     return {hit.id: hit.scope for hit in found.results}
 
 
@@ -92,22 +92,22 @@ def test_sc007_no_leakage_across_projects_and_global_shared(two_projects, shared
     # the other faces of reading: get, list, export, statistics
     for memory_id, memory_type in ((a_project.memory_id, "design"), (a_local.memory_id, "session")):
         with pytest.raises(ToolError, match="Memory not found"):
-            b.memory_get(MemoryGetInput(memory_id=memory_id, memory_type=memory_type))
-    got = b.memory_get(MemoryGetInput(memory_id=pref.memory_id, memory_type="user_preference"))
+            b.memory.memory_get(MemoryGetInput(memory_id=memory_id, memory_type=memory_type))
+    got = b.memory.memory_get(MemoryGetInput(memory_id=pref.memory_id, memory_type="user_preference"))
     assert got.scope == "global" and got.content == GLOBAL_PREF and got.sync_status == "synced"
-    assert a.memory_get(MemoryGetInput(memory_id=a_local.memory_id, memory_type="session")).scope == "local"
-    listed_b = {h.id: h.scope for h in b.memory_list(MemoryListInput(limit=100)).results}
+    assert a.memory.memory_get(MemoryGetInput(memory_id=a_local.memory_id, memory_type="session")).scope == "local"
+    listed_b = {h.id: h.scope for h in b.memory.memory_list(MemoryListInput(limit=100)).results}
     assert listed_b == {b_project.memory_id: "project", pref.memory_id: "global"}
-    listed_a = {h.id: h.scope for h in a.memory_list(MemoryListInput(limit=100)).results}
+    listed_a = {h.id: h.scope for h in a.memory.memory_list(MemoryListInput(limit=100)).results}
     assert listed_a == {a_project.memory_id: "project", a_local.memory_id: "local", pref.memory_id: "global"}
-    assert [h.id for h in a.memory_list(MemoryListInput(scopes=["local"])).results] == [a_local.memory_id]
-    exported_b = [json.loads(line) for line in (b.export_memory(ExportMemoryInput()).data or "").splitlines()]
+    assert [h.id for h in a.memory.memory_list(MemoryListInput(scopes=["local"])).results] == [a_local.memory_id]
+    exported_b = [json.loads(line) for line in (b.memory.export_memory(ExportMemoryInput()).data or "").splitlines()]
     assert {(r["id"], r["scope"]) for r in exported_b} == {(b_project.memory_id, "project"), (pref.memory_id, "global")}
-    stats_b = b.memory_statistics()
+    stats_b = b.memory.memory_statistics()
     assert set(stats_b.scopes) == {"project", "global"}
     assert stats_b.memory_counts["user_preference"]["active"] == 1 and stats_b.memory_counts["session"]["total"] == 0
     assert stats_b.sync_status == {"synced": 2, "pending": 0, "failed": 0}
-    stats_a = a.memory_statistics()
+    stats_a = a.memory.memory_statistics()
     assert stats_a.scopes["local"]["memory_counts"] == {"session": {"total": 1, "active": 1, "deleted": 0}}
     assert stats_a.storage["vector_store"]["points_per_type"]["session"] == 1
 
@@ -119,14 +119,14 @@ def test_sc007_no_leakage_across_projects_and_global_shared(two_projects, shared
     assert in_b_vectors == {b_project.memory_id, pref.memory_id}
 
     # a global memory changed in one project is current in the other; a delete reaches both
-    updated = b.memory_update(MemoryUpdateInput(
+    updated = b.memory.memory_update(MemoryUpdateInput(
         memory_id=pref.memory_id, memory_type="user_preference", content=GLOBAL_PREF + " (and parametrize them)",
         expected_version=1,
     ))
     assert updated.scope == "global" and updated.version == 2
-    hit = a.memory_search(MemorySearchInput(query="pytest fixtures parametrize", scopes=["global"])).results[0]
+    hit = a.memory.memory_search(MemorySearchInput(query="pytest fixtures parametrize", scopes=["global"])).results[0]
     assert hit.id == pref.memory_id and hit.content.endswith("(and parametrize them)") and hit.provenance.version == 2
-    deleted = a.memory_delete(MemoryDeleteInput(memory_id=pref.memory_id, memory_type="user_preference"))
+    deleted = a.memory.memory_delete(MemoryDeleteInput(memory_id=pref.memory_id, memory_type="user_preference"))
     assert deleted.scope == "global"
     assert pref.memory_id not in _search_ids(b, "pytest fixtures or setUp")
     assert pref.memory_id in _search_ids(b, "pytest fixtures or setUp", include_deleted=True)
@@ -144,20 +144,20 @@ def test_scope_rules_for_links_anchors_and_batches(two_projects) -> None:  # noq
     pref = _add(a, "user_preference", GLOBAL_PREF, metadata=PREF_META, scope="GLOBAL")  # scope names are case-insensitive
     # project and local memories may link to global ones; the link shows from both ends
     local = _add(a, "session", A_LOCAL, scope="local", relationships=[{"type": "RELATES_TO", "target_id": pref.memory_id}])
-    back = a.memory_get(MemoryGetInput(memory_id=pref.memory_id, memory_type="user_preference", include_relationships=True))
+    back = a.memory.memory_get(MemoryGetInput(memory_id=pref.memory_id, memory_type="user_preference", include_relationships=True))
     assert [(r.direction, r.target_id) for r in back.relationships] == [("incoming", local.memory_id)]
 
     with pytest.raises(ToolError, match="one memory_bulk_add writes one scope"):
-        a.memory_bulk_add(MemoryBulkAddInput(memories=[
+        a.memory.memory_bulk_add(MemoryBulkAddInput(memories=[
             MemoryAddInput(memory_type="session", content="one", scope="local"),
             MemoryAddInput(memory_type="session", content="two"),
         ]))
-    batch = a.memory_bulk_add(MemoryBulkAddInput(scope="local", memories=[
+    batch = a.memory.memory_bulk_add(MemoryBulkAddInput(scope="local", memories=[
         MemoryAddInput(memory_type="session", content=f"Local session note {i}") for i in range(3)
     ]))
     assert batch.scope == "local" and batch.added_count == 3
-    assert {h.id for h in a.memory_list(MemoryListInput(scopes=["local"], limit=100)).results} == {*batch.added_ids, local.memory_id}
-    assert a.memory_statistics().scopes["local"]["sync_status"] == {"synced": 4, "pending": 0, "failed": 0}
+    assert {h.id for h in a.memory.memory_list(MemoryListInput(scopes=["local"], limit=100)).results} == {*batch.added_ids, local.memory_id}
+    assert a.memory.memory_statistics().scopes["local"]["sync_status"] == {"synced": 4, "pending": 0, "failed": 0}
 
 
 def test_jsonl_round_trip_keeps_scopes_and_markdown_exports_the_project_only(tmp_path: Path, service_factory) -> None:  # noqa: ANN001
@@ -170,21 +170,21 @@ def test_jsonl_round_trip_keeps_scopes_and_markdown_exports_the_project_only(tmp
         "local": _add(source, "session", A_LOCAL, scope="local").memory_id,
         "global": _add(source, "user_preference", GLOBAL_PREF, metadata=PREF_META, scope="global").memory_id,
     }
-    source.export_memory(ExportMemoryInput(output_path="all.jsonl"))
-    markdown = source.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
+    source.memory.export_memory(ExportMemoryInput(output_path="all.jsonl"))
+    markdown = source.memory.export_memory(ExportMemoryInput(format="markdown", output_path="memories"))
     assert markdown.exported_count == 1 and len(list((source_root / "memories").rglob("*.md"))) == 1
     (target_root / "all.jsonl").write_text((source_root / "all.jsonl").read_text())
 
     target = service_factory(target_root, global_dir=tmp_path / "g2")
-    result = target.import_memory(ImportMemoryInput(input_path="all.jsonl"))
+    result = target.memory.import_memory(ImportMemoryInput(input_path="all.jsonl"))
     assert (result.imported, result.errors) == (3, [])
     for scope, memory_id in ids.items():
         row = target.memory.scopes.locate(memory_id)
         assert row is not None and row.scope == scope
     assert _search_ids(target, "pytest fixtures or setUp")[ids["global"]] == "global"
-    again = target.import_memory(ImportMemoryInput(input_path="all.jsonl", scope="local"))
+    again = target.memory.import_memory(ImportMemoryInput(input_path="all.jsonl", scope="local"))
     assert (again.imported, again.skipped) == (0, 3)  # an id is known in whichever scope holds it
-    bad = target.import_memory(ImportMemoryInput(data=json.dumps({"memory_type": "session", "content": "x", "scope": "team"})))
+    bad = target.memory.import_memory(ImportMemoryInput(data=json.dumps({"memory_type": "session", "content": "x", "scope": "team"})))
     assert "scope 'team' is not one of project, local, global" in bad.errors[0]["error"]
 
 
@@ -200,14 +200,14 @@ def test_global_replica_rebuilds_from_the_global_ledger(tmp_path: Path, service_
     root = tmp_path / "p"
     root.mkdir()
     svc = service_factory(root, global_dir=global_dir)
-    hits = svc.memory_search(MemorySearchInput(query="note written by another project"))
+    hits = svc.memory.memory_search(MemorySearchInput(query="note written by another project"))
     assert [(h.id, h.scope, h.provenance.sync_status) for h in hits.results] == [(written.id, "global", "synced")]
     svc.close()
     (root / ".codemem" / "global_replica.db").unlink()
     again = service_factory(root, global_dir=global_dir)
-    assert [h.id for h in again.memory_search(MemorySearchInput(query="note written by another project")).results] == [written.id]
-    assert again.rebuild_projections()["failed"] == 0
-    assert [h.id for h in again.memory_search(MemorySearchInput(query="note written by another project")).results] == [written.id]
+    assert [h.id for h in again.memory.memory_search(MemorySearchInput(query="note written by another project")).results] == [written.id]
+    assert again.memory.rebuild_projections()["failed"] == 0
+    assert [h.id for h in again.memory.memory_search(MemorySearchInput(query="note written by another project")).results] == [written.id]
 
 
 def test_local_scope_is_never_committed(tmp_path: Path, service_factory) -> None:  # noqa: ANN001

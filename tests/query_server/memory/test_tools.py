@@ -46,7 +46,7 @@ def svc(project: Path, service_factory):  # noqa: ANN001, ANN201
 
 
 def _add(svc, memory_type: str, content: str, **fields):  # noqa: ANN001, ANN202
-    return svc.memory_add(MemoryAddInput(memory_type=memory_type, content=content, **fields))
+    return svc.memory.memory_add(MemoryAddInput(memory_type=memory_type, content=content, **fields))
 
 
 def test_add_get_search_round_trip(svc) -> None:  # noqa: ANN001
@@ -63,21 +63,21 @@ def test_add_get_search_round_trip(svc) -> None:  # noqa: ANN001
     _add(svc, "user_preference", "Use pytest fixtures rather than setUp methods",
          metadata={"category": "Tool", "key": "test_style", "value": "pytest fixtures", "scope": "Project"})
 
-    record = svc.memory_get(MemoryGetInput(memory_id=design.memory_id, memory_type="design", include_relationships=True))
+    record = svc.memory.memory_get(MemoryGetInput(memory_id=design.memory_id, memory_type="design", include_relationships=True))
     assert record.metadata["title"] == "ADR-7 session tokens" and record.version == 1
     links = {(r.type, r.direction, r.target_label) for r in record.relationships}
     assert links == {("ADDRESSES", "outgoing", "requirements"), ("RELATES_TO", "outgoing", "Function")}
-    back = svc.memory_get(MemoryGetInput(memory_id=req.memory_id, memory_type="requirements", include_relationships=True))
+    back = svc.memory.memory_get(MemoryGetInput(memory_id=req.memory_id, memory_type="requirements", include_relationships=True))
     assert [(r.type, r.direction, r.target_id) for r in back.relationships] == [("ADDRESSES", "incoming", design.memory_id)]
 
-    found = svc.memory_search(MemorySearchInput(query="how long does a login session last before it expires"))
+    found = svc.memory.memory_search(MemorySearchInput(query="how long does a login session last before it expires"))
     assert found.results[0].id == req.memory_id and found.search_mode == "hybrid"
-    only_design = svc.memory_search(MemorySearchInput(query="session token signing", memory_types=["design"]))
+    only_design = svc.memory.memory_search(MemorySearchInput(query="session token signing", memory_types=["design"]))
     assert [h.id for h in only_design.results] == [design.memory_id]
-    filtered = svc.memory_search(MemorySearchInput(query="session", metadata_filters={"priority": "High"}))
+    filtered = svc.memory.memory_search(MemorySearchInput(query="session", metadata_filters={"priority": "High"}))
     assert [h.id for h in filtered.results] == [req.memory_id]
     # retrieval is counted
-    again = svc.memory_get(MemoryGetInput(memory_id=req.memory_id, memory_type="requirements"))
+    again = svc.memory.memory_get(MemoryGetInput(memory_id=req.memory_id, memory_type="requirements"))
     assert again.access_count >= 3
 
     # the graph holds the memory nodes and the link to the code
@@ -104,18 +104,18 @@ def test_conflicts_duplicates_and_contradictions(svc) -> None:  # noqa: ANN001
 
 def test_update_with_optimistic_concurrency_and_audit(svc) -> None:  # noqa: ANN001
     added = _add(svc, "session", "Refactored the token signer")
-    updated = svc.memory_update(MemoryUpdateInput(
+    updated = svc.memory.memory_update(MemoryUpdateInput(
         memory_id=added.memory_id, memory_type="session", content="Refactored the token signer and its tests",
         expected_version=1,
     ))
     assert updated.status == "updated" and updated.version == 2
     with pytest.raises(ToolError, match="now at version 2"):
-        svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", content="x", expected_version=1))
+        svc.memory.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", content="x", expected_version=1))
     with pytest.raises(ToolError, match="memory_type='session'"):
-        svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="design", content="x"))
+        svc.memory.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="design", content="x"))
     with pytest.raises(ToolError, match="metadata.start_time: must be an ISO 8601"):
-        svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"start_time": "yesterday"}))
-    hit = svc.memory_search(MemorySearchInput(query="token signer tests")).results[0]
+        svc.memory.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"start_time": "yesterday"}))
+    hit = svc.memory.memory_search(MemorySearchInput(query="token signer tests")).results[0]
     assert hit.content.endswith("and its tests") and hit.provenance.version == 2
     trail = svc.memory.ledger.audit_of(added.memory_id)
     assert [e["operation"] for e in trail] == ["create", "update"]
@@ -123,83 +123,83 @@ def test_update_with_optimistic_concurrency_and_audit(svc) -> None:  # noqa: ANN
 
 def test_soft_and_hard_delete(svc) -> None:  # noqa: ANN001
     added = _add(svc, "session", "Investigated flaky checkout test")
-    gone = svc.memory_delete(MemoryDeleteInput(memory_id=added.memory_id, memory_type="session"))
+    gone = svc.memory.memory_delete(MemoryDeleteInput(memory_id=added.memory_id, memory_type="session"))
     assert gone.status == "deleted" and gone.retention_until
-    assert svc.memory_search(MemorySearchInput(query="flaky checkout test")).results == []
-    kept = svc.memory_search(MemorySearchInput(query="flaky checkout test", include_deleted=True))
+    assert svc.memory.memory_search(MemorySearchInput(query="flaky checkout test")).results == []
+    kept = svc.memory.memory_search(MemorySearchInput(query="flaky checkout test", include_deleted=True))
     assert [h.id for h in kept.results] == [added.memory_id]
-    assert svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session")).deleted
-    svc.memory_delete(MemoryDeleteInput(memory_id=added.memory_id, memory_type="session", hard_delete=True))
+    assert svc.memory.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session")).deleted
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=added.memory_id, memory_type="session", hard_delete=True))
     with pytest.raises(ToolError, match="Memory not found"):
-        svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
-    assert svc.memory_search(MemorySearchInput(query="flaky checkout test", include_deleted=True)).results == []
+        svc.memory.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
+    assert svc.memory.memory_search(MemorySearchInput(query="flaky checkout test", include_deleted=True)).results == []
 
 
 def test_bulk_add_is_all_or_nothing(svc) -> None:  # noqa: ANN001
-    bad = svc.memory_bulk_add(MemoryBulkAddInput(memories=[
+    bad = svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=[
         {"memory_type": "session", "content": "fine"},
         {"memory_type": "requirements", "content": "no title", "metadata": {"priority": "High"}},
     ]))
     assert bad.added_count == 0 and bad.errors[0]["index"] == 1 and "title" in bad.errors[0]["error"]
-    assert svc.memory_statistics().memory_counts["session"]["total"] == 0
-    good = svc.memory_bulk_add(MemoryBulkAddInput(memories=[{"memory_type": "session", "content": f"s{i}"} for i in range(20)]))
+    assert svc.memory.memory_statistics().memory_counts["session"]["total"] == 0
+    good = svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=[{"memory_type": "session", "content": f"s{i}"} for i in range(20)]))
     assert good.added_count == 20
-    stats = svc.memory_statistics()
+    stats = svc.memory.memory_statistics()
     assert stats.memory_counts["session"] == {"total": 20, "active": 20, "deleted": 0}
     assert stats.sync_status["synced"] == 20 and stats.outbox["pending"] == 0
 
 
 def test_pagination_and_bad_inputs(svc) -> None:  # noqa: ANN001
-    svc.memory_bulk_add(MemoryBulkAddInput(memories=[
+    svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=[
         {"memory_type": "session", "content": f"Worked on the payment retry queue, part {i}"} for i in range(25)
     ]))
     seen: list[str] = []
     cursor = None
     for _ in range(3):
-        page = svc.memory_search(MemorySearchInput(query="payment retry queue", limit=10, cursor=cursor))
+        page = svc.memory.memory_search(MemorySearchInput(query="payment retry queue", limit=10, cursor=cursor))
         seen += [h.id for h in page.results]
         cursor = page.next_cursor
     assert len(seen) == 25 == len(set(seen)) and cursor is None
     with pytest.raises(ToolError, match="another query"):
-        svc.memory_search(MemorySearchInput(query="something else", cursor=page.next_cursor or _first_cursor(svc)))
+        svc.memory.memory_search(MemorySearchInput(query="something else", cursor=page.next_cursor or _first_cursor(svc)))
     with pytest.raises(ToolError, match="relationship target"):
         _add(svc, "design", "x", metadata={"design_type": "ADR", "title": "t", "status": "Accepted"},
              relationships=[{"type": "ADDRESSES", "target_id": "REQ-NOPE-999"}])
     with pytest.raises(ToolError, match="Memory not found"):
-        svc.memory_get(MemoryGetInput(memory_id="00000000-0000-4000-8000-000000000000", memory_type="session"))
+        svc.memory.memory_get(MemoryGetInput(memory_id="00000000-0000-4000-8000-000000000000", memory_type="session"))
 
 
 def _first_cursor(svc) -> str:  # noqa: ANN001
-    return svc.memory_search(MemorySearchInput(query="payment retry queue", limit=1)).next_cursor
+    return svc.memory.memory_search(MemorySearchInput(query="payment retry queue", limit=1)).next_cursor
 
 
 def test_export_import_round_trip_and_path_confinement(svc, project: Path, tmp_path: Path) -> None:  # noqa: ANN001
     a = _add(svc, "requirements", "Exports are JSONL", metadata={"requirement_id": "REQ-EXP-001", "title": "Export", "priority": "Low", "status": "Draft"})
     _add(svc, "design", "JSONL keeps one memory per line", metadata={"design_type": "Specification", "title": "Export format", "status": "Accepted"},
          relationships=[{"type": "ADDRESSES", "target_id": a.memory_id}])
-    result = svc.export_memory(ExportMemoryInput(output_path="backup/memories.jsonl"))
+    result = svc.memory.export_memory(ExportMemoryInput(output_path="backup/memories.jsonl"))
     assert result.exported_count == 2
     lines = [json.loads(x) for x in (project / "backup/memories.jsonl").read_text().splitlines()]
     assert {x["memory_type"] for x in lines} == {"requirements", "design"}
     with pytest.raises(ToolError, match="Path must be within project directory"):
-        svc.export_memory(ExportMemoryInput(output_path="../outside.jsonl"))
+        svc.memory.export_memory(ExportMemoryInput(output_path="../outside.jsonl"))
     with pytest.raises(ToolError, match="Path must be within project directory"):
-        svc.import_memory(ImportMemoryInput(input_path=str(tmp_path / "x.jsonl")))
+        svc.memory.import_memory(ImportMemoryInput(input_path=str(tmp_path / "x.jsonl")))
 
-    skipped = svc.import_memory(ImportMemoryInput(input_path="backup/memories.jsonl"))
+    skipped = svc.memory.import_memory(ImportMemoryInput(input_path="backup/memories.jsonl"))
     assert (skipped.imported, skipped.skipped) == (0, 2)
-    refused = svc.import_memory(ImportMemoryInput(input_path="backup/memories.jsonl", conflict_resolution="error"))
+    refused = svc.memory.import_memory(ImportMemoryInput(input_path="backup/memories.jsonl", conflict_resolution="error"))
     assert refused.imported == 0 and len(refused.errors) == 2
 
-    svc.memory_delete(MemoryDeleteInput(memory_id=a.memory_id, memory_type="requirements", hard_delete=True))
-    restored = svc.import_memory(ImportMemoryInput(input_path="backup/memories.jsonl"))
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=a.memory_id, memory_type="requirements", hard_delete=True))
+    restored = svc.memory.import_memory(ImportMemoryInput(input_path="backup/memories.jsonl"))
     assert (restored.imported, restored.skipped) == (1, 1)
-    back = svc.memory_get(MemoryGetInput(memory_id=a.memory_id, memory_type="requirements"))
+    back = svc.memory.memory_get(MemoryGetInput(memory_id=a.memory_id, memory_type="requirements"))
     assert back.content == "Exports are JSONL" and back.created_at == lines[0]["created_at"]
-    junk = svc.import_memory(ImportMemoryInput(data='{"memory_type": "nonsense", "content": "x"}\nnot json\n'))
+    junk = svc.memory.import_memory(ImportMemoryInput(data='{"memory_type": "nonsense", "content": "x"}\nnot json\n'))
     assert junk.imported == 0 and [e["line"] for e in junk.errors] == [1, 2]
     assert "Unknown memory type" in junk.errors[0]["error"]
-    worse = svc.import_memory(ImportMemoryInput(data=(
+    worse = svc.memory.import_memory(ImportMemoryInput(data=(
         '{"memory_type": "session"\n5\n{"memory_type": "session", "content": "x", "importance_score": "high"}\n'
         '{"memory_type": "session", "content": "x", "id": "abc"}\n'
     )))
@@ -253,12 +253,12 @@ def test_updates_cannot_pile_metadata_past_the_limit(svc) -> None:  # noqa: ANN0
     chunk = "x" * 20_000
     version = added.version
     for n in range(3):
-        version = svc.memory_update(MemoryUpdateInput(
+        version = svc.memory.memory_update(MemoryUpdateInput(
             memory_id=added.memory_id, memory_type="session", metadata={f"notes_{n}": chunk},
         )).version
     with pytest.raises(ToolError, match="metadata after this update"):
-        svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_3": chunk}))
-    stored = svc.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
+        svc.memory.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_3": chunk}))
+    stored = svc.memory.memory_get(MemoryGetInput(memory_id=added.memory_id, memory_type="session"))
     assert stored.version == version and "notes_3" not in stored.metadata
-    shrunk = svc.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_0": "done"}))
+    shrunk = svc.memory.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_0": "done"}))
     assert shrunk.status == "updated"

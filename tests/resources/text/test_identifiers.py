@@ -19,7 +19,7 @@ from pipelines.eval_corpus import code_tokenize
 from pipelines.records import split_identifier
 from query_server.design.alignment import concepts
 from resources.code_similarity import opposite_names
-from resources.graph.store import _is_write_procedure
+from resources.graph.read_only import _is_write_procedure
 from resources.text.identifiers import identifier_words, search_tokens, suffix_stem
 from resources.vectors.sparse import document_vector, query_vector, tokenize
 
