@@ -24,6 +24,7 @@ from resources.settings import Settings
 
 from query_server.ownership import ProjectHandle
 from query_server.service import CodeMemService
+from query_server.tools import TOOLS
 
 
 class CodememProject(ConfigurableResource, ProjectStores):
@@ -78,11 +79,11 @@ class CodememProject(ConfigurableResource, ProjectStores):
 
     def index_on_owner(self, request: IndexInput) -> dict[str, Any]:
         """See ``ProjectStores.index_on_owner``."""
-        return self._opened().call("index", request)
+        return self._opened().call(TOOLS["index"], request)
 
     def refresh_design_on_owner(self) -> dict[str, Any]:
         """See ``ProjectStores.refresh_design_on_owner``."""
-        return self._opened().call("refresh_design")
+        return self._opened().call(TOOLS["refresh_design"])
 
 
 defs = build_definitions(CodememProject())

@@ -32,7 +32,7 @@ from query_server.mcp_server import build_mcp_server
 from query_server.ownership import ProjectHandle
 from query_server.request_guard import LOOPBACK_NAMES, RequestGuard, transport_security
 from query_server.telemetry import Metrics, ToolTelemetry
-from query_server.tools import Tool, routed_tools
+from query_server.tools import TOOLS, Tool, routed_tools
 
 log = structlog.get_logger("codemem.http")
 
@@ -138,7 +138,7 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
     async def health() -> Any:
         """Each dependency's state; HTTP 503 when one does not work."""
         try:
-            result: HealthResult = await anyio.to_thread.run_sync(lambda: handle.call("health"))
+            result: HealthResult = await anyio.to_thread.run_sync(lambda: handle.call(TOOLS["health"]))
         except Exception as exc:  # noqa: BLE001 - health must answer
             return JSONResponse({"status": "error", "components": {"service": {"status": "error", "error": str(exc)}}}, status_code=503)
         return JSONResponse(result.model_dump(mode="json"), status_code=503 if result.status == "error" else 200)
@@ -147,15 +147,15 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
     async def prometheus_metrics() -> Response:
         """Prometheus metrics: tool latency and outcomes, index size, cache hit rate."""
         try:
-            status: IndexStatusResult = await anyio.to_thread.run_sync(lambda: handle.call("index_status"))
+            status: IndexStatusResult = await anyio.to_thread.run_sync(lambda: handle.call(TOOLS["index_status"]))
             metrics.symbols.set(status.symbols)
             metrics.files.set(status.files)
             metrics.dense.set(status.dense_coverage)
-            health_result: HealthResult = await anyio.to_thread.run_sync(lambda: handle.call("health"))
+            health_result: HealthResult = await anyio.to_thread.run_sync(lambda: handle.call(TOOLS["health"]))
             rate = health_result.components.get("embedder", {}).get("cache_hit_rate")
             if rate is not None:
                 metrics.cache_hit_rate.set(rate)
-            stats: MemoryStatisticsResult = await anyio.to_thread.run_sync(lambda: handle.call("memory_statistics"))
+            stats: MemoryStatisticsResult = await anyio.to_thread.run_sync(lambda: handle.call(TOOLS["memory_statistics"]))
             for memory_type, counts in stats.memory_counts.items():
                 metrics.memories.labels(memory_type, "active").set(counts.get("active", 0))
                 metrics.memories.labels(memory_type, "deleted").set(counts.get("deleted", 0))

@@ -362,12 +362,13 @@ class Watcher:
 
     def _index(self, paths: list[str], batch: Batch) -> dict[str, Any]:
         from query_server.service import ToolError
+        from query_server.tools import TOOLS
 
         kwargs: dict[str, Any] = {"stop": self._stop} if self.handle.is_owner else {}
         for attempt in range(2):
             batch.scopes = index_scopes(self.root, paths)
             try:
-                return self.handle.call("index", IndexInput(paths=batch.scopes, embed=self.embed), **kwargs)
+                return self.handle.call(TOOLS["index"], IndexInput(paths=batch.scopes, embed=self.embed), **kwargs)
             except ToolError:  # a path vanished between the scope check and the index
                 if attempt or batch.scopes is None:
                     raise

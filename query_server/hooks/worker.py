@@ -240,6 +240,7 @@ def record(args: argparse.Namespace) -> str:
 
     from query_server.ownership import ProjectHandle
     from query_server.service import ToolError
+    from query_server.tools import TOOLS
 
     state_file = _state_path(state_dir, args.session_id)
     state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +258,7 @@ def record(args: argparse.Namespace) -> str:
             done = None
             if memory_id:
                 try:
-                    result = handle.call("memory_update", MemoryUpdateInput(
+                    result = handle.call(TOOLS["memory_update"], MemoryUpdateInput(
                         memory_id=memory_id, memory_type="session", content=content, metadata=metadata,
                     ))
                     done = f"updated {memory_id} ({result.status}, version {result.version})"
@@ -265,7 +266,7 @@ def record(args: argparse.Namespace) -> str:
                     print(f"memory {memory_id} could not be updated ({exc}); storing a new one", flush=True)
             if done is None:
                 rid = request_id(args.session_id, args.event if not memory_id else f"{args.event}:{args.upto}")
-                result = handle.call("memory_add", MemoryAddInput(
+                result = handle.call(TOOLS["memory_add"], MemoryAddInput(
                     memory_type="session", content=content, metadata=metadata, importance_score=0.4, request_id=rid,
                 ))
                 memory_id = result.memory_id

@@ -147,9 +147,22 @@ def _index_tree(tmp_path: Path, full: bool) -> Path:
     return root
 
 
+def _ensure_corpus() -> None:
+    """The requests 2.34.2 sources, downloaded from PyPI into bench/.cache on first use (skip when offline)."""
+    if CORPUS.is_dir():
+        return
+    from bench.corpora import load_corpus
+
+    try:
+        load_corpus("requests", "2.34.2")
+    except Exception as exc:  # noqa: BLE001 - no network: say how to get it
+        pytest.skip(f"no corpus at {CORPUS} and it could not be downloaded ({exc}); run "
+                    "`python -c \"from bench.corpora import load_corpus; load_corpus('requests', '2.34.2')\"` online")
+    assert CORPUS.is_dir(), f"bench.corpora.load_corpus did not write {CORPUS}"
+
+
 def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) -> dict[str, Any]:
-    if not CORPUS.is_dir():
-        pytest.skip(f"no corpus at {CORPUS} (bench/fetch_corpora)")
+    _ensure_corpus()
     root = _index_tree(tmp_path, full)
     rng = random.Random(9_4_1 + trials)
     first = _cli("index", ".", "--json", cwd=root)
@@ -270,7 +283,7 @@ _MCP_CHECK = textwrap.dedent(
     try:
         rows = {r.id: {"content": r.content, "version": r.version, "deleted": r.deleted} for r in svc.memory.ledger.iter_memories()}
         sync = svc.memory.sync()
-        stats = svc.memory_statistics()
+        stats = svc.memory.memory_statistics()
         ids = svc.vectors.ids(COLLECTIONS["session"])
         print(json.dumps({"rows": rows, "sync_failed": sync["failed"], "outbox": stats.outbox,
                           "sync_status": stats.sync_status, "points": sorted(ids)}))
@@ -336,7 +349,7 @@ _NORMALIZE_SEED = textwrap.dedent(
     trial = int(sys.argv[2])
     svc = CodeMemService(Settings(project_root=Path(sys.argv[1])))
     try:
-        add = lambda c: svc.memory_add(MemoryAddInput(memory_type="session", content=c)).memory_id
+        add = lambda c: svc.memory.memory_add(MemoryAddInput(memory_type="session", content=c)).memory_id
         keep = [add(f"Trial {trial}: moved job number {trial} of the {w} service to the night shift") for w in ("billing", "mail")]
         a = add(f"Trial {trial}: the importer retries {trial} times before giving up.")
         b = add(f"trial {trial}: the importer retries {trial} times before giving up.")
@@ -356,8 +369,8 @@ _NORMALIZE_CHECK = textwrap.dedent(
     from resources.settings import Settings
 
     def finish(svc, dry_run):
-        job = svc.normalize_memory(NormalizeMemoryInput(dry_run=dry_run))
-        while (job := svc.normalize_status(NormalizeStatusInput(job_id=job.job_id))).status == "running":
+        job = svc.memory.normalize_memory(NormalizeMemoryInput(dry_run=dry_run))
+        while (job := svc.memory.normalize_status(NormalizeStatusInput(job_id=job.job_id))).status == "running":
             time.sleep(0.05)
         return job
 
