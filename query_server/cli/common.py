@@ -85,13 +85,13 @@ def open_handle(project: str) -> ProjectHandle:
 
 
 def failure(what: str, exc: Exception) -> click.ClickException:
-    """An unexpected failure as one line (exit 1); the traceback goes to the log at debug level."""
-    import traceback
+    """``what`` failed with ``exc``, as the CLI says it (``query_server.errors.cli_error``): bad input
+    or a refusal exits 2 with its message, anything else exits 1 in one line (the traceback goes to
+    the log at debug level)."""
+    from query_server.errors import cli_error
 
-    import structlog
-
-    structlog.get_logger("codemem.cli").debug("command failed", operation=what, traceback=traceback.format_exc())
-    return click.ClickException(f"{what} failed: {type(exc).__name__}: {exc} (CODEMEM_LOG_LEVEL=DEBUG logs the traceback)")
+    status, message = cli_error(what, exc)
+    return InputError(message) if status == 2 else click.ClickException(message)
 
 
 def configure_logging(default_level: str = "WARNING") -> None:
@@ -134,15 +134,9 @@ def call(project: str, tool: Tool, request: BaseModel | None = None) -> Any:
     A refusal of the tool (``ToolError``) or invalid input exits 2 with its message; any other
     failure exits 1 with a one-line message (see ``failure``).
     """
-    from resources.schemas.tools import describe_validation_error
-
     handle = open_handle(project)
     try:
         return handle.call(tool, *([request] if request is not None else []))
-    except ToolError as exc:
-        raise InputError(str(exc)) from exc
-    except ValidationError as exc:
-        raise InputError(describe_validation_error(exc)) from exc
     except Exception as exc:
         raise failure(tool.name, exc) from exc
     finally:
