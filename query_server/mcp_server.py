@@ -10,6 +10,7 @@ errors (``isError``) with an actionable message (``query_server.errors``).
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 from collections.abc import Callable, Coroutine
 from copy import copy
@@ -143,7 +144,27 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
     return server
 
 
-def run_stdio(handle: ProjectHandle) -> None:
-    """Serve MCP over stdio until the client closes the stream."""
+def run_stdio(handle: ProjectHandle, stop: threading.Event | None = None) -> None:
+    """Serve MCP over stdio until the client closes the stream or ``stop`` is set.
+
+    The server runs in a daemon thread: its stdin reader blocks in a read that no cancellation
+    interrupts, so on ``stop`` this returns at once and leaves that thread to the process's exit
+    (``query_server.shutdown``) instead of waiting for the client to write or close the stream.
+    """
     server = build_mcp_server(handle)
-    anyio.run(server.run_stdio_async)
+    ended = stop or threading.Event()
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            anyio.run(server.run_stdio_async)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
+            failure.append(exc)
+        finally:
+            ended.set()
+
+    threading.Thread(target=serve, name="codemem-mcp-stdio", daemon=True).start()
+    while not ended.wait(0.05):  # a short wait: signal handlers run between waits
+        pass
+    if failure:
+        raise failure[0]

@@ -52,6 +52,9 @@ HANDOVER_WAIT_S = 60.0
 """How long a call whose owner went away waits for the next owner (this process or another) to
 answer before it reports the failure; retries back off from 50 ms to 1 s."""
 RPC_TIMEOUT_S = 3600.0
+OWNER_POLL_S = 0.05
+"""How often the owner's loopback server checks whether it should stop: ``close`` waits for that
+check (the stdlib default, 0.5 s, is past the budget of a shutdown, ``query_server.shutdown``)."""
 MAX_REQUEST_ID_CHARS = 200
 
 
@@ -284,7 +287,7 @@ class ProjectHandle:
         self._trimmer = HeapTrimmer(service.foreground, self.settings.heap_trim_interval_s)
         self._trimmer.start()
         self._server = _OwnerHTTPServer(service, token)
-        threading.Thread(target=self._server.serve_forever, name="codemem-owner", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(OWNER_POLL_S,), name="codemem-owner", daemon=True).start()
         address = {"pid": os.getpid(), "port": self._server.server_address[1], "token": token}
         tmp = self.state_dir / (OWNER_FILE + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -164,20 +164,35 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
         raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
 
 
+def owned_graph_dir(handle: Any) -> Path | None:
+    """The embedded graph's directory when this process owns the project's stores (None otherwise,
+    or with a Neo4j graph)."""
+    if not handle.is_owner:
+        return None
+    db_dir = getattr(handle.backend.graph, "db_dir", None)
+    return Path(db_dir) if db_dir is not None else None
+
+
 @main.command()
 @click.option("--project", default=".", help="The repository to serve.")
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json)."""
     configure_logging("INFO")
     from query_server.mcp_server import run_stdio
+    from query_server.shutdown import Shutdown, stop_graph_server
 
+    shutdown = Shutdown()
     handle = open_handle(project)
     try:
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
-        run_stdio(handle)
+        shutdown.on_deadline(lambda: stop_graph_server(owned_graph_dir(handle)))
+        shutdown.install()
+        run_stdio(handle, stop=shutdown.requested)
+        shutdown.begin()  # the stream ended: the same bounded close
     finally:
         handle.close()
+    shutdown.exit()
 
 
 @main.command()
@@ -191,6 +206,7 @@ def serve(project: str, host: str, port: int) -> None:
 
     from query_server.http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
     from query_server.request_guard import WILDCARD_BINDS
+    from query_server.shutdown import GRACEFUL_SHUTDOWN_S, Shutdown, serve_http, stop_graph_server
 
     settings = settings_for(project)
     token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -199,6 +215,7 @@ def serve(project: str, host: str, port: int) -> None:
             f"refusing to bind {host} without a bearer token — set CODEMEM_API_TOKEN, or keep the "
             "default 127.0.0.1"
         )
+    shutdown = Shutdown()
     handle = open_handle(project)
     try:
         if handle.is_owner:
@@ -210,11 +227,19 @@ def serve(project: str, host: str, port: int) -> None:
                 "listening on every address: requests must name 127.0.0.1, localhost or a host in "
                 "CODEMEM_ALLOWED_HOSTS (others get 421, DNS-rebinding protection)"
             )
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
+        shutdown.on_deadline(lambda: stop_graph_server(owned_graph_dir(handle)))
+        shutdown.install()
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
+        serve_http(config, shutdown)
     except KeyboardInterrupt:
         pass
     finally:
         handle.close()
+    if shutdown.signum is not None:
+        shutdown.exit()
 
 
 @main.command()
