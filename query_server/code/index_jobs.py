@@ -1,0 +1,184 @@
+"""Index work off the caller's thread: the background index and dense embedding the server starts,
+index_directory and reindex as polled jobs (``job_status``), index_file in the call, and the
+paths they take (confined to the project). Every run goes through the service's one index entry
+point (``CodeMemService._run_index``), which alone takes the index lock."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from pipelines.discovery import DiscoveryError, confine_path
+from pipelines.indexer import embed_pending
+from query_server.code.lookups import CodeLookups
+from query_server.paging import ToolError, cap_report
+from resources.schemas.tools import (
+    IndexDirectoryInput,
+    IndexFileInput,
+    IndexFileResult,
+    IndexInput,
+    JobState,
+    JobStatusInput,
+    ReindexInput,
+)
+
+log = structlog.get_logger("codemem.service")
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class IndexJobs(CodeLookups):
+    """Background index runs and embedding, and the index jobs callers poll."""
+
+    def __init__(self, service: Any) -> None:
+        """Start nothing yet; the threads are started on demand."""
+        super().__init__(service)
+        self._dense_thread: threading.Thread | None = None
+        self._index_thread: threading.Thread | None = None
+
+    def background_threads(self) -> list[threading.Thread]:
+        """The background index and embedding threads started (``CodeMemService.close`` joins them)."""
+        return [thread for thread in (self._index_thread, self._dense_thread) if thread is not None]
+
+    def start_background_embedding(self) -> None:
+        """Fill missing dense vectors in a background thread (search works meanwhile)."""
+        if not self.settings.dense_embeddings:
+            return
+        if self._dense_thread is not None and self._dense_thread.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                embed_pending(self.ctx, progress=lambda *_: self.foreground.pause_for_foreground(), stop=self._stop)
+            except Exception:  # noqa: BLE001 - background work logs and stops
+                log.exception("background embedding failed", operation="embed_pending")
+
+        self._dense_thread = threading.Thread(target=run, name="codemem-dense", daemon=True)
+        self._dense_thread.start()
+
+    def start_background_index(self) -> None:
+        """Bring the index up to date in the background (the MCP server does it at start-up).
+
+        Unchanged files cost a stat and a hash, so this is cheap on a current index; on a new
+        one, symbols become searchable by words batch by batch and dense vectors follow.
+        """
+        if self._index_thread is not None and self._index_thread.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                self.service.index(IndexInput(embed=False), stop=self._stop)
+            except Exception:  # noqa: BLE001 - background work logs and stops
+                log.exception("background index failed", operation="index")
+
+        self._index_thread = threading.Thread(target=run, name="codemem-index", daemon=True)
+        self._index_thread.start()
+
+    def _scope_path(self, raw: str, *, want_dir: bool | None = None, allow_vanished: bool = False) -> str:
+        """A repo-relative path for ``raw`` (confined to the project), '' for the root.
+
+        ``allow_vanished`` accepts a path that is no longer on disk but is indexed (an index of
+        it removes it from the stores)."""
+        root = self.settings.resolved_root()
+        try:
+            resolved = confine_path(root, raw)
+        except DiscoveryError as exc:
+            raise ToolError("Path must be within project directory — " + str(exc)) from exc
+        if not resolved.exists():
+            rel = resolved.relative_to(root).as_posix()
+            indexed = self.manifest.file(rel) is not None or any(p.startswith(rel + "/") for p in self.manifest.files())
+            if allow_vanished and indexed:
+                return rel
+            raise ToolError(f"path does not exist: {raw} — give a path inside {root}")
+        if want_dir is True and not resolved.is_dir():
+            raise ToolError(f"not a directory: {raw} — use index_file for a single file")
+        if want_dir is False and not resolved.is_file():
+            raise ToolError(f"not a file: {raw} — use index_directory for a directory")
+        rel = resolved.relative_to(root).as_posix()
+        return "" if rel == "." else rel
+
+    def start_index_job(self, kind: str, **options: Any) -> JobState:
+        """Run an index in a background thread; the returned job is polled with ``job_status``."""
+        job = JobState(job_id=uuid.uuid4().hex[:12], kind=kind, status="queued", started_at=_now_iso())
+        self.jobs[job.job_id] = job
+
+        def progress(phase: str, done: int, total: int) -> None:
+            job.status, job.phase, job.done, job.total = "running", phase, done, total
+            job.percent = round(100.0 * done / total, 1) if total else 0.0
+
+        def run() -> None:
+            try:
+                report = self.service._run_index(progress=progress, stop=self._stop, **options)  # noqa: SLF001
+                job.report = report.as_dict()
+                job.status = "failed" if report.failed else "done"
+                if report.failed:
+                    job.error = f"{len(report.failed)} file(s) failed: " + ", ".join(p for p, _ in report.failed[:10])
+            except Exception as exc:  # noqa: BLE001 - the job reports it
+                log.exception("index job failed", operation=kind, job_id=job.job_id)
+                job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
+            finally:
+                job.finished_at = _now_iso()
+                if job.status == "done":
+                    job.percent = 100.0
+
+        threading.Thread(target=run, name=f"codemem-job-{job.job_id}", daemon=True).start()
+        copy = job.model_copy()
+        copy.report = cap_report(copy.report)
+        return copy
+
+    def index_directory(self, request: IndexDirectoryInput) -> JobState:
+        """Start indexing a directory (incremental unless ``force``) as a background job."""
+        scope = self._scope_path(request.directory_path, want_dir=True)
+        return self.start_index_job(
+            "index_directory", only_paths=[scope], force=request.force,
+            extensions=request.extensions, exclude=request.exclude,
+        )
+
+    def reindex(self, request: ReindexInput) -> JobState:
+        """Start a re-index: ``changed`` is incremental, ``full`` re-processes everything in scope."""
+        scope = self._scope_path(request.directory_path, want_dir=True)
+        full = request.scope == "full"
+        return self.start_index_job(
+            "reindex", only_paths=[scope], force=full, reembed=full and scope == "" and not request.extensions and not request.exclude,
+            extensions=request.extensions, exclude=request.exclude,
+        )
+
+    def index_file(self, request: IndexFileInput) -> IndexFileResult:
+        """Index one file now (short work: runs in the call) and report what it extracted."""
+        rel = self._scope_path(request.file_path, want_dir=False)
+        report = self.service._run_index(only_paths=[rel], force=request.force)  # noqa: SLF001
+        for path, reason in report.skipped:
+            if path == rel:
+                return IndexFileResult(status="skipped", file_path=rel, reason=reason)
+        for path, error in report.failed:
+            if path == rel:
+                raise ToolError(f"indexing {rel} failed: {error}")
+        if report.files_indexed == 0 and report.files_unchanged == 0:
+            return IndexFileResult(
+                status="skipped", file_path=rel,
+                reason="not an indexed kind of file (extension filter, ignore rules or default skips)",
+            )
+        kinds = [s.kind for s in self.manifest.find_symbols_in(rel)]
+        imports = len((self.manifest.all_refs().get(rel) or ("", {}))[1].get("imports", []))
+        return IndexFileResult(
+            status="indexed" if report.files_indexed else "unchanged", file_path=rel,
+            functions_extracted=sum(k in ("function", "method") for k in kinds),
+            classes_extracted=sum(k not in ("function", "method") for k in kinds),
+            imports_extracted=imports,
+        )
+
+    def job_status(self, request: JobStatusInput) -> JobState:
+        """A background job's state (phase, percent, and the report when it is over)."""
+        job = self.jobs.get(request.job_id or "")
+        if job is None:
+            raise ToolError(
+                f"Job not found: {request.job_id!r} — job ids come from index_directory or reindex "
+                "(jobs live until the server restarts); omit job_id for the overall statistics"
+            )
+        return job.model_copy()
