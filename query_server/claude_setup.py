@@ -11,8 +11,13 @@ Every change merges: other servers, hooks, keys and lines stay as they are, and 
 twice adds nothing. What init wrote is recorded in ``.codemem/init.json`` (each file's original
 text and a hash of what init left there); undo restores the original bytes when the file is
 still exactly what init left, and otherwise removes only codemem's own entries (recognised by
-their exact hook commands, the ``codemem`` server entry and the markers), so edits made since
-are kept. Files and directories that init created are removed when nothing else is left in them.
+their hook commands and the ``codemem`` server entry in any launcher form init writes, and the
+markers), so edits made since are kept. Files and directories that init created are removed when
+nothing else is left in them.
+
+The commands init writes must resolve where Claude Code runs them: ``find_launcher`` keeps the
+bare ``codemem`` when ``codemem`` on PATH is the executable that is running, and otherwise
+writes the running console script's absolute path (or ``<python> -m query_server.entry``).
 
 Formats follow Claude Code's documentation: hooks (settings files, ``hooks`` → event → matcher
 groups → ``{"type": "command", "command", "timeout"}`` with the timeout in seconds) and project
@@ -26,6 +31,9 @@ import hashlib
 import json
 import os
 import re
+import shlex
+import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +44,8 @@ RECORD_PATH = ".codemem/init.json"
 RECORD_VERSION = 1
 SERVER_NAME = "codemem"
 MCP_SERVER: dict[str, Any] = {"type": "stdio", "command": "codemem", "args": ["mcp", "--project", "."]}
+MCP_ARGS = ("mcp", "--project", ".")
+ENTRY_MODULE = "query_server.entry"  # what the console script runs; ``python -m`` runs it too
 SECTION_BEGIN = "<!-- codemem:begin -->"
 SECTION_END = "<!-- codemem:end -->"
 GITIGNORE_BEGIN = "# codemem:begin"
@@ -63,13 +73,107 @@ class HookSpec:
     def command(self) -> str:
         return f"codemem hook {self.event}"
 
-    def handler(self) -> dict[str, Any]:
-        return {"type": "command", "command": self.command, "timeout": self.timeout}
+    def command_for(self, launcher: Launcher) -> str:
+        return shlex.join([*launcher.argv, "hook", self.event])
 
-    def group(self) -> dict[str, Any]:
+    def handler(self, launcher: Launcher | None = None) -> dict[str, Any]:
+        command = self.command if launcher is None else self.command_for(launcher)
+        return {"type": "command", "command": command, "timeout": self.timeout}
+
+    def group(self, launcher: Launcher | None = None) -> dict[str, Any]:
         group: dict[str, Any] = {"matcher": self.matcher} if self.matcher is not None else {}
-        group["hooks"] = [self.handler()]
+        group["hooks"] = [self.handler(launcher)]
         return group
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How the commands init writes start codemem: ``argv`` before the subcommand, and why."""
+
+    argv: tuple[str, ...]
+    reason: str
+
+    @property
+    def bare(self) -> bool:
+        return self.argv == ("codemem",)
+
+    def mcp_server(self) -> dict[str, Any]:
+        return {"type": "stdio", "command": self.argv[0], "args": [*self.argv[1:], *MCP_ARGS]}
+
+    def display(self) -> str:
+        return shlex.join(self.argv)
+
+
+BARE = Launcher(("codemem",), "`codemem` on PATH is this codemem")
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def find_launcher(argv0: str | None = None, executable: str | None = None, path: str | None = None) -> Launcher:
+    """The command that starts the codemem that is running now, as Claude Code will run it.
+
+    Bare ``codemem`` when ``codemem`` on PATH (``path``, default ``$PATH``) is this very console
+    script; otherwise this console script's absolute path (``argv0`` when it is one, else the
+    ``codemem`` beside the interpreter), else the interpreter with ``-m query_server.entry``.
+    """
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    script: Path | None = None
+    if argv0 and Path(argv0).name == "codemem" and Path(argv0).is_file():
+        script = Path(argv0).absolute()
+    elif executable:
+        beside = Path(executable).absolute().parent / "codemem"
+        if beside.is_file() and os.access(beside, os.X_OK):
+            script = beside
+    on_path = shutil.which("codemem", path=path)
+    if script is not None:
+        if on_path and _same_file(on_path, script):
+            return BARE
+        elsewhere = f"`codemem` on PATH is {on_path}, another installation" if on_path else "`codemem` is not on PATH"
+        return Launcher((str(script),), f"{elsewhere}: wrote this codemem's absolute path")
+    if not executable:
+        if on_path:
+            return Launcher(("codemem",), f"cannot tell which executable runs this codemem: wrote `codemem` ({on_path})")
+        raise SetupError("cannot find a command that starts codemem: `codemem` is not on PATH and this Python "
+                         "does not say where it runs from — put codemem's bin directory on PATH and run init again")
+    return Launcher((str(Path(executable).absolute()), "-m", ENTRY_MODULE),
+                    "no `codemem` console script beside this Python: wrote the interpreter with -m " + ENTRY_MODULE)
+
+
+def _launcher_prefix(tokens: list[str]) -> bool:
+    """``tokens`` is a launcher init writes: ``codemem`` (bare or a path to it) or ``<python> -m query_server.entry``."""
+    if len(tokens) == 1:
+        return Path(tokens[0]).name == "codemem"
+    return len(tokens) == 3 and tokens[1:] == ["-m", ENTRY_MODULE]
+
+
+def _hook_event(command: Any) -> str | None:
+    """The event of a hook command init writes (in any launcher form); None for anything else."""
+    if not isinstance(command, str):
+        return None
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return None
+    if len(tokens) < 3 or tokens[-2] != "hook" or tokens[-1] not in HOOK_EVENTS or not _launcher_prefix(tokens[:-2]):
+        return None
+    return tokens[-1]
+
+
+def _is_our_server(entry: Any) -> bool:
+    """``entry`` is the server init writes, in any launcher form."""
+    if not isinstance(entry, dict) or set(entry) != {"type", "command", "args"} or entry.get("type") != "stdio":
+        return False
+    args = entry.get("args")
+    if not isinstance(entry.get("command"), str) or not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        return False
+    argv = [entry["command"], *args]
+    return tuple(argv[-len(MCP_ARGS):]) == MCP_ARGS and _launcher_prefix(argv[:-len(MCP_ARGS)])
 
 
 HOOKS: tuple[HookSpec, ...] = (
@@ -80,6 +184,7 @@ HOOKS: tuple[HookSpec, ...] = (
     HookSpec("SessionEnd", None, 10, "record a session memory from the transcript (in the background)"),
 )
 HOOK_COMMANDS = frozenset(spec.command for spec in HOOKS)
+HOOK_EVENTS = frozenset(spec.event for spec in HOOKS)
 
 
 def hooks_config() -> dict[str, list[dict[str, Any]]]:
@@ -161,6 +266,7 @@ class Plan:
     record_changed: bool = False
     remove_dirs: list[str] = field(default_factory=list)  # relative; removed when empty
     notes: list[str] = field(default_factory=list)
+    launcher: Launcher | None = None  # the command init writes (None: an undo plan)
 
     @property
     def empty(self) -> bool:
@@ -170,8 +276,9 @@ class Plan:
 # ----------------------------------------------------------------------------- planning
 
 
-def plan_init(root: Path, scope: str = "project") -> Plan:
-    """The changes ``codemem init`` makes in the project at ``root``; writes nothing.
+def plan_init(root: Path, scope: str = "project", launcher: Launcher | None = None) -> Plan:
+    """The changes ``codemem init`` makes in the project at ``root``; writes nothing. The commands
+    start codemem with ``launcher`` (default: ``find_launcher()``, what is running now).
 
     Raises:
         SetupError: the project is not a directory, or an existing file cannot be merged (its
@@ -180,12 +287,13 @@ def plan_init(root: Path, scope: str = "project") -> Plan:
     root = _project_root(root)
     where = targets(root, scope)
     record = _read_record(root)
-    plan = Plan(root=root)
+    launcher = find_launcher() if launcher is None else launcher
+    plan = Plan(root=root, launcher=launcher)
     editors: list[tuple[str, Callable[[str | None, str], str]]] = []
     if where.mcp:
-        editors.append((where.mcp, lambda text, rel: _add_mcp_server(text, rel, plan.notes)))
+        editors.append((where.mcp, lambda text, rel: _add_mcp_server(text, rel, plan.notes, launcher)))
     editors += [
-        (where.settings, _add_hooks),
+        (where.settings, lambda text, rel: _add_hooks(text, rel, launcher, plan.notes)),
         (where.memory, _add_section),
         (".gitignore", lambda text, rel: _add_ignores(text, rel, where.ignore)),
     ]
@@ -197,7 +305,7 @@ def plan_init(root: Path, scope: str = "project") -> Plan:
     if where.mcp is None:
         plan.notes.append(
             "local scope: Claude Code keeps local MCP servers in ~/.claude.json, which init does not edit — "
-            "add the server with: claude mcp add --scope local codemem -- codemem mcp --project ."
+            f"add the server with: claude mcp add --scope local codemem -- {shlex.join([*launcher.argv, *MCP_ARGS])}"
         )
     if plan.changes:
         plan.record = _updated_record(record, plan.changes, scope, root)
@@ -305,17 +413,18 @@ def _expect(value: Any, kind: type, rel: str, where: str) -> None:
         raise SetupError(f"{rel}: `{where}` must be {expected}, found {type(value).__name__} — nothing was changed")
 
 
-def _add_mcp_server(text: str | None, rel: str, notes: list[str]) -> str | None:
+def _add_mcp_server(text: str | None, rel: str, notes: list[str], launcher: Launcher) -> str | None:
     data = _load_object(text, rel)
     servers = data.setdefault("mcpServers", {})
     _expect(servers, dict, rel, "mcpServers")
     existing = servers.get(SERVER_NAME)
+    wanted = launcher.mcp_server()
     if existing is not None:
-        if existing != MCP_SERVER:
+        if existing != wanted:
             notes.append(f"{rel}: kept the existing `{SERVER_NAME}` server (it differs from "
-                         f"{json.dumps(MCP_SERVER)}; remove it and run init again to replace it)")
+                         f"{json.dumps(wanted)}; remove it and run init again to replace it)")
         return text
-    servers[SERVER_NAME] = json.loads(json.dumps(MCP_SERVER))
+    servers[SERVER_NAME] = wanted
     return _dump(data, text)
 
 
@@ -324,7 +433,7 @@ def _remove_mcp_server(text: str, rel: str, notes: list[str]) -> str:
     servers = data.get("mcpServers")
     if not isinstance(servers, dict) or SERVER_NAME not in servers:
         return text
-    if servers[SERVER_NAME] != MCP_SERVER:
+    if not _is_our_server(servers[SERVER_NAME]):
         notes.append(f"{rel}: left `mcpServers.{SERVER_NAME}` — it was changed after init")
         return text
     del servers[SERVER_NAME]
@@ -333,7 +442,7 @@ def _remove_mcp_server(text: str, rel: str, notes: list[str]) -> str:
     return _dump(data, text)
 
 
-def _add_hooks(text: str | None, rel: str) -> str | None:
+def _add_hooks(text: str | None, rel: str, launcher: Launcher, notes: list[str]) -> str | None:
     data = _load_object(text, rel)
     hooks = data.setdefault("hooks", {})
     _expect(hooks, dict, rel, "hooks")
@@ -341,20 +450,24 @@ def _add_hooks(text: str | None, rel: str) -> str | None:
     for spec in HOOKS:
         groups = hooks.setdefault(spec.event, [])
         _expect(groups, list, rel, f"hooks.{spec.event}")
-        present = False
+        wanted = spec.command_for(launcher)
+        present: list[str] = []
         for index, group in enumerate(groups):
             _expect(group, dict, rel, f"hooks.{spec.event}[{index}]")
             handlers = group.get("hooks", [])
             _expect(handlers, list, rel, f"hooks.{spec.event}[{index}].hooks")
-            present = present or any(isinstance(h, dict) and h.get("command") == spec.command for h in handlers)
+            present += [h["command"] for h in handlers if isinstance(h, dict) and _hook_event(h.get("command")) == spec.event]
         if not present:  # a user's own timeout or matcher for codemem's command is kept as it is
-            groups.append(spec.group())
+            groups.append(spec.group(launcher))
             changed = True
+        elif wanted not in present:
+            notes.append(f"{rel}: kept the existing `{present[0]}` hook on {spec.event} (it differs from "
+                         f"`{wanted}`; remove it and run init again to replace it)")
     return _dump(data, text) if changed else text
 
 
 def _remove_hooks(text: str, rel: str) -> str:
-    """``text`` without codemem's hook handlers (exact commands); groups, events and the ``hooks``
+    """``text`` without codemem's hook handlers (the commands init writes, any launcher); groups, events and the ``hooks``
     key that only held them go too."""
     data = _load_object(text, rel)
     hooks = data.get("hooks")
@@ -372,7 +485,7 @@ def _remove_hooks(text: str, rel: str) -> str:
             if not isinstance(handlers, list):
                 kept_groups.append(group)
                 continue
-            kept = [h for h in handlers if not (isinstance(h, dict) and h.get("command") in HOOK_COMMANDS)]
+            kept = [h for h in handlers if not (isinstance(h, dict) and _hook_event(h.get("command")) is not None)]
             if len(kept) == len(handlers):
                 kept_groups.append(group)
                 continue

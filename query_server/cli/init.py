@@ -32,6 +32,8 @@ def init(project: str, dry_run: bool, undo: bool, scope: str) -> None:
     except setup.SetupError as exc:
         raise InputError(str(exc)) from exc
     what = "init --undo" if undo else f"init ({scope} scope)"
+    launcher = plan.launcher if plan.changes else None
+    launched = f"commands start codemem with `{launcher.display()}` ({launcher.reason})" if launcher else None
     if dry_run:
         click.echo(setup.render_diff(plan), nl=False)
         if plan.record_changed:
@@ -39,6 +41,8 @@ def init(project: str, dry_run: bool, undo: bool, scope: str) -> None:
                        "the record undo works from)")
         for note in plan.notes:
             click.echo(f"note: {note}")
+        if launched:
+            click.echo(launched)
         click.echo(f"dry run of codemem {what}: nothing changed" if not plan.empty
                    else f"dry run of codemem {what}: nothing to change")
         return
@@ -50,6 +54,11 @@ def init(project: str, dry_run: bool, undo: bool, scope: str) -> None:
         click.echo(line)
     for note in plan.notes:
         click.echo(f"note: {note}")
+    if launcher:
+        click.echo(launched)
+        if not launcher.bare and scope == "project":
+            click.echo("note: that path is this machine's; for a setup teammates share, put codemem on PATH "
+                       "and run `codemem init` again (or use --scope local)")
     if undo:
         click.echo("codemem removed from this project's Claude Code setup" if done
                    else "nothing to undo: no codemem entries found")

@@ -21,6 +21,7 @@ The models below are written from Claude Code's documentation, not from our code
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -231,6 +232,13 @@ def user_project(tmp_path: Path) -> Path:
         path.write_bytes(text.encode("utf-8"))
     (root / "app.py").write_text("def total(cents: int) -> int:\n    return cents\n")
     return root
+
+
+@pytest.fixture(autouse=True)
+def codemem_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests below run as a user whose ``codemem`` on PATH is this one (as in an activated
+    venv), so init writes the bare, portable command; the tests of the other case set PATH themselves."""
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -482,6 +490,112 @@ def test_codemem_init_as_a_real_subprocess(user_project: Path) -> None:
     undone = subprocess.run([str(exe), "init", "--project", str(user_project), "--undo"], capture_output=True, text=True, timeout=120, check=False)
     assert undone.returncode == 0, undone.stderr
     assert snapshot(user_project) == before
+
+
+def _codemem_hooks(settings_file: Path) -> dict[str, str]:
+    raw = json.loads(settings_file.read_text())
+    return {event: handler["command"] for event, groups in raw["hooks"].items() for group in groups
+            for handler in group["hooks"] if setup._hook_event(handler["command"]) == event}
+
+
+def test_init_by_full_path_without_codemem_on_path_writes_commands_that_resolve(user_project: Path, tmp_path: Path) -> None:
+    """Issue 18, item 5: `codemem init` run by its full path when `codemem` is not on PATH wrote
+    bare `codemem` (a dead server, failing hooks). It now writes the running script's absolute
+    path — here one with a space, so the hook commands must be quoted for the shell — and undo
+    takes it back byte for byte."""
+    script = Path(sys.executable).with_name("codemem")
+    if not script.exists():
+        pytest.skip(f"no console script at {script} (install the package: pip install -e .)")
+    spaced = tmp_path / "my tools" / "codemem"
+    spaced.parent.mkdir()
+    spaced.symlink_to(script)
+    bare_path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                if d and not (Path(d) / "codemem").exists())
+    env = {**os.environ, "PATH": bare_path}
+    assert shutil.which("codemem", path=bare_path) is None
+    before = snapshot(user_project)
+
+    done = subprocess.run([str(spaced), "init", "--project", str(user_project)], capture_output=True, text=True,
+                          timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "`codemem` is not on PATH" in done.stdout and str(spaced) in done.stdout
+
+    server = McpFile.model_validate_json((user_project / ".mcp.json").read_text()).mcpServers["codemem"]
+    assert isinstance(server, StdioServer)
+    assert server.command == str(spaced) and Path(server.command).is_absolute() and os.access(server.command, os.X_OK)
+    assert server.args == ["mcp", "--project", "."]
+    help_run = subprocess.run([server.command, *server.args, "--help"], capture_output=True, text=True,
+                              timeout=120, check=False, env=env, cwd=user_project)
+    assert help_run.returncode == 0 and "--project" in help_run.stdout, help_run.stderr
+
+    hooks = _codemem_hooks(user_project / ".claude/settings.json")
+    assert set(hooks) == {spec.event for spec in setup.HOOKS}
+    for event, command in hooks.items():
+        assert command == f"'{spaced}' hook {event}"
+    answer = subprocess.run(["sh", "-c", hooks["SessionStart"]], input=json.dumps({"cwd": str(user_project)}),
+                            capture_output=True, text=True, timeout=60, check=False, env=env, cwd=user_project)
+    assert answer.returncode == 0, answer.stderr  # the shell found it (127 before)
+    assert json.loads(answer.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+
+    again = subprocess.run([str(spaced), "init", "--project", str(user_project)], capture_output=True, text=True,
+                           timeout=120, check=False, env=env)
+    assert again.returncode == 0 and "already set up" in again.stdout, again.stdout + again.stderr
+
+    undone = subprocess.run([str(spaced), "init", "--project", str(user_project), "--undo"], capture_output=True,
+                            text=True, timeout=120, check=False, env=env)
+    assert undone.returncode == 0, undone.stderr
+    assert snapshot(user_project) == before
+
+
+def test_find_launcher_keeps_bare_codemem_only_when_it_is_this_one(tmp_path: Path) -> None:
+    here = tmp_path / "venv" / "bin"
+    here.mkdir(parents=True)
+    python = here / "python"
+    script = here / "codemem"
+    for path in (python, script):
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "codemem").write_text("#!/bin/sh\n")
+    (other / "codemem").chmod(0o755)
+
+    assert setup.find_launcher(str(script), str(python), path=str(here)) == setup.BARE
+    assert setup.find_launcher("/usr/bin/pytest", str(python), path=str(here)).bare  # found beside the interpreter
+    missing = setup.find_launcher(str(script), str(python), path=str(tmp_path))
+    assert missing.argv == (str(script),) and "not on PATH" in missing.reason
+    shadowed = setup.find_launcher(str(script), str(python), path=str(other))
+    assert shadowed.argv == (str(script),) and str(other / "codemem") in shadowed.reason
+    script.unlink()
+    module = setup.find_launcher("/usr/bin/pytest", str(python), path=str(tmp_path))
+    assert module.argv == (str(python), "-m", "query_server.entry")
+    assert module.mcp_server() == {"type": "stdio", "command": str(python),
+                                   "args": ["-m", "query_server.entry", "mcp", "--project", "."]}
+
+
+@pytest.mark.parametrize("argv", [
+    ("/opt/my tools/codemem",),
+    ("/home/u/.venv/bin/python", "-m", "query_server.entry"),
+    ("codemem",),
+])
+def test_undo_recognises_every_launcher_form_without_the_record(user_project: Path, argv: tuple[str, ...]) -> None:
+    launcher = setup.Launcher(argv, "test")
+    setup.apply_plan(setup.plan_init(user_project, launcher=launcher))
+    assert set(_codemem_hooks(user_project / ".claude/settings.json").values()) == {
+        setup.shlex.join([*argv, "hook", spec.event]) for spec in setup.HOOKS}
+    assert setup.plan_init(user_project, launcher=launcher).empty
+    (user_project / setup.RECORD_PATH).unlink()
+    undo(user_project)
+    assert json.loads((user_project / ".claude/settings.json").read_text()) == json.loads(USER_SETTINGS)
+    assert json.loads((user_project / ".mcp.json").read_text()) == json.loads(USER_MCP)
+
+
+def test_a_second_init_with_another_launcher_adds_no_second_hook(user_project: Path) -> None:
+    init(user_project)  # bare
+    plan = setup.plan_init(user_project, launcher=setup.Launcher(("/opt/codemem/bin/codemem",), "test"))
+    assert ".claude/settings.json" not in {c.rel for c in plan.changes} and ".mcp.json" not in {c.rel for c in plan.changes}
+    assert any("kept the existing `codemem hook SessionStart` hook" in note for note in plan.notes)
+    assert any("kept the existing `codemem` server" in note for note in plan.notes)
 
 
 def test_claude_md_section_is_short_and_names_real_tools() -> None:
