@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -582,7 +583,7 @@ def test_undo_recognises_every_launcher_form_without_the_record(user_project: Pa
     launcher = setup.Launcher(argv, "test")
     setup.apply_plan(setup.plan_init(user_project, launcher=launcher))
     assert set(_codemem_hooks(user_project / ".claude/settings.json").values()) == {
-        setup.shlex.join([*argv, "hook", spec.event]) for spec in setup.HOOKS}
+        shlex.join([*argv, "hook", spec.event]) for spec in setup.HOOKS}
     assert setup.plan_init(user_project, launcher=launcher).empty
     (user_project / setup.RECORD_PATH).unlink()
     undo(user_project)
