@@ -42,7 +42,7 @@ _WORDS = r"[\w./-]+"
 _FILE_NAME = r"[\w-]+\.[A-Za-z]\w{0,9}"
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
 """Patterns are compiled on first use (``re`` caches them): compiling at import costs milliseconds."""
-_STRENGTH = {"fp": 1.0, "mod": 1.0, "p": 0.8, "m": 0.6, "dir": 0.6}
+_STRENGTH = {"fp": 1.0, "mod": 1.0, "p": 0.8, "m": 0.6}
 
 
 def _clean_path(value: str) -> str:
@@ -158,8 +158,6 @@ def lookup_mentions(cache: sqlite3.Connection, project: Project, rel: str, modul
     wanted = {f"p:{rel}": "p", f"p:{project.root / rel}": "p", f"fp:{rel}": "fp", f"mod:{module}": "mod"}
     if "." in module:
         wanted[f"m:{module}"] = "m"
-    for cut in (i for i, ch in enumerate(rel) if ch == "/"):
-        wanted[f"fp:{rel[:cut]}"] = "dir"
     strengths: dict[str, float] = {}
     marks = ",".join("?" * len(wanted))
     for token, memory_id in cache.execute(f"SELECT token, memory_id FROM tokens WHERE token IN ({marks})", list(wanted)):

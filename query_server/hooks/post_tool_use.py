@@ -168,7 +168,9 @@ def anchor_matches(project: Project, ledger: LedgerReader, rel: str) -> tuple[se
 
 def match_strength(rel: str, module: str, anchored: bool, content: str, raw_meta: str, meta: dict) -> float:
     """How surely a memory (found by the ledger scan) is about ``rel``: 1.0 anchored or its file,
-    0.8 naming the path, 0.6 its directory or dotted module, 0 not about it."""
+    0.8 naming the path, 0.6 naming its dotted module, 0 not about it. A memory about a directory
+    that holds the file (a package's component) is not about the file: it would come with every
+    file of the package."""
     if anchored:
         return 1.0
     file_path = meta.get("file_path")
@@ -176,8 +178,6 @@ def match_strength(rel: str, module: str, anchored: bool, content: str, raw_meta
         clean = file_path.strip().lstrip("./").rstrip("/")
         if clean == rel:
             return 1.0
-        if rel.startswith(clean + "/"):
-            return 0.6
     anchors = meta.get("anchors")
     if isinstance(anchors, list):
         for anchor in anchors:

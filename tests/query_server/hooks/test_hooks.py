@@ -210,7 +210,9 @@ def test_post_tool_use_injects_top_memories_once_per_session(project: dict[str, 
     again, _ = run_hook("PostToolUse", read_of(root, "src/dispatch.py", "Edit"), cwd=root)
     rest = context_of(again, "PostToolUse")
     assert not any(line.split("(id ")[-1].rstrip(")") in text for line in rest.splitlines() if line.startswith("- "))
-    assert ids["function"] in rest and ids["component"] in rest  # file_path, then file_path of the directory
+    assert ids["function"] in rest  # its file_path
+    # the package's component (file_path "src") is about every file of src/, not this one: never shown
+    assert ids["component"] not in text and ids["component"] not in rest
 
     for tool in ("Write", "MultiEdit"):
         while True:  # the same session sees each memory once, then nothing
@@ -449,7 +451,7 @@ def test_mentions_cache_matches_the_ledger_scan_and_follows_changes(project: dic
         ledger.close()
         assert from_cache == scanned, rel
     assert set(lookup_mentions(sqlite3.connect(state / "hooks" / "mentions.db"), target, "src/dispatcher.py",
-                               "src.dispatcher")) == {ids["Other"], ids["component"]}  # mention, directory
+                               "src.dispatcher")) == {ids["Other"]}  # a mention; the directory's component is not about it
 
     before = _cache_meta(state)
     ledger = Ledger(state / "memory.db")
