@@ -47,6 +47,7 @@ from query_server.claude_setup.entries import (
     _hook_event,
     find_launcher,
     hooks_config,
+    read_tool_rules,
 )
 from query_server.claude_setup.plan import (
     FileChange,
@@ -63,5 +64,5 @@ __all__ = [
     "BARE", "CLAUDE_SECTION", "DOCUMENTED_HOOK_EVENTS", "HOOKS", "HOOK_COMMANDS", "HOOK_EVENTS", "MCP_SERVER",
     "RECORD_PATH", "SCOPES", "SECTION_BEGIN", "SECTION_END", "SERVER_NAME", "TOOL_EVENTS", "FileChange", "HookSpec",
     "Launcher", "Plan", "SetupError", "Targets", "_hook_event", "apply_plan", "find_launcher", "hooks_config",
-    "plan_init", "plan_undo", "render_diff", "targets",
+    "plan_init", "plan_undo", "read_tool_rules", "render_diff", "targets",
 ]

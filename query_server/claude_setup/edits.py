@@ -219,3 +219,35 @@ def _add_ignores(text: str | None, rel: str, wanted: tuple[str, ...]) -> str | N
 # ----------------------------------------------------------------------------- record
 
 
+
+
+def _add_permissions(text: str | None, rel: str, rules: tuple[str, ...]) -> str | None:
+    """``text`` with ``rules`` in ``permissions.allow`` (those already there are not repeated)."""
+    data = _load_object(text, rel)
+    permissions = data.setdefault("permissions", {})
+    _expect(permissions, dict, rel, "permissions")
+    allow = permissions.setdefault("allow", [])
+    _expect(allow, list, rel, "permissions.allow")
+    missing = [rule for rule in rules if rule not in allow]
+    if not missing:
+        return text
+    allow.extend(missing)
+    return _dump(data, text)
+
+
+def _remove_permissions(text: str, rel: str, rules: tuple[str, ...]) -> str:
+    """``text`` without ``rules`` in ``permissions.allow``; an ``allow`` or ``permissions`` left
+    empty by that goes too."""
+    data = _load_object(text, rel)
+    permissions = data.get("permissions")
+    allow = permissions.get("allow") if isinstance(permissions, dict) else None
+    if not isinstance(allow, list) or not any(rule in allow for rule in rules):
+        return text
+    kept = [rule for rule in allow if rule not in rules]
+    if kept:
+        permissions["allow"] = kept
+    else:
+        del permissions["allow"]
+        if not permissions:
+            del data["permissions"]
+    return _dump(data, text)

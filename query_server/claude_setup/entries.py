@@ -191,3 +191,12 @@ class SetupError(Exception):
     """Input init cannot work with (a file that does not parse, a broken marker): nothing changed."""
 
 
+
+
+def read_tool_rules() -> tuple[str, ...]:
+    """Claude Code permission rules (``mcp__codemem__<tool>``) for codemem's read-only MCP tools:
+    the registry's tools whose calls change nothing a user sees (``--allow-read-tools``)."""
+    # lazy: only init --allow-read-tools and undo need the registry
+    from query_server.tools import READ, mcp_tools
+
+    return tuple(f"mcp__{SERVER_NAME}__{entry.name}" for entry in mcp_tools() if entry.retry == READ)

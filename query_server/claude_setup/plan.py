@@ -18,11 +18,13 @@ from query_server.claude_setup.edits import (
     _add_hooks,
     _add_ignores,
     _add_mcp_server,
+    _add_permissions,
     _add_section,
     _load_object,
     _remove_block,
     _remove_hooks,
     _remove_mcp_server,
+    _remove_permissions,
 )
 from query_server.claude_setup.entries import (
     GITIGNORE_BEGIN,
@@ -36,6 +38,7 @@ from query_server.claude_setup.entries import (
     Launcher,
     SetupError,
     find_launcher,
+    read_tool_rules,
 )
 
 
@@ -97,9 +100,11 @@ class Plan:
 # ----------------------------------------------------------------------------- planning
 
 
-def plan_init(root: Path, scope: str = "project", launcher: Launcher | None = None) -> Plan:
+def plan_init(root: Path, scope: str = "project", launcher: Launcher | None = None, *, allow_read_tools: bool = False) -> Plan:
     """The changes ``codemem init`` makes in the project at ``root``; writes nothing. The commands
-    start codemem with ``launcher`` (default: ``find_launcher()``, what is running now).
+    start codemem with ``launcher`` (default: ``find_launcher()``, what is running now);
+    ``allow_read_tools`` also pre-approves codemem's read-only tools in the settings file's
+    ``permissions.allow`` (Claude Code then runs them without asking).
 
     Raises:
         SetupError: the project is not a directory, or an existing file cannot be merged (its
@@ -114,7 +119,7 @@ def plan_init(root: Path, scope: str = "project", launcher: Launcher | None = No
     if where.mcp:
         editors.append((where.mcp, lambda text, rel: _add_mcp_server(text, rel, plan.notes, launcher)))
     editors += [
-        (where.settings, lambda text, rel: _add_hooks(text, rel, launcher, plan.notes)),
+        (where.settings, lambda text, rel: _add_settings(text, rel, launcher, plan.notes, allow_read_tools)),
         (where.memory, _add_section),
         (".gitignore", lambda text, rel: _add_ignores(text, rel, where.ignore)),
     ]
@@ -179,12 +184,18 @@ def _undo_file(rel: str, current: str, entry: dict[str, Any] | None, notes: list
     return after
 
 
+def _add_settings(text: str | None, rel: str, launcher: Launcher, notes: list[str], allow_read_tools: bool) -> str | None:
+    """The settings file with codemem's hooks and, when asked, its read-only tools pre-approved."""
+    text = _add_hooks(text, rel, launcher, notes)
+    return _add_permissions(text, rel, read_tool_rules()) if allow_read_tools else text
+
+
 def _remove_ours(rel: str, text: str, notes: list[str]) -> str:
     name = Path(rel).name
     if name == ".mcp.json":
         return _remove_mcp_server(text, rel, notes)
     if name.startswith("settings") and name.endswith(".json"):
-        return _remove_hooks(text, rel)
+        return _remove_permissions(_remove_hooks(text, rel), rel, read_tool_rules())
     if name == ".gitignore":
         return _remove_block(text, rel, GITIGNORE_BEGIN, GITIGNORE_END)
     return _remove_block(text, rel, SECTION_BEGIN, SECTION_END)

@@ -23,12 +23,17 @@ from query_server.cli.common import InputError, main
     help="project: .mcp.json, .claude/settings.json and CLAUDE.md, shared through git; "
          "local: .claude/settings.local.json and CLAUDE.local.md, gitignored, for you only.",
 )
-def init(project: str, dry_run: bool, undo: bool, scope: str) -> None:
+@click.option(
+    "--allow-read-tools", is_flag=True,
+    help="Also pre-approve codemem's read-only tools (search, symbols, graph, memory reads) in the settings "
+         "file's permissions, so Claude Code runs them without asking. Off by default; --dry-run shows the rules.",
+)
+def init(project: str, dry_run: bool, undo: bool, scope: str, allow_read_tools: bool) -> None:
     """Set this project up for Claude Code: the codemem MCP server, the hooks (session start and
     end, file reads and edits, compaction, a guard on .codemem/), a CLAUDE.md section saying when
     to use which tool, and .codemem/ in .gitignore. Running it again adds nothing."""
     try:
-        plan = setup.plan_undo(Path(project)) if undo else setup.plan_init(Path(project), scope)
+        plan = setup.plan_undo(Path(project)) if undo else setup.plan_init(Path(project), scope, allow_read_tools=allow_read_tools)
     except setup.SetupError as exc:
         raise InputError(str(exc)) from exc
     what = "init --undo" if undo else f"init ({scope} scope)"

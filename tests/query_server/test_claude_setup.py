@@ -399,6 +399,35 @@ def test_undo_without_the_record_recognises_codemems_entries(user_project: Path)
     assert (user_project / ".gitignore").read_text().rstrip("\n") == USER_GITIGNORE
 
 
+def test_allow_read_tools_pre_approves_only_codemems_read_only_tools(user_project: Path) -> None:
+    before = snapshot(user_project)
+    init(user_project)
+    assert json.loads((user_project / ".claude/settings.json").read_text())["permissions"] == json.loads(USER_SETTINGS)["permissions"]
+    undo(user_project)
+    assert snapshot(user_project) == before  # off by default: the user's permissions untouched
+
+    dry = CliRunner().invoke(main, ["init", "--project", str(user_project), "--dry-run", "--allow-read-tools"])
+    assert dry.exit_code == 0, dry.output
+    assert re.search(r'^\+\s+"mcp__codemem__code_search",?$', dry.output, re.MULTILINE)  # shown in the diff
+    assert snapshot(user_project) == before
+
+    done = CliRunner().invoke(main, ["init", "--project", str(user_project), "--allow-read-tools"])
+    assert done.exit_code == 0, done.output
+    allow = json.loads((user_project / ".claude/settings.json").read_text())["permissions"]["allow"]
+    users = json.loads(USER_SETTINGS)["permissions"]["allow"]
+    assert allow[: len(users)] == users  # the user's own rules first, unchanged
+    added = set(allow[len(users):])
+    assert {"mcp__codemem__code_search", "mcp__codemem__get_symbol", "mcp__codemem__memory_search"} <= added
+    assert not added & {"mcp__codemem__memory_add", "mcp__codemem__memory_delete", "mcp__codemem__export_memory",
+                        "mcp__codemem__restore", "mcp__codemem__index_directory", "mcp__codemem__record_test_run"}
+    assert setup.plan_init(user_project, allow_read_tools=True).empty  # twice adds nothing
+
+    (user_project / setup.RECORD_PATH).unlink()  # a teammate's clone: undo recognises the rules
+    undo(user_project)
+    restored = json.loads((user_project / ".claude/settings.json").read_text())
+    assert restored == json.loads(USER_SETTINGS)
+
+
 def test_local_scope_stays_out_of_git(user_project: Path) -> None:
     before = snapshot(user_project)
     plan = init(user_project, "local")
