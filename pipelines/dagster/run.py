@@ -2,8 +2,11 @@
 
 The run is the one the Dagster UI shows (same assets, same instance under the state dir): the
 pending buckets are planned first, then one run materializes the key range that covers them
-(single-run backfill policy), so a first index is one run and an edit is a run over one bucket;
-nothing pending means no run at all.
+(single-run backfill policy) together with the design assets, so a first index is one run and an
+edit is one run over the range of the touched buckets. Nothing pending and the design inputs
+unchanged means no run at all, and no Dagster instance opened: the answer comes from the
+manifest. Only changed design inputs (documents, requirements, anchored memories) make a run of
+the design assets alone.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.buckets import ALL_BUCKETS
+from pipelines.design.derive import design_unchanged
 from pipelines.dagster.project import ProjectStores
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress
 from pipelines.indexer import finish_report
@@ -55,8 +59,18 @@ def _run_tags() -> dict[str, str]:
     return {"codemem/trigger": "codemem index", RUN_PID_TAG: str(os.getpid())}
 
 
+def _design_outputs(result: Any, report: IndexReport) -> None:
+    """The design assets' numbers and notes from a run that materialized them."""
+    design = dict(result.output_for_node("design_documents") or {})
+    for key, value in (result.output_for_node("design_links") or {}).items():
+        design[key] = design.get(key, 0) + value if isinstance(value, int) else (design.get(key) or []) + value
+    report.design = design
+    report.notes.extend(design.get("notes", [])[:20])
+
+
 def _materialize_design(project: ProjectStores, report: IndexReport, instance: Any) -> None:
-    """Run the design assets (documents, links, patterns, anchors) after the code index."""
+    """Run the design assets (documents, links, patterns, anchors) on their own: the code index
+    had nothing to do, the design inputs changed."""
     from dagster import materialize
 
     from pipelines.dagster.definitions import pipeline_resources
@@ -70,11 +84,10 @@ def _materialize_design(project: ProjectStores, report: IndexReport, instance: A
     if not result.success:
         report.notes.append(f"design layer not refreshed: Dagster run {result.run_id} failed (the code index is up to date)")
         return
-    design = dict(result.output_for_node("design_documents") or {})
-    for key, value in (result.output_for_node("design_links") or {}).items():
-        design[key] = design.get(key, 0) + value if isinstance(value, int) else (design.get(key) or []) + value
-    report.design = design
-    report.notes.extend(design.get("notes", [])[:20])
+    _design_outputs(result, report)
+
+
+NOTHING_CHANGED = "nothing changed: answered from the manifest (nothing to run)"
 
 
 def materialize_index(
@@ -100,12 +113,6 @@ def materialize_index(
     Raises:
         ValueError: ``project`` does not own the stores.
     """
-    from dagster import materialize
-
-    from pipelines.dagster.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
-    from pipelines.dagster.definitions import pipeline_resources
-    from pipelines.dagster.resources import fail_orphaned_runs
-
     ctx = project.index_context()
     if ctx is None:
         raise ValueError("materialize_index runs over stores this process owns; another process owns them")
@@ -120,7 +127,19 @@ def materialize_index(
     changed_files = sum(len(p.changed) for p in plans.values())
     ran: set[str] = set()
     run_plans: dict[str, BucketPlan] = {}
-    if pending or ctx.manifest.dirty():
+    code_work = bool(pending) or ctx.manifest.dirty()
+    idle = None if code_work or not plans else design_unchanged(project.design_stores())
+    if idle is not None:  # nothing to index, nothing to derive: no Dagster at all
+        report.design = idle.as_dict()
+        report.notes.append(NOTHING_CHANGED)
+    elif code_work:
+        from dagster import materialize
+
+        from pipelines.dagster.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
+        from pipelines.dagster.definitions import pipeline_resources
+        from pipelines.dagster.design_assets import DESIGN_ASSETS
+        from pipelines.dagster.resources import fail_orphaned_runs
+
         progress("parse", 0, changed_files)
         if instance is None:
             instance = project_instance(settings.resolved_state_dir())
@@ -134,7 +153,7 @@ def materialize_index(
             "loggers": {"console": {"config": {"log_level": "WARNING"}}},
         }
         result = materialize(
-            [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS],
+            [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS, *DESIGN_ASSETS],
             instance=instance,
             resources=pipeline_resources(project, str(settings.resolved_state_dir() / "dagster" / "io")),
             run_config=run_config,
@@ -149,6 +168,7 @@ def materialize_index(
             failure = next((e for e in result.all_events if e.is_failure), None)
             detail = failure.event_specific_data.error.message.strip() if failure is not None and failure.event_specific_data else "see the Dagster run"
             report.failed.append((RUN_FAILED, f"Dagster run {result.run_id} failed: {detail}"))
+            report.notes.append(f"design layer not refreshed: Dagster run {result.run_id} failed")
         else:
             buckets: dict[str, PreparedBucket] = result.output_for_node("graph_loaded") or {}
             run_plans = result.output_for_node("source_files") or {}
@@ -169,8 +189,10 @@ def materialize_index(
                 report.edges_added = int(meta["edges_added"].value)
                 report.edges_removed = int(meta["edges_removed"].value)
             report.notes.append(f"Dagster run {result.run_id} over buckets {first}..{last}")
+            _design_outputs(result, report)
         progress("parse", changed_files, changed_files)
-    _materialize_design(project, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
+    else:  # the code index is current, the design inputs changed
+        _materialize_design(project, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
     # A bucket's numbers come from the listing its files were indexed against: the run's own (it
     # lists the tree again) for the buckets it ran, the one above for the others. A file the first
     # listing saw and the run's did not was deleted while the run started: it vanished.

@@ -86,6 +86,26 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
     return report
 
 
+def design_unchanged(stores: DesignStores) -> DesignReport | None:
+    """The design step's report when it would do nothing (no document added, changed or removed,
+    and the derivation's inputs are the ones of the last derivation), else None. Reads what
+    ``ingest_documents`` and ``derive_when_changed`` compare, writes nothing."""
+    from pipelines.design.ingest import DOC_STATE_KEY, discover_documents
+    from pipelines.design.memories import _hash
+
+    inputs = derivation_inputs(stores)
+    if inputs is None or stores.ledger.meta(DERIVED_INPUTS_KEY) != inputs:
+        return None
+    state: dict[str, str] = json.loads(stores.ledger.meta(DOC_STATE_KEY) or "{}")
+    documents = discover_documents(stores.settings)
+    if {rel for rel, _ in documents} != set(state):
+        return None
+    for rel, path in documents:
+        if _hash(path.read_text(encoding="utf-8", errors="replace")) != state[rel]:
+            return None
+    return DesignReport(documents_seen=len(documents), derivation_skipped=True)
+
+
 def run_design_step(stores: DesignStores, *, force: bool = False) -> DesignReport:
     """Documents, then links, then anchors: the whole design layer brought up to date."""
     report = ingest_documents(stores, force=force)
@@ -97,6 +117,7 @@ def run_design_step(stores: DesignStores, *, force: bool = False) -> DesignRepor
 __all__ = [
     "DERIVATION_VERSION", "DERIVED_INPUTS_KEY", "DOCS_COLLECTION", "ORIGIN", "DesignReport", "DesignStores",
     "PatternFamily", "class_members", "component_of", "derivation_inputs", "derive_links", "derive_when_changed",
+    "design_unchanged",
     "ingest_documents", "naming_convention", "pattern_contract", "pattern_families", "refresh_anchors",
     "requirement_citations", "run_design_step", "symbols_by_qualified_name",
 ]

@@ -98,7 +98,7 @@ def test_dagster_run_and_plain_indexer_build_identical_stores(python_repo: Path,
             assert again.files_indexed == 0 and again.files_unchanged == len(expected["files"])
             assert not any("Dagster run" in n for n in again.notes)  # nothing pending: no code-index run
             runs = [r for r in instance.get_runs() if "dagster/asset_partition_range_start" in r.tags]
-            assert len(instance.get_runs()) == 3  # the code run, then one (cheap) design run per index
+            assert len(instance.get_runs()) == 1  # one run (code index and design layer); nothing changed: none
             assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] <= runs[0].tags["dagster/asset_partition_range_end"]
     finally:
         handle.close()
@@ -151,5 +151,79 @@ def test_codemem_index_is_one_service_call_that_locks_repairs_and_records_the_ru
         assert repaired["notes"][0].startswith("repair: removed 0 stray points"), repaired["notes"]
         assert repaired["files_indexed"] == report["files_indexed"]  # every file re-indexed from disk
         assert json.loads(service.manifest.get_meta("last_index")) == repaired
+    finally:
+        service.close()
+
+
+def _runs(service) -> list:  # noqa: ANN001
+    """The runs recorded in the project's persistent Dagster instance (the one `codemem index` uses)."""
+    from pipelines.dagster.run import project_instance
+
+    with project_instance(service.settings.resolved_state_dir()) as instance:
+        return list(instance.get_runs())
+
+
+def test_a_no_change_codemem_index_starts_no_dagster_run(python_repo: Path) -> None:
+    """Nothing changed (code or documents): `codemem index` answers from the manifest — no run in
+    the instance — with every file counted unchanged, and is still recorded as the last index."""
+    import json
+
+    from pipelines.dagster.run import NOTHING_CHANGED
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+    from resources.settings import Settings
+
+    for n in range(12):
+        (python_repo / "client" / f"extra_{n}.py").write_text(f"def extra_{n}(x):\n    return x + {n}\n")
+    service = CodeMemService(Settings(project_root=python_repo, dense_embeddings=False))
+    try:
+        first = service.index(IndexInput(embed=False), through_dagster=True)
+        assert first["files_indexed"] == 14 and not first["failed"], first
+        runs = len(_runs(service))
+        assert runs == 1  # the code index and the design layer in one run
+
+        again = service.index(IndexInput(embed=False), through_dagster=True)
+        assert len(_runs(service)) == runs
+        assert again["files_seen"] == again["files_unchanged"] == 14 and again["files_indexed"] == 0, again
+        assert NOTHING_CHANGED in again["notes"] and again["design"]["derivation_skipped"]
+        assert json.loads(service.manifest.get_meta("last_index")) == again
+
+        (python_repo / "README.md").write_text("# Client\n\nA document: design work, so a (design) run.\n")
+        documented = service.index(IndexInput(embed=False), through_dagster=True)
+        assert len(_runs(service)) == runs + 1 and NOTHING_CHANGED not in documented["notes"]
+        assert documented["design"]["documents_changed"] == 1 and documented["files_unchanged"] == 14
+        assert NOTHING_CHANGED in service.index(IndexInput(embed=False), through_dagster=True)["notes"]
+        assert len(_runs(service)) == runs + 1
+    finally:
+        service.close()
+
+
+def test_a_five_file_change_is_one_run_over_the_touched_buckets(python_repo: Path) -> None:
+    """Five edited files: one Dagster run (code index and design layer together) whose partition
+    range covers every touched bucket; only the five files are re-indexed."""
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+    from resources.settings import Settings
+
+    paths = [f"client/extra_{n}.py" for n in range(40)]
+    for n, rel in enumerate(paths):
+        (python_repo / rel).write_text(f"def extra_{n}(x):\n    return x + {n}\n")
+    service = CodeMemService(Settings(project_root=python_repo, dense_embeddings=False))
+    try:
+        service.index(IndexInput(embed=False), through_dagster=True)
+        before = {r.run_id for r in _runs(service)}
+        edited = paths[::8]
+        assert len(edited) == 5
+        for rel in edited:
+            with (python_repo / rel).open("a") as out:
+                out.write("\n\ndef added(y):\n    return y\n")
+        report = service.index(IndexInput(embed=False), through_dagster=True)
+        new = [r for r in _runs(service) if r.run_id not in before]
+        assert len(new) == 1, [r.tags for r in new]
+        start, end = new[0].tags["dagster/asset_partition_range_start"], new[0].tags["dagster/asset_partition_range_end"]
+        touched = {bucket_of(rel) for rel in edited}
+        assert start == min(touched) and end == max(touched)
+        assert report["files_indexed"] == 5 and report["files_unchanged"] == 37, report
+        assert report["design"] is not None and any(new[0].run_id in n for n in report["notes"])
     finally:
         service.close()

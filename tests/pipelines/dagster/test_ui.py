@@ -226,8 +226,8 @@ def test_codemem_ui_serves_the_asset_graph_runs_the_sensor_and_stops_cleanly(
     file_buckets = {bucket_of("client/__init__.py"), bucket_of("client/session.py")}
     statuses = nodes["graph_loaded"]["assetPartitionStatuses"]
     assert file_buckets <= set(statuses["materializedPartitions"]) and not statuses["failedPartitions"]
-    runs = _graphql(port, RUNS)["runsOrError"]["results"]  # the code-index run, then its design run
-    assert [_tags(r).get("codemem/trigger") for r in runs] == ["codemem index", "codemem index"]
+    runs = _graphql(port, RUNS)["runsOrError"]["results"]  # one run: the code index and its design assets
+    assert [_tags(r).get("codemem/trigger") for r in runs] == ["codemem index"]
     assert all(r["status"] == "SUCCESS" for r in runs)
 
     # the code location `codemem`, its job and the sensor, which the daemon ticks
