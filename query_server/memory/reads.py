@@ -65,6 +65,38 @@ def summarize(text: str, max_chars: int, hint: str) -> tuple[str, bool]:
     return f"{head} … [summary: {len(text) - len(head)} more characters — {hint}]", True
 
 
+SUMMARY_METADATA_CHARS = 240
+"""JSON characters of a summary hit's metadata: with its ~300-character content, a hit stays ~600."""
+SUMMARY_VALUE_CHARS = 80
+"""A metadata value longer than this (as JSON) is cut (text) or elided (lists, objects) in a summary."""
+
+
+def compact_metadata(metadata: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A summary hit's metadata: short values whole, long text cut, long lists and objects left out,
+    in the memory's field order until ~``SUMMARY_METADATA_CHARS`` of JSON; and the fields left out
+    or cut (memory_get returns them whole)."""
+    kept: dict[str, Any] = {}
+    elided: list[str] = []
+    used = 2
+    for key, value in metadata.items():
+        size = len(json.dumps(value, ensure_ascii=False, default=str))
+        if size > SUMMARY_VALUE_CHARS:
+            if not isinstance(value, str):
+                elided.append(key)
+                continue
+            value = value[: SUMMARY_VALUE_CHARS - 4].rstrip() + " …"
+            size = SUMMARY_VALUE_CHARS
+            elided.append(key)
+        cost = size + len(key) + 6
+        if used + cost > SUMMARY_METADATA_CHARS:
+            if key not in elided:
+                elided.append(key)
+            continue
+        kept[key] = value
+        used += cost
+    return kept, elided
+
+
 class MemoryReads:
     """Get, list, search and gather memories; every read counts as an access of what it returns."""
 
@@ -247,13 +279,15 @@ class MemoryReads:
         self, row: MemoryRow, score: float, stale: dict[str, list[dict[str, Any]]] | None = None, *, detail: str = "full"
     ) -> MemoryHit:
         whole = f"memory_get(memory_id={row.id!r}, memory_type={row.memory_type!r}) returns the whole memory"
+        metadata, elided = row.metadata, []
         if detail == "summary":
             content, cut = summarize(row.content, SUMMARY_CHARS, "memory_get returns the whole memory (see next)")
+            metadata, elided = compact_metadata(row.metadata)
         else:
             content, cut = cut_text(row.content, HIT_CONTENT_CHARS, "memory_get returns the whole memory")
         changed = (stale or {}).get(row.id)
         return MemoryHit(
-            id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=row.metadata,
+            id=row.id, memory_type=row.memory_type, content=content, score=round(score, 4), metadata=metadata,
             created_at=row.created_at, updated_at=row.updated_at, importance_score=row.importance_score,
             access_count=row.access_count,
             provenance=MemoryProvenance(
@@ -264,8 +298,9 @@ class MemoryReads:
                 ) if changed else None,
             ),
             content_truncated=cut,
+            metadata_elided=elided,
             scope=row.scope,  # type: ignore[arg-type]
-            next=whole if cut else None,
+            next=whole if cut or elided else None,
         )
 
     def ranked(self, request: MemorySearchInput, want: int) -> tuple[list[tuple[float, MemoryRow]], str]:

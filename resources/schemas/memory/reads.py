@@ -124,8 +124,12 @@ class MemoryHit(BaseModel):
     access_count: int
     provenance: MemoryProvenance
     content_truncated: bool = Field(default=False, description="Content was cut; memory_get returns all of it.")
+    metadata_elided: list[str] = Field(
+        default_factory=list,
+        description="Summary hits: metadata fields left out or cut to keep the hit short (~600 characters); memory_get returns them whole.",
+    )
     scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
-    next: str | None = Field(default=None, description="When content was cut: the call that returns all of it.")
+    next: str | None = Field(default=None, description="When content was cut or metadata elided: the call that returns all of it.")
 
 
 class MemorySearchResult(BaseModel):

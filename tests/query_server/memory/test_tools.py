@@ -262,3 +262,34 @@ def test_updates_cannot_pile_metadata_past_the_limit(svc) -> None:  # noqa: ANN0
     assert stored.version == version and "notes_3" not in stored.metadata
     shrunk = svc.memory.memory_update(MemoryUpdateInput(memory_id=added.memory_id, memory_type="session", metadata={"notes_0": "done"}))
     assert shrunk.status == "updated"
+
+
+def test_summary_hits_stay_short_for_every_memory_type(svc) -> None:  # noqa: ANN001
+    """A summary hit is ~600 characters of content and metadata whatever the memory carries (a
+    code_pattern's whole class body, a long rationale, hundreds of files); full mode and memory_get
+    return everything."""
+    from tests.resources.test_memory_schemas import GOOD_EXAMPLES
+
+    body = "\n".join(f"    def method_{i}(self, value):\n        return value * {i}" for i in range(120))
+    heavy = {"code_template": "class Repository:\n" + body, "rationale": "Because " + "it scales " * 300,
+             "files_touched": [f"src/module_{i}.py" for i in range(400)], "notes": {"long": "x" * 2_000}}
+    ids = {}
+    for memory_type, example in GOOD_EXAMPLES.items():
+        content = f"Big {memory_type.value} memory about the invoice ledger. " + "Details follow. " * 200
+        ids[memory_type.value] = _add(svc, memory_type.value, content, metadata={**example, **heavy}).memory_id
+    found = svc.memory.memory_search(MemorySearchInput(query="big memory about the invoice ledger", limit=20)).results
+    assert {hit.id for hit in found} >= set(ids.values())
+    for hit in found:
+        if hit.id not in ids.values():
+            continue
+        size = len(hit.content) + len(json.dumps(hit.metadata, ensure_ascii=False))
+        assert size <= 650, (hit.memory_type, size)
+        assert {"code_template", "rationale", "files_touched", "notes"} <= set(hit.metadata_elided), hit.metadata_elided
+        assert hit.next and "memory_get" in hit.next
+        whole = svc.memory.memory_get(MemoryGetInput(memory_id=hit.id, memory_type=hit.memory_type))
+        assert whole.metadata["files_touched"] == heavy["files_touched"] and whole.metadata["notes"] == heavy["notes"]
+        assert all(whole.metadata[key] == value for key, value in hit.metadata.items() if key not in hit.metadata_elided)
+    full = svc.memory.memory_search(MemorySearchInput(query="big memory about the invoice ledger", limit=20, detail="full")).results
+    for hit in full:
+        if hit.id in ids.values():
+            assert hit.metadata_elided == [] and hit.metadata["code_template"] == heavy["code_template"]
