@@ -14,7 +14,7 @@ import threading
 import types
 from collections.abc import Callable, Coroutine
 from copy import copy
-from typing import Annotated, Any, Optional, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Union, get_args, get_origin
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -27,9 +27,11 @@ from pydantic.fields import FieldInfo
 from resources.schemas.tools import describe_validation_error
 
 from query_server.errors import mcp_message
-from query_server.ownership import ProjectHandle
 from query_server.telemetry import ToolTelemetry
 from query_server.tools import Tool, mcp_tools
+
+if TYPE_CHECKING:  # the stores' modules load when they are opened (query_server.warm_start)
+    from query_server.ownership import ProjectHandle
 
 INSTRUCTIONS = (
     "codemem knows this repository's code: search it by meaning before writing new code "
@@ -144,8 +146,10 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
     return server
 
 
-def run_stdio(handle: ProjectHandle, stop: threading.Event | None = None) -> None:
-    """Serve MCP over stdio until the client closes the stream or ``stop`` is set.
+def run_stdio(handle: ProjectHandle, stop: threading.Event | None = None, serving: Callable[[], None] | None = None) -> None:
+    """Serve MCP over stdio until the client closes the stream or ``stop`` is set; ``serving()``
+    is called once the server is built and starts reading (``codemem mcp`` opens its stores then,
+    ``query_server.warm_start``).
 
     The server runs in a daemon thread: its stdin reader blocks in a read that no cancellation
     interrupts, so on ``stop`` this returns at once and leaves that thread to the process's exit
@@ -164,6 +168,8 @@ def run_stdio(handle: ProjectHandle, stop: threading.Event | None = None) -> Non
             ended.set()
 
     threading.Thread(target=serve, name="codemem-mcp-stdio", daemon=True).start()
+    if serving is not None:
+        serving()
     while not ended.wait(0.05):  # a short wait: signal handlers run between waits
         pass
     if failure:

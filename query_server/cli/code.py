@@ -46,7 +46,7 @@ from query_server.cli.common import (
     show,
 )
 from query_server.cli.state_files import describe_broken_state
-from query_server.service import ToolError
+from query_server.paging import ToolError
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True}, add_help_option=False)
@@ -180,15 +180,16 @@ def mcp(project: str) -> None:
     configure_logging("INFO")
     from query_server.mcp_server import run_stdio
     from query_server.shutdown import Shutdown, stop_graph_server
+    from query_server.warm_start import OpeningHandle, warm_up
 
     shutdown = Shutdown()
-    handle = open_handle(project)
+    # initialize and tools/list are answered at once; the stores open (and the index and the
+    # embedding model warm up) in the background, a tool call waits for them (query_server.warm_start)
+    handle = OpeningHandle(lambda: open_handle(project), warm=warm_up)
     try:
-        if handle.is_owner:
-            handle.backend.start_background_index()  # type: ignore[union-attr]
         shutdown.on_deadline(lambda: stop_graph_server(owned_graph_dir(handle)))
         shutdown.install()
-        run_stdio(handle, stop=shutdown.requested)
+        run_stdio(handle, stop=shutdown.requested, serving=handle.start)  # type: ignore[arg-type]
         shutdown.begin()  # the stream ended: the same bounded close
     finally:
         handle.close()

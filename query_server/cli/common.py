@@ -26,7 +26,7 @@ from pipelines.discovery import DiscoveryError, resolve_project_root
 from resources.settings import Settings
 
 from query_server.cli.state_files import describe_broken_state
-from query_server.service import ToolError
+from query_server.paging import ToolError
 
 if TYPE_CHECKING:
     from query_server.ownership import ProjectHandle

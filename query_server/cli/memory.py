@@ -47,7 +47,7 @@ from query_server.cli.common import (
     result_table,
     show,
 )
-from query_server.service import ToolError
+from query_server.paging import ToolError
 
 TYPE_CHOICE = click.Choice([str(t) for t in MEMORY_TYPES], case_sensitive=False)
 SCOPE_CHOICE = click.Choice(list(MEMORY_SCOPES), case_sensitive=False)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from query_server.cli.common import InputError, console, main, open_handle
-from query_server.service import ToolError
+from query_server.paging import ToolError
 
 
 @main.command(name="which-partition")
