@@ -176,8 +176,9 @@ def owned_graph_dir(handle: Any) -> Path | None:
 @main.command()
 @click.option("--project", default=".", help="The repository to serve.")
 def mcp(project: str) -> None:
-    """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json)."""
-    configure_logging("INFO")
+    """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json). The log goes to
+    .codemem/logs/mcp.log; stderr carries errors only."""
+    configure_logging("INFO", log_file=settings_for(project).resolved_state_dir() / "logs" / "mcp.log")
     from query_server.mcp_server import run_stdio
     from query_server.shutdown import Shutdown, stop_graph_server
     from query_server.warm_start import OpeningHandle, warm_up

@@ -94,15 +94,34 @@ def failure(what: str, exc: Exception) -> click.ClickException:
     return InputError(message) if status == 2 else click.ClickException(message)
 
 
-def configure_logging(default_level: str = "WARNING") -> None:
-    """JSON log lines on stderr; ``CODEMEM_LOG_LEVEL`` overrides the command's default level (the
-    servers log every tool call at INFO; one-shot commands only warnings)."""
+LOG_FILE_BYTES = 10 * 1024 * 1024
+"""A server log file is rotated at this size (three old files kept)."""
+
+
+def configure_logging(default_level: str = "WARNING", log_file: Path | None = None) -> None:
+    """JSON log lines; ``CODEMEM_LOG_LEVEL`` overrides the command's default level (the servers log
+    every tool call at INFO; one-shot commands only warnings).
+
+    Without ``log_file`` the lines go to stderr. With it (``codemem mcp``: Claude Code files every
+    line a stdio server writes on stderr as an error) they go to that file, private and rotated,
+    and only errors also reach stderr.
+    """
     import logging
+    from logging.handlers import RotatingFileHandler
 
     import structlog
 
     level = os.environ.get("CODEMEM_LOG_LEVEL", default_level).upper()
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s", force=True)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        from resources.private_files import make_private_dir, make_private_file
+
+        make_private_dir(log_file.parent)
+        make_private_file(log_file)
+        errors_only = handlers[0]
+        errors_only.setLevel(logging.ERROR)
+        handlers.insert(0, RotatingFileHandler(log_file, maxBytes=LOG_FILE_BYTES, backupCount=3, encoding="utf-8"))
+    logging.basicConfig(level=level, format="%(message)s", handlers=handlers, force=True)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -110,7 +129,7 @@ def configure_logging(default_level: str = "WARNING") -> None:
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ],
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
     )
 
