@@ -375,3 +375,15 @@ def test_two_sessions_at_once(claude_bin: Path, workspace) -> None:
     assert "parcel_shipping_cost" in b, b
     assert len(seen["servers"]) == 2, seen  # one codemem mcp per session
     assert len(seen["owners"]) == 1 and seen["owners"][0] in seen["servers"], seen  # one owns, the other forwards
+
+
+def test_the_plugin_passes_claude_plugin_validate_without_warnings(claude_bin: Path, tmp_path: Path) -> None:
+    """The repository as a Claude Code plugin: the real validator finds nothing to warn about (an icon,
+    the declared network hosts)."""
+    env = {**_codemem_env(), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / ".claude"), "DISABLE_AUTOUPDATER": "1"}
+    done = subprocess.run([str(claude_bin), "plugin", "validate", str(REPO)], capture_output=True, text=True,
+                          timeout=120, env=env, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "Validation passed" in out, out[-3000:]
+    assert "warning" not in out.lower() and "not declared" not in out, out[-3000:]
+    assert "api.voyageai.com (declared)" in out

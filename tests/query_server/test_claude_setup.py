@@ -113,6 +113,12 @@ class Author(Strict):
     url: str | None = None
 
 
+class PluginNetwork(Strict):
+    """The hosts the plugin reaches, as its author states them (listed by `claude plugin validate`)."""
+
+    hosts: list[str]
+
+
 class PluginManifest(Strict):
     name: str = Field(pattern=KEBAB)
     version: str | None = Field(default=None, pattern=SEMVER)
@@ -128,6 +134,8 @@ class PluginManifest(Strict):
     outputStyles: RelPath | list[RelPath] | None = None
     hooks: RelPath | dict[str, Any] | None = None
     mcpServers: RelPath | dict[str, Any] | None = None
+    icon: RelPath | None = None  # a square PNG or JPEG, 512-2048 px (claude plugin validate warns without one)
+    network: PluginNetwork | None = None
 
 
 # names the marketplace docs reserve for official marketplaces (a subset is enough here)
