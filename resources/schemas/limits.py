@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 MAX_TEXT_CHARS = 100_000
 """Default cap of every string of a tool input: content, queries, descriptions, code, ids, names."""
@@ -27,9 +27,22 @@ MAX_JSON_DEPTH = 16
 
 
 class ToolInput(BaseModel):
-    """Base of every tool input: strings without a cap of their own get ``MAX_TEXT_CHARS``."""
+    """Base of every tool input: strings without a cap of their own get ``MAX_TEXT_CHARS``; a field
+    the tool does not have is refused with the fields it does have (a misspelt ``path`` for
+    ``directory_path`` would otherwise be dropped and the call run on the defaults)."""
 
-    model_config = ConfigDict(str_max_length=MAX_TEXT_CHARS)
+    model_config = ConfigDict(str_max_length=MAX_TEXT_CHARS, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                raise ValueError(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} — "
+                                 f"the fields are: {', '.join(cls.model_fields) or 'none'}")
+        return data
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
