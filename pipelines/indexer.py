@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
 import pathspec
 
+from pipelines.bucket_records import BucketRecord, BucketTracker
+from pipelines.buckets import bucket_of
 from pipelines.discovery import Discovery, SkippedFile, SourceFile, discover, resolve_project_root
 from pipelines.index_context import (
     CODE_COLLECTION,
@@ -57,6 +59,7 @@ def index_project(
     force: bool = False,
     extensions: Sequence[str] | None = None,
     exclude: Sequence[str] | None = None,
+    on_bucket: Callable[[BucketRecord], None] | None = None,
 ) -> IndexReport:
     """Index the project incrementally; see the module docstring for the steps.
 
@@ -72,6 +75,8 @@ def index_project(
         force: Re-process the files in scope even when their content is unchanged.
         extensions: Only files with these extensions this run (others stay as indexed).
         exclude: Gitignore-style patterns of files this run leaves alone (they stay as indexed).
+        on_bucket: Receives the record of each bucket the run touched, as soon as the bucket is
+            complete (``pipelines.bucket_records``): what the Dagster UI shows per partition.
 
     Returns:
         The run's report. Per-file failures are collected, never raised.
@@ -105,26 +110,43 @@ def index_project(
         prepare_stores(ctx, report, reembed=reembed)
         known = ctx.manifest.files()
         in_flight = ctx.manifest.in_flight()  # written by an interrupted run: redone whatever their hash
+        tracker = BucketTracker(on_bucket, known.keys() | in_flight) if on_bucket is not None else None
+        if tracker is not None:
+            tracker.hold((known.keys() | in_flight) - on_disk)
+            for path, reason in report.skipped:
+                tracker.skipped(path, reason, changed=False)
         touched: set[str] = set()
         rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
         progress("parse", 0, len(files))
         changed: list[tuple[SourceFile, str]] = []
         for source in files:
             state = known.get(source.path)
+            if tracker is not None:
+                tracker.listed(source.path)
             try:
                 content_hash = _hash_file(source.absolute_path)
             except FileNotFoundError:
                 report.vanished.append(source.path)
+                if tracker is not None:
+                    tracker.vanished(source.path, changed=False)
                 continue
             except OSError as exc:
                 report.failed.append((source.path, f"cannot read: {exc.strerror or exc}"))
+                if tracker is not None:
+                    tracker.failed(source.path, report.failed[-1][1], changed=False)
                 continue
             if state is not None and state.content_hash == content_hash and not force and source.path not in in_flight:
                 report.files_unchanged += 1
+                if tracker is not None:
+                    tracker.unchanged(source.path)
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)
             else:
                 changed.append((source, content_hash))
+                if tracker is not None:
+                    tracker.changed(source.path, source.language, content_hash)
+        if tracker is not None:  # bucket by bucket, so each is complete (and recorded) as early as it can be
+            changed.sort(key=lambda item: bucket_of(item[0].path))
         done = len(files) - len(changed)
         progress("parse", done, len(files))
         batch: list[_Prepared] = []
@@ -142,24 +164,30 @@ def index_project(
             if kind == "skip":  # not indexable now (binary, parser time limit): out of the index
                 report.skipped.append((source.path, value))
                 on_disk.discard(source.path)
+                if tracker is not None:
+                    tracker.skipped(source.path, value, changed=True)
             elif kind == "fail":  # a failure keeps what was indexed
                 report.failed.append((source.path, value))
+                if tracker is not None:
+                    tracker.failed(source.path, value, changed=True)
             elif kind == "vanished":
                 report.vanished.append(source.path)
+                if tracker is not None:
+                    tracker.vanished(source.path, changed=True)
             else:
                 if value.state.error_count:
                     report.files_with_syntax_errors.append(source.path)
                 batch.append(value)
                 touched.add(file_id(source.path))
             if len(batch) >= BATCH_FILES:
-                replaced = _flush(ctx, batch, report)
+                replaced = _flush(ctx, batch, report, tracker)
                 rewritten += len(replaced)
                 touched |= replaced
                 batch = []
             if done % 25 == 0 or done == len(files):
                 progress("parse", done, len(files))
         if batch:
-            replaced = _flush(ctx, batch, report)
+            replaced = _flush(ctx, batch, report, tracker)
             rewritten += len(replaced)
             touched |= replaced
         progress("parse", len(files), len(files))
@@ -176,6 +204,9 @@ def index_project(
             rewritten += sum(len(group) for group in old_ids.values())
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
             delete_files(ctx, deleted)
+        if tracker is not None:
+            tracker.deleted(p for p in deleted if p in known)
+            tracker.finish()
         report.files_deleted = len([p for p in deleted if p in known])
         if touched or ctx.manifest.dirty():
             progress("resolve", 0, 1)
@@ -240,7 +271,7 @@ def _maybe_optimize(ctx: IndexContext, rewritten: int) -> None:
     ctx.manifest.set_meta("rewrites_since_optimize", str(pending))
 
 
-def _flush(ctx: IndexContext, batch: list[_Prepared], report: IndexReport) -> set[str]:
+def _flush(ctx: IndexContext, batch: list[_Prepared], report: IndexReport, tracker: BucketTracker | None = None) -> set[str]:
     """Write a batch; returns the ids whose graph edges were destroyed by the replacement.
 
     A store failure fails the batch's files (reported, manifest untouched, so the next run
@@ -251,10 +282,14 @@ def _flush(ctx: IndexContext, batch: list[_Prepared], report: IndexReport) -> se
     try:
         report.symbols_written += _write_batch(ctx, batch, previous)
     except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
-        for p in batch:
-            report.failed.append((p.state.path, f"store write failed: {type(exc).__name__}: {exc}"))
+        error = f"store write failed: {type(exc).__name__}: {exc}"
+        report.failed += [(p.state.path, error) for p in batch]
+        if tracker is not None:
+            tracker.write_failed(batch, error)
         return destroyed
     report.files_indexed += len(batch)
+    if tracker is not None:
+        tracker.written(batch)
     return destroyed
 
 

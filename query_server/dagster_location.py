@@ -9,22 +9,24 @@ stores: each run opens the project as this process's owner rule says, through ``
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
+from pipelines.bucket_records import summary_metadata
 from pipelines.dagster.definitions import build_definitions
 from pipelines.dagster.project import ProjectStores
 from pipelines.dagster.resources import RUN_PID_TAG, project_settings
+from pipelines.dagster.run import LocalIndexSource
 from pipelines.design.derive import DesignStores
 from pipelines.indexer import IndexContext
-from resources.schemas.tools import IndexInput
-from resources.settings import Settings
-
 from query_server.ownership import ProjectHandle
 from query_server.service import CodeMemService
 from query_server.tools import TOOLS
+from resources.schemas.tools import IndexInput
+from resources.settings import Settings
 
 
 class CodememProject(ConfigurableResource, ProjectStores):
@@ -86,4 +88,23 @@ class CodememProject(ConfigurableResource, ProjectStores):
         return self._opened().call(TOOLS["refresh_design"])
 
 
-defs = build_definitions(CodememProject())
+class CodememIndexSource(ConfigurableResource):
+    """The ``codemem_index`` job's messages in the code location (a run launched from the UI):
+    the index runs inside the op when this run owns the stores; otherwise the owner indexes and
+    the run records the owner's report on normalized_graph."""
+
+    codemem: CodememProject
+
+    def messages(self, embed: bool, force: bool) -> Iterator[dict[str, Any]]:
+        """See ``pipelines.dagster.index_job.IndexSource``."""
+        if self.codemem.index_context() is not None:
+            yield from LocalIndexSource(self.codemem, lambda *_: None).messages(embed, force)
+            return
+        report = self.codemem.index_on_owner(IndexInput(embed=embed))
+        notes = ["indexed by the codemem process that owns the stores", *report.get("notes", [])]
+        yield {"kind": "asset", "asset": "normalized_graph", "metadata": summary_metadata(report, notes, report.get("seconds", 0.0))}
+        yield {"kind": "end", "error": None}
+
+
+_project = CodememProject()
+defs = build_definitions(_project, index_source=CodememIndexSource(codemem=_project))

@@ -21,7 +21,6 @@ from dagster import (
     AssetExecutionContext,
     BackfillPolicy,
     BetaWarning,
-    Config,
     MetadataValue,
     Output,
     ResourceParam,
@@ -30,45 +29,30 @@ from dagster import (
     asset_check,
 )
 
+from pipelines.bucket_records import markdown_table
 from pipelines.buckets import ALL_BUCKETS
+from pipelines.dagster.index_job import IndexRunConfig, metadata_values
+from pipelines.dagster.project import ProjectStores
+from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk
 from pipelines.indexer import IndexReport, prepare_stores
 from pipelines.stages import (
     BucketPlan,
     PreparedBucket,
-    dangling_edges,
-    hash_mismatches,
     load_bucket_graph,
     normalize_index,
     plan_buckets,
     prepare_buckets,
-    store_consistency,
     write_bucket_vectors,
 )
-from pipelines.dagster.project import ProjectStores
 from resources.schemas.tools import IndexInput
 
 warnings.filterwarnings("ignore", category=BetaWarning)  # backfill_policy is beta in Dagster 1.13
 BUCKETS = StaticPartitionsDefinition(list(ALL_BUCKETS))
 SINGLE_RUN = BackfillPolicy.single_run()
-PREVIEW_ROWS = 20
-REPAIR_HINT = "run `codemem index --repair` to re-index the named files and drop stray entries"
-
-
-class IndexRunConfig(Config):
-    """Options of an index run."""
-
-    embed: bool = True
-    """Compute dense vectors now (else the query server fills them in the background)."""
-    force: bool = False
-    """Re-process every file of the buckets, changed or not."""
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> MetadataValue:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows[:PREVIEW_ROWS]]
-    if len(rows) > PREVIEW_ROWS:
-        lines.append(f"| … {len(rows) - PREVIEW_ROWS} more |" + " |" * (len(headers) - 1))
-    return MetadataValue.md("\n".join(lines))
+    return MetadataValue.md(markdown_table(headers, rows))
 
 
 @asset(
@@ -191,20 +175,11 @@ def graph_loaded(
         "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"], written),
         "seconds": round(time.perf_counter() - started, 3),
     })
-    problems: list[str] = []
+    passed, metadata = True, {"note": "stores owned by another process; checked there"}
     if ctx is not None:
-        paths = [row[0] for row in written]
-        problems = [f"{p}: changed on disk since it was parsed" for p in hash_mismatches(ctx, paths)]
-        for bucket in embedded_symbols.values():
-            for p in bucket.prepared if bucket else []:
-                stored = ctx.manifest.file(p.state.path)
-                if stored is not None and stored.content_hash == p.state.content_hash and stored.symbol_count != len(p.symbols):
-                    problems.append(f"{p.state.path}: {stored.symbol_count} symbols indexed, {len(p.symbols)} parsed")
-    yield AssetCheckResult(
-        check_name="bucket_matches_disk", passed=not problems,
-        metadata={"problems": MetadataValue.md("\n".join(f"- {x}" for x in problems[:50]) or "none"),
-                  "fix": "the next run re-indexes changed files; " + REPAIR_HINT},
-    )
+        passed, metadata = files_match_disk(ctx, [(p.state.path, p.state.content_hash, len(p.symbols))
+                                                  for b in embedded_symbols.values() if b for p in b.prepared])
+    yield AssetCheckResult(check_name="bucket_matches_disk", passed=passed, metadata=metadata_values(metadata))
 
 
 @asset(deps=[graph_loaded], group_name="code_index", description="Cross-file CALLS/IMPORTS/EXTENDS/IMPLEMENTS edges re-resolved for every changed node.")
@@ -223,47 +198,24 @@ def normalized_graph(context: AssetExecutionContext, codemem: ResourceParam[Proj
     })
 
 
-@asset_check(asset=normalized_graph, description="The vector store, the graph and the manifest hold the same symbol ids.")
-def stores_agree(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
-    """Compare symbol ids across the three stores."""
-    ctx = codemem.index_context()
-    if ctx is None:
-        return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
-    diff = store_consistency(ctx)
-    bad = {k: v for k, v in diff.items() if v}
-    return AssetCheckResult(
-        passed=not bad, severity=AssetCheckSeverity.ERROR,
-        metadata={**{k: MetadataValue.json(v[:20]) for k, v in bad.items()}, "fix": REPAIR_HINT},
-    )
+def _whole_index_check(name: str, description: str) -> Any:
+    """An asset check on normalized_graph that runs ``pipelines.index_checks``' check ``name``."""
+
+    @asset_check(asset=normalized_graph, name=name, description=description)
+    def check(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
+        ctx = codemem.index_context()
+        if ctx is None:
+            return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
+        passed, metadata = WHOLE_INDEX_CHECKS[name](ctx)
+        return AssetCheckResult(passed=passed, severity=AssetCheckSeverity.ERROR, metadata=metadata_values(metadata))
+
+    return check
 
 
-@asset_check(asset=normalized_graph, description="Every resolved edge joins symbols, files or modules that exist.")
-def no_dangling_edges(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
-    """Look for resolved edges whose endpoint vanished."""
-    ctx = codemem.index_context()
-    if ctx is None:
-        return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
-    dangling = dangling_edges(ctx)
-    return AssetCheckResult(
-        passed=not dangling, metadata={"dangling": MetadataValue.json([list(e) for e in dangling[:20]]), "fix": REPAIR_HINT}
-    )
-
-
-@asset_check(asset=normalized_graph, description="The manifest's per-file symbol counts add up to its symbols and the vector store's points.")
-def counts_match_parse(context: AssetCheckExecutionContext, codemem: ResourceParam[ProjectStores]) -> AssetCheckResult:
-    """Compare the parse counts with what the stores hold."""
-    ctx = codemem.index_context()
-    if ctx is None:
-        return AssetCheckResult(passed=True, metadata={"note": "stores owned by another process; checked there"})
-    from pipelines.indexer import CODE_COLLECTION
-
-    parsed = sum(state.symbol_count for state in ctx.manifest.files().values())
-    symbols = ctx.manifest.counts()["symbols"]
-    points = ctx.vectors.count(CODE_COLLECTION)
-    return AssetCheckResult(
-        passed=parsed == symbols == points,
-        metadata={"parsed_symbols": parsed, "manifest_symbols": symbols, "vector_points": points, "fix": REPAIR_HINT},
-    )
+stores_agree = _whole_index_check("stores_agree", "The vector store, the graph and the manifest hold the same symbol ids.")
+no_dangling_edges = _whole_index_check("no_dangling_edges", "Every resolved edge joins symbols, files or modules that exist.")
+counts_match_parse = _whole_index_check(
+    "counts_match_parse", "The manifest's per-file symbol counts add up to its symbols and the vector store's points.")
 
 
 CODE_INDEX_ASSETS = [source_files, parsed_files, embedded_symbols, graph_loaded, normalized_graph]

@@ -15,6 +15,7 @@ from dagster import Definitions
 
 from pipelines.dagster.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
 from pipelines.dagster.design_assets import DESIGN_ASSETS
+from pipelines.dagster.index_job import codemem_index_job
 from pipelines.dagster.resources import BucketIOManager
 from pipelines.dagster.sensors import file_change_sensor, index_buckets_job
 
@@ -31,13 +32,19 @@ def pipeline_resources(codemem: Any, io_dir: str = "") -> dict[str, Any]:
     return {"codemem": codemem, "bucket_io": BucketIOManager(base_dir=io_dir)}
 
 
-def build_definitions(codemem: Any, io_dir: str = "") -> Definitions:
-    """The code index and design assets, their checks, the bucket job and the file-change sensor,
-    over the ``codemem`` resource given (see ``pipeline_resources``)."""
+def build_definitions(codemem: Any, io_dir: str = "", index_source: Any = None) -> Definitions:
+    """The code index and design assets, their checks, the bucket job, the file-change sensor and,
+    given an ``index_source`` (``pipelines.dagster.index_job.IndexSource``), the
+    ``codemem_index`` job, over the ``codemem`` resource given (see ``pipeline_resources``)."""
+    resources = pipeline_resources(codemem, io_dir)
+    jobs: list[Any] = [index_buckets_job]
+    if index_source is not None:
+        resources["index_source"] = index_source
+        jobs.append(codemem_index_job)
     return Definitions(
         assets=[*CODE_INDEX_ASSETS, *DESIGN_ASSETS],
         asset_checks=CODE_INDEX_CHECKS,
-        jobs=[index_buckets_job],
+        jobs=jobs,
         sensors=[file_change_sensor],
-        resources=pipeline_resources(codemem, io_dir),
+        resources=resources,
     )

@@ -10,18 +10,17 @@ from the resolved code graph.
 import time
 from typing import Any
 
-from dagster import AssetExecutionContext, MetadataValue, Output, ResourceParam, asset
+from dagster import AssetExecutionContext, Output, ResourceParam, asset
 
+from pipelines.bucket_records import summary_metadata
 from pipelines.dagster.assets import normalized_graph
-from pipelines.design.derive import DesignReport, derive_when_changed, ingest_documents
+from pipelines.dagster.index_job import metadata_values
 from pipelines.dagster.project import ProjectStores
+from pipelines.design.derive import DesignReport, derive_when_changed, ingest_documents
 
 
 def _metadata(report: DesignReport, started: float) -> dict[str, Any]:
-    metadata: dict[str, Any] = {k: v for k, v in report.as_dict().items() if isinstance(v, int)}
-    metadata["notes"] = MetadataValue.md("\n".join(f"- {n}" for n in report.notes[:50]) or "none")
-    metadata["seconds"] = round(time.perf_counter() - started, 3)
-    return metadata
+    return metadata_values(summary_metadata(report.as_dict(), report.notes, time.perf_counter() - started))
 
 
 @asset(group_name="design", description="Requirements, ADRs and design sections from the project's documents (doc_globs) as memories; other prose as searchable doc chunks. Incremental by document hash; a removed document's memories are soft-deleted.")

@@ -14,10 +14,10 @@ from typing import Any
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
+from pipelines.dagster.tags import RUN_PID_TAG
 from resources.settings import Settings
 
-RUN_PID_TAG = "codemem/pid"
-"""Run tag holding the pid of the process that executes the run."""
+__all__ = ["RUN_PID_TAG", "BucketIOManager", "fail_orphaned_runs", "project_settings"]
 
 
 def project_settings(project_root: str = "") -> Settings:

@@ -1,27 +1,33 @@
-"""``codemem index`` through the Dagster assets, in-process, recorded in the project's instance.
+"""``codemem index`` as a Dagster run recorded in the project's instance, per touched bucket.
 
-The run is the one the Dagster UI shows (same assets, same instance under the state dir): the
-pending buckets are planned first, then one run materializes the key range that covers them
-(single-run backfill policy) together with the design assets, so a first index is one run and an
-edit is one run over the range of the touched buckets. Nothing pending and the design inputs
-unchanged means no run at all, and no Dagster instance opened: the answer comes from the
-manifest. Only changed design inputs (documents, requirements, anchored memories) make a run of
-the design assets alone.
+The index itself is the plain functions (``pipelines.indexer.index_project``): a small change
+costs what the change costs. The run the Dagster UI shows is the ``codemem_index`` job
+(``pipelines.dagster.index_job``): one run per ``codemem index``, materializing the code-index
+assets for exactly the buckets the change touched (each with its own files), normalized_graph,
+the design assets and the index checks. By default the run is recorded by a child process that
+imports Dagster while this one indexes (``pipelines.dagster.recorder``); given an ``instance``,
+the job runs in this process and indexes inside its op.
+
+Nothing changed and the design inputs unchanged means no run at all and no Dagster: the answer
+comes from the manifest.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipelines.buckets import ALL_BUCKETS
-from pipelines.design.derive import design_unchanged
+from pipelines.bucket_records import summary_metadata
 from pipelines.dagster.project import ProjectStores
+from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
+from pipelines.design.derive import derive_when_changed, design_unchanged, ingest_documents
+from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress
-from pipelines.indexer import finish_report
-from pipelines.stages import BucketPlan, PreparedBucket, plan_buckets
+from pipelines.indexer import finish_report, index_project
+from pipelines.stages import plan_buckets
 from resources.private_files import make_private_dir
 
 
@@ -54,50 +60,124 @@ def project_instance(state_dir: Path) -> Any:
 def _run_tags() -> dict[str, str]:
     """Tags of a ``codemem index`` run: its trigger, and this process's pid (so that
     ``fail_orphaned_runs`` can tell a run whose process was killed from one still going)."""
-    from pipelines.dagster.resources import RUN_PID_TAG
-
-    return {"codemem/trigger": "codemem index", RUN_PID_TAG: str(os.getpid())}
+    return {TRIGGER_TAG: "codemem index", RUN_PID_TAG: str(os.getpid())}
 
 
-def _design_outputs(result: Any, report: IndexReport) -> None:
-    """The design assets' numbers and notes from a run that materialized them."""
-    design = dict(result.output_for_node("design_documents") or {})
-    for key, value in (result.output_for_node("design_links") or {}).items():
-        design[key] = design.get(key, 0) + value if isinstance(value, int) else (design.get(key) or []) + value
+NOTHING_CHANGED = "nothing changed: answered from the manifest (nothing to run)"
+
+Send = Callable[[dict[str, Any]], None]
+
+
+def index_messages(project: ProjectStores, send: Send, *, embed: bool, force: bool, progress: Progress) -> IndexReport:
+    """Index what changed over the stores ``project`` owns, sending the run's messages
+    (``pipelines.dagster.index_job.IndexSource``, all but ``end``) as the work goes: each touched
+    bucket as soon as it is written, then the checks, normalized_graph and the design assets."""
+    ctx = project.index_context()
+    if ctx is None:
+        raise ValueError("a codemem index run needs the stores: another process owns them")
+    written: list[tuple[str, str, int]] = []
+    buckets = 0
+
+    def on_bucket(record: Any) -> None:
+        nonlocal buckets
+        buckets += 1
+        written.extend((row[0], row[1], row[3]) for row in record.written)
+        send({"kind": "bucket", "bucket": record.bucket, "assets": record.asset_metadata()})
+
+    report = index_project(ctx, progress=progress, embed=embed, force=force, on_bucket=on_bucket)
+    started = time.perf_counter()
+    passed, metadata = files_match_disk(ctx, written)
+    send({"kind": "check", "asset": "graph_loaded", "check": "bucket_matches_disk", "passed": passed, "metadata": metadata})
+    for name, check in WHOLE_INDEX_CHECKS.items():
+        passed, metadata = touched_stores_agree(ctx, [w[0] for w in written]) if name == "stores_agree" else check(ctx)
+        send({"kind": "check", "asset": "normalized_graph", "check": name, "passed": passed, "metadata": metadata})
+    numbers = {
+        "buckets_touched": buckets, "edges_added": report.edges_added, "edges_removed": report.edges_removed,
+        "files": report.files_seen, "symbols": report.symbols_total, "resolved_edges": report.edges_total,
+        "dense_vectors": report.dense_done, "dense_total": report.dense_total,
+    }
+    send({"kind": "asset", "asset": "normalized_graph",
+          "metadata": summary_metadata(numbers, report.notes, report.seconds + time.perf_counter() - started)})
+    _design(project, report, send)
+    return report
+
+
+def _design(project: ProjectStores, report: IndexReport, send: Send) -> None:
+    """The design assets: documents, then links, patterns, components and anchors."""
+    stores = project.design_stores()
+    if stores is None:
+        return
+    design: dict[str, Any] = {}
+    try:
+        for asset, step in (("design_documents", ingest_documents), ("design_links", derive_when_changed)):
+            started = time.perf_counter()
+            done = step(stores)
+            send({"kind": "asset", "asset": asset, "metadata": summary_metadata(done.as_dict(), done.notes, time.perf_counter() - started)})
+            for key, value in done.as_dict().items():
+                design[key] = design.get(key, 0) + value if isinstance(value, int) else (design.get(key) or []) + value
+    except Exception as exc:  # noqa: BLE001 - the code index stands; the report says what failed
+        report.notes.append(f"design layer not refreshed: {type(exc).__name__}: {exc} (the code index is up to date)")
+        return
     report.design = design
     report.notes.extend(design.get("notes", [])[:20])
 
 
-def _materialize_design(project: ProjectStores, report: IndexReport, instance: Any) -> None:
-    """Run the design assets (documents, links, patterns, anchors) on their own: the code index
-    had nothing to do, the design inputs changed."""
-    from dagster import materialize
+class LocalIndexSource:
+    """The op's messages from an index run inside the op itself (a run in this process)."""
 
-    from pipelines.dagster.definitions import pipeline_resources
-    from pipelines.dagster.design_assets import DESIGN_ASSETS
+    def __init__(self, project: ProjectStores, progress: Progress) -> None:
+        self._project = project
+        self._progress = progress
+        self.report: IndexReport | None = None
 
-    result = materialize(
-        DESIGN_ASSETS, instance=instance, resources=pipeline_resources(project),
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        tags=_run_tags(), raise_on_error=False,
-    )
-    if not result.success:
-        report.notes.append(f"design layer not refreshed: Dagster run {result.run_id} failed (the code index is up to date)")
-        return
-    _design_outputs(result, report)
+    def messages(self, embed: bool, force: bool) -> Iterator[dict[str, Any]]:
+        """Index, then hand over what the run sent and its end."""
+        sent: list[dict[str, Any]] = []
+        try:
+            self.report = index_messages(self._project, sent.append, embed=embed, force=force, progress=self._progress)
+        except Exception as exc:  # noqa: BLE001 - recorded as the run's failure
+            yield from sent
+            yield {"kind": "end", "error": f"{type(exc).__name__}: {exc}"}
+            return
+        yield from sent
+        yield {"kind": "end", "error": None}
 
 
-NOTHING_CHANGED = "nothing changed: answered from the manifest (nothing to run)"
+def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
+    """The report of a run with nothing to index and the design inputs unchanged (None when
+    there is work): answered from the manifest, without Dagster."""
+    ctx = project.index_context()
+    assert ctx is not None
+    plans = plan_buckets(ctx.settings, ctx.manifest, force=force)
+    if not plans or ctx.manifest.dirty() or any(plan.pending for plan in plans.values()):
+        return None
+    idle = design_unchanged(project.design_stores())
+    if idle is None:
+        return None
+    report = IndexReport(root=str(ctx.root))
+    report.design = idle.as_dict()
+    report.notes.append(NOTHING_CHANGED)
+    report.files_seen = sum(p.seen for p in plans.values())
+    report.files_unchanged = sum(p.unchanged for p in plans.values())
+    for plan in plans.values():
+        report.skipped += plan.skipped
+        report.failed += plan.failed
+        report.vanished += plan.vanished
+    return report
+
+
+def _run_note(outcome: dict[str, Any]) -> str:
+    if outcome.get("success"):
+        return f"Dagster run {outcome['run_id']} (codemem_index) recorded the touched buckets"
+    where = f"Dagster run {outcome['run_id']}" if outcome.get("run_id") else "the Dagster run"
+    return f"{where} failed to record this index: {outcome.get('error')} (the index itself is up to date)"
 
 
 def materialize_index(
     project: ProjectStores, *, embed: bool = True, force: bool = False, progress: Progress | None = None,
     instance: Any = None,
 ) -> IndexReport:
-    """Index the project by materializing the assets in-process, over stores this process owns.
-
-    The assets receive ``project`` itself as their ``codemem`` resource (Dagster hands a plain
-    object to the run as it is, never a copy), so they write through the caller's stores.
+    """Index the project and record the run in the Dagster instance the UI reads.
 
     Args:
         project: The stores this process owns (``index_context()`` is not None), e.g. the
@@ -105,10 +185,12 @@ def materialize_index(
         embed: Compute dense vectors (for the changed symbols in the run, then any left pending).
         force: Re-process every file.
         progress: Receives (phase, done, total), if given.
-        instance: A Dagster instance (the project's persistent one by default).
+        instance: A Dagster instance to run the job in, in this process (the index runs inside
+            the op); by default a recorder process records the run in the project's instance
+            while this process indexes.
 
     Returns:
-        The same report ``index_project`` gives.
+        The same report ``index_project`` gives, with a note naming the Dagster run.
 
     Raises:
         ValueError: ``project`` does not own the stores.
@@ -118,94 +200,57 @@ def materialize_index(
         raise ValueError("materialize_index runs over stores this process owns; another process owns them")
     started = time.perf_counter()
     progress = progress or _no_progress
-    settings = ctx.settings
-    report = IndexReport(root=str(ctx.root))
+    state_dir = ctx.settings.resolved_state_dir()
+    home = dagster_home(state_dir)
+    recorder = None
+    if instance is None:  # Dagster imports in the recorder while this process plans and indexes
+        from pipelines.dagster.recorder import Recorder, take_prestarted
+
+        recorder = take_prestarted() or Recorder.start()
     progress("discover", 0, 1)
-    plans = plan_buckets(settings, ctx.manifest, force=force)
-    progress("discover", 1, 1)
-    pending = sorted(b for b, plan in plans.items() if plan.pending)
-    changed_files = sum(len(p.changed) for p in plans.values())
-    ran: set[str] = set()
-    run_plans: dict[str, BucketPlan] = {}
-    code_work = bool(pending) or ctx.manifest.dirty()
-    idle = None if code_work or not plans else design_unchanged(project.design_stores())
-    if idle is not None:  # nothing to index, nothing to derive: no Dagster at all
-        report.design = idle.as_dict()
-        report.notes.append(NOTHING_CHANGED)
-    elif code_work:
-        from dagster import materialize
+    idle = _nothing_to_do(project, force)
+    if idle is not None:
+        if recorder is not None:
+            recorder.discard()
+        return finish_report(ctx, idle, started, embed=embed, progress=progress)
+    tags = _run_tags()
+    if recorder is None:
+        return _run_in_process(project, instance, tags, embed=embed, force=force, progress=progress)
+    recorder.send({"kind": "start", "dagster_home": str(home), "tags": tags, "embed": embed, "force": force})
+    try:
+        report = index_messages(project, recorder.send, embed=embed, force=force, progress=progress)
+    except BaseException as exc:
+        recorder.send({"kind": "end", "error": f"{type(exc).__name__}: {exc}"})
+        recorder.finish()
+        raise
+    recorder.send({"kind": "end", "error": None})
+    report.notes.append(_run_note(recorder.finish()))
+    return report
 
-        from pipelines.dagster.assets import CODE_INDEX_ASSETS, CODE_INDEX_CHECKS
-        from pipelines.dagster.definitions import pipeline_resources
-        from pipelines.dagster.design_assets import DESIGN_ASSETS
-        from pipelines.dagster.resources import fail_orphaned_runs
 
-        progress("parse", 0, changed_files)
-        if instance is None:
-            instance = project_instance(settings.resolved_state_dir())
-        fail_orphaned_runs(instance)
-        if not ctx.manifest.files():  # a first index covers every bucket, so the UI shows none missing
-            first, last = ALL_BUCKETS[0], ALL_BUCKETS[-1]
-        else:
-            first, last = (pending[0], pending[-1]) if pending else (ALL_BUCKETS[0], ALL_BUCKETS[0])
-        run_config = {
-            "ops": {name: {"config": {"embed": embed, "force": force}} for name in ("source_files", "embedded_symbols")},
-            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-        }
-        result = materialize(
-            [*CODE_INDEX_ASSETS, *CODE_INDEX_CHECKS, *DESIGN_ASSETS],
-            instance=instance,
-            resources=pipeline_resources(project, str(settings.resolved_state_dir() / "dagster" / "io")),
-            run_config=run_config,
-            tags={
-                "dagster/asset_partition_range_start": first,
-                "dagster/asset_partition_range_end": last,
-                **_run_tags(),
-            },
-            raise_on_error=False,
-        )
-        if not result.success:
-            failure = next((e for e in result.all_events if e.is_failure), None)
-            detail = failure.event_specific_data.error.message.strip() if failure is not None and failure.event_specific_data else "see the Dagster run"
-            report.failed.append((RUN_FAILED, f"Dagster run {result.run_id} failed: {detail}"))
-            report.notes.append(f"design layer not refreshed: Dagster run {result.run_id} failed")
-        else:
-            buckets: dict[str, PreparedBucket] = result.output_for_node("graph_loaded") or {}
-            run_plans = result.output_for_node("source_files") or {}
-            for key, bucket in buckets.items():
-                if bucket is None:
-                    continue
-                ran.add(key)
-                report.files_indexed += len(bucket.prepared)
-                report.files_deleted += len(bucket.deleted)
-                report.failed += bucket.failed
-                report.skipped += bucket.skipped
-                report.vanished += bucket.vanished
-                report.symbols_written += bucket.points_written
-                report.files_with_syntax_errors += [p.state.path for p in bucket.prepared if p.state.error_count]
-            normalized = result.asset_materializations_for_node("normalized_graph")
-            if normalized:
-                meta = normalized[-1].metadata
-                report.edges_added = int(meta["edges_added"].value)
-                report.edges_removed = int(meta["edges_removed"].value)
-            report.notes.append(f"Dagster run {result.run_id} over buckets {first}..{last}")
-            _design_outputs(result, report)
-        progress("parse", changed_files, changed_files)
-    else:  # the code index is current, the design inputs changed
-        _materialize_design(project, report, instance if instance is not None else project_instance(settings.resolved_state_dir()))
-    # A bucket's numbers come from the listing its files were indexed against: the run's own (it
-    # lists the tree again) for the buckets it ran, the one above for the others. A file the first
-    # listing saw and the run's did not was deleted while the run started: it vanished.
-    counted = {**plans, **{key: run_plans[key] for key in ran if key in run_plans}}
-    between = sorted(
-        path for key in ran if key in run_plans and key in plans for path in set(plans[key].listed) - set(run_plans[key].listed)
+def _run_in_process(
+    project: ProjectStores, instance: Any, tags: dict[str, str], *, embed: bool, force: bool, progress: Progress,
+) -> IndexReport:
+    """The ``codemem_index`` job in this process, the index inside its op."""
+    from pipelines.dagster.index_job import codemem_index_job
+    from pipelines.dagster.resources import fail_orphaned_runs
+
+    fail_orphaned_runs(instance)
+    source = LocalIndexSource(project, progress)
+    result = codemem_index_job.execute_in_process(
+        instance=instance, resources={"index_source": source},
+        run_config={"ops": {"index_changes": {"config": {"embed": embed, "force": force}}},
+                    "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        tags=tags, raise_on_error=False,
     )
-    report.vanished += between
-    report.files_seen = sum(p.seen for p in counted.values()) + len(between)
-    report.files_unchanged = sum(p.unchanged for p in counted.values())
-    report.skipped += [s for key, p in plans.items() if key not in ran for s in p.skipped]
-    report.failed += [f for key, p in plans.items() if key not in ran for f in p.failed]
-    report.failed += [(s.path, "not indexed: the Dagster run failed") for key, p in plans.items() if key not in ran
-                      for s, _ in p.changed]
-    report.vanished += [v for key, p in plans.items() if key not in ran for v in p.vanished]
-    return finish_report(ctx, report, started, embed=embed, progress=progress)
+    report = source.report
+    if report is None:
+        ctx = project.index_context()
+        report = IndexReport(root=str(ctx.root) if ctx is not None else "")
+        failure = next((e for e in result.all_events if e.is_failure), None)
+        data = failure.event_specific_data if failure is not None else None
+        detail = data.error.message.strip() if data is not None and getattr(data, "error", None) else "see the Dagster run"
+        report.failed.append((RUN_FAILED, f"Dagster run {result.run_id} failed: {detail}"))
+        return report
+    report.notes.append(_run_note({"run_id": result.run_id, "success": result.success, "error": None if result.success else "see the run"}))
+    return report

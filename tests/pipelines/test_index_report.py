@@ -5,7 +5,8 @@ Real files, real stores. An unreadable folder is a folder with mode 000; as root
 not deny reads) the indexing process runs without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH
 (``setpriv``), so the folder really cannot be listed. Files vanish during a run because the test
 deletes them from the run's own progress callback: between listing and hashing and between
-hashing and parsing (plain), between the plan and the run's own listing (Dagster).
+hashing and parsing (plain), between the run's listing and its hashing inside ``materialize_index``
+(the ``codemem index`` path: the plan that decides there is work, then the plain index).
 """
 
 from __future__ import annotations
@@ -135,8 +136,9 @@ def test_files_deleted_during_a_dagster_run_are_reported_as_vanished(project: Pa
         with DagsterInstance.ephemeral() as instance:
             assert materialize_index(handle.backend.owned_stores(), embed=False, instance=instance).ok
             write_files(project, {path: text + "\n# edited\n" for path, text in FILES.items()})
-            # listed and hashed by the plan that picks the buckets, then deleted before the run lists them again
-            progress = _deleting(project, {("discover", 2): ["pkg/mod0.py", "pkg/mod3.py"]})
+            # hashed by the plan that decides there is work, listed by the index run, then deleted before
+            # it hashes them (discover calls: materialize_index's, the run's start, the run's listing done)
+            progress = _deleting(project, {("discover", 3): ["pkg/mod0.py", "pkg/mod3.py"]})
             report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance, progress=progress).as_dict()
             assert sorted(report["vanished"]) == ["pkg/mod0.py", "pkg/mod3.py"]
             assert report["files_seen"] == 6 and report["files_indexed"] == 4 and report["failed"] == []

@@ -3,12 +3,18 @@ run SIGKILLed in the middle of a stage leaves stores that the next run repairs i
 stores a clean index builds, the run after that has nothing to do, and re-materializing a bucket
 (``index_buckets`` with ``force``) twice changes nothing.
 
-Everything is real: a subprocess running ``pipelines.dagster.run.materialize_index`` (the in-process
-Dagster run ``codemem index`` makes) on a tree of 220 files, SIGKILLed by the test; the project's
-SQLite Dagster instance, qdrant-edge, the embedded FalkorDB and the manifest. The subprocess only
-wraps the stage functions the assets call so that it prints a line when it enters one (no fault
-point in the code); the test waits for the line of the stage it aims at, sleeps, and kills (the
-run keeps going meanwhile), then checks from the stores that the kill landed where intended.
+Everything is real: a subprocess running ``pipelines.dagster.run.materialize_index`` (the
+``codemem_index`` job run ``codemem index`` makes: the plain index, recorded per touched bucket) on
+a tree of 220 files, SIGKILLed by the test; the project's SQLite Dagster instance, qdrant-edge, the
+embedded FalkorDB and the manifest. The run is in-process (``instance=``, the index inside the
+job's op), or, in one case, the default path: the index in the subprocess and a recorder child
+(``pipelines.dagster.recorder``) recording the run, which must fail the run and exit when its
+parent dies. The subprocess only wraps the step functions the index calls (``pipelines.indexer``,
+``pipelines.index_writes``, and the checks of ``pipelines.dagster.run``) so that it prints a line
+when it enters one (no fault point in the code); the test waits for the line of the step it aims
+at and kills, then checks from the stores that the kill landed where intended. Where the step is
+short, the wrapper holds the aimed call at its entry until the kill lands (``hold``), so the kill
+lands at that point whatever the machine's speed; the function itself is unchanged.
 The embedded FalkorDB's ``redis-server`` is daemonized and outlives its SIGKILLed owner: the test
 either stops it (SIGTERM) or lets the next open reuse it, and stops whatever is left under its
 tmp dir at the end (matching the server's working directory, as the memory fault tests do).
@@ -186,32 +192,46 @@ _INDEX_RUN = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    import pipelines.dagster.assets as assets
+    import time
+
+    import pipelines.dagster.run as run
+    import pipelines.index_writes as index_writes
+    import pipelines.indexer as indexer
     from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 
+    held = sys.argv[2]  # "name call": the call that waits at its entry for the kill ("" none)
+    recorded = sys.argv[3] == "recorder"  # the default path: a recorder child records the run
+
     def mark(*words):
         print("MARK", *words, flush=True)
 
-    def traced(name):  # announce each call of a stage function the assets make (no behaviour change)
-        inner = getattr(assets, name)
+    def traced(module, name):  # announce each call of a step function of the index (no behaviour change)
+        inner = getattr(module, name)
         calls = [0]
 
         def wrapper(*args, **kwargs):
             calls[0] += 1
             mark(name, calls[0])
+            if held == f"{name} {calls[0]}":
+                time.sleep(120)  # the kill lands here, before the call
             return inner(*args, **kwargs)
 
-        setattr(assets, name, wrapper)
+        setattr(module, name, wrapper)
 
-    for name in ("plan_buckets", "prepare_buckets", "write_bucket_vectors", "load_bucket_graph", "normalize_index"):
-        traced(name)
+    for module, name in ((run, "_nothing_to_do"), (indexer, "_prepare_all"), (indexer, "_write_batch"),
+                         (index_writes, "write_graph_and_manifest"), (indexer, "delete_files"),
+                         (indexer, "resolve_pending"), (run, "files_match_disk")):
+        traced(module, name)
     root = Path(sys.argv[1])
     handle = ProjectHandle(Settings(project_root=root))
     mark("owner", handle.is_owner)
-    with project_instance(handle.state_dir) as instance:
-        report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
+    if recorded:
+        report = materialize_index(handle.backend.owned_stores(), embed=False)
+    else:
+        with project_instance(handle.state_dir) as instance:
+            report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
     mark("done", report.ok, report.files_indexed)
     handle.close()
     mark("closed")
@@ -227,13 +247,19 @@ def _marks(stdout: Path) -> list[str]:
     return [line.removeprefix("MARK ") for line in text.splitlines() if line.startswith("MARK ")]
 
 
-def _kill_run_at(root: Path, logs: Path, stage: str, call: int, delay_s: float) -> tuple[int, list[str]]:
+def _kill_run_at(
+    root: Path, logs: Path, stage: str, call: int, delay_s: float, *, hold: bool = False, recorder: bool = False,
+) -> tuple[int, list[str]]:
     """Start the index run, SIGKILL it ``delay_s`` after it enters the ``call``-th call of
-    ``stage``; returns its pid and marks. Skips (never passes silently) when the run ended first."""
+    ``stage`` (``hold``: that call waits at its entry for the kill; ``recorder``: the run is
+    recorded by a recorder child, the default ``codemem index`` path); returns its pid and marks.
+    Skips (never passes silently) when the run ended first."""
     out, err = logs / "stdout.txt", logs / "stderr.txt"
+    held = f"{stage} {call}" if hold else ""
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _INDEX_RUN, str(root)], stdout=stdout, stderr=stderr, env=child_env(drop=["CODEMEM_PROJECT_ROOT"]),
+            [sys.executable, "-c", _INDEX_RUN, str(root), held, "recorder" if recorder else "in-process"],
+            stdout=stdout, stderr=stderr, env=child_env(drop=["CODEMEM_PROJECT_ROOT"]),
             cwd=str(REPO_ROOT), start_new_session=True,
         )
     wanted = f"{stage} {call}"
@@ -263,9 +289,8 @@ def _kill_run_at(root: Path, logs: Path, stage: str, call: int, delay_s: float) 
 
 @pytest.fixture(scope="module")
 def kill_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tree every kill test indexes (copied per test). A first index of it takes ~20 s, almost
-    all of it Dagster's bookkeeping for 256 partitions between and around the steps; the stage
-    functions themselves take under a second each, hence kills aimed at a stage's entry."""
+    """The tree every kill test indexes (copied per test): 220 files, so a first index parses in a
+    pool and writes four batches (``BATCH_FILES``) across about 150 buckets."""
     root = tmp_path_factory.mktemp("kill-tree") / "tree"
     _write_tree(root, GENERATED_MODULES)
     return root
@@ -301,19 +326,21 @@ class StrayProcesses(AssertionError):
 
 
 def _kill_and_clean_up(
-    root: Path, logs: Path, stage: str, call: int, delay_s: float, *, stop_server: bool
+    root: Path, logs: Path, stage: str, call: int, delay_s: float, *, stop_server: bool, hold: bool = False,
+    recorder: bool = False,
 ) -> tuple[list[str], list[str]]:
     """``_kill_run_at``, then what a kill -9 leaves running: the graph server (daemonized, so it
     outlives its owner; stopped with SIGTERM when ``stop_server``, as a clean shutdown would have,
-    else left for the next open to reuse) and, for about a second, Dagster's compute-log
-    ``tail -F`` mirrors, whose ``watch_orphans.py`` babysitters stop them once they see their
-    parent gone. Whatever else of the run's session is alive 10 s later is SIGKILLed here and
+    else left for the next open to reuse), for about a second, Dagster's compute-log ``tail -F``
+    mirrors, whose ``watch_orphans.py`` babysitters stop them once they see their parent gone, and
+    the recorder child (``recorder``), which fails its run and exits once its stdin closes.
+    Whatever else of the run's session is alive 10 s later is SIGKILLed here and
     returned (pid and command line) for the caller to report.
 
     Returns:
         The run's marks, and the stray processes.
     """
-    pid, marks = _kill_run_at(root, logs, stage, call, delay_s)
+    pid, marks = _kill_run_at(root, logs, stage, call, delay_s, hold=hold, recorder=recorder)
     assert marks[0] == "owner True", marks[:3]
     servers = stop_graph_servers(root) if stop_server else graph_servers_under(root)
     assert len(servers) == 1, f"the killed owner's graph server was expected to outlive it: {servers}"
@@ -340,42 +367,55 @@ def _leftover(ctx: Any) -> dict[str, int]:
 
 
 KILL_POINTS = [
-    # (stage entered, its call number, seconds after, the leftover graph server): where the run
-    # dies and what that leaves. The leftover server is stopped (SIGTERM: it flushes and exits) in
-    # two cases and left running for the next open to reuse (what happens after a real kill -9)
-    # in the other two (each point was run both ways while this test was written; both converge).
-    pytest.param("prepare_buckets", 1, 0.2, "stopped", id="parsing"),  # nothing indexed yet; the parser pool runs
-    pytest.param("write_bucket_vectors", 64, 0.0, "reused", id="writing-vectors", marks=pytest.mark.soak),  # points without manifest rows
-    pytest.param("load_bucket_graph", 64, 0.0, "stopped", id="loading-graph"),  # part of the buckets committed
-    pytest.param("normalize_index", 1, 0.0, "reused", id="normalizing", marks=pytest.mark.soak),  # every file committed, edges not resolved
+    # (step entered, its call number, seconds after, the leftover graph server, held at the entry,
+    # recorded by a recorder child): where the run dies and what that leaves. The leftover server
+    # is stopped (SIGTERM: it flushes and exits) in some cases and left running for the next open
+    # to reuse (what happens after a real kill -9) in the others; both converge.
+    # nothing indexed yet; the parser pool runs (the first batch takes longer than 0.2 s to parse)
+    pytest.param("_prepare_all", 1, 0.2, "stopped", False, False, id="parsing"),
+    # the first batch's points written, no manifest row yet
+    pytest.param("write_graph_and_manifest", 1, 0.0, "reused", True, False, id="writing-vectors", marks=pytest.mark.soak),
+    # the first batch committed, the second's points written, its graph not loaded
+    pytest.param("write_graph_and_manifest", 2, 0.0, "stopped", True, False, id="loading-graph"),
+    # the same, the run recorded by a recorder child (the default `codemem index` path)
+    pytest.param("write_graph_and_manifest", 2, 0.0, "stopped", True, True, id="loading-graph-recorded"),
+    # every file committed, edges not resolved
+    pytest.param("resolve_pending", 1, 0.0, "reused", True, False, id="normalizing", marks=pytest.mark.soak),
+    # the index done, during the checks (the run not ended, the design layer not refreshed)
+    pytest.param("files_match_disk", 1, 0.0, "stopped", True, False, id="checking", marks=pytest.mark.soak),
 ]
 
 
-def _assert_interrupted_where_intended(stage: str, left: dict[str, int], total: int) -> None:
-    """The kill landed inside the stage it aimed at (else the case would test something else)."""
-    if stage == "prepare_buckets":
+def _assert_interrupted_where_intended(stage: str, call: int, left: dict[str, int], total: int) -> None:
+    """The kill landed inside the step it aimed at (else the case would test something else)."""
+    if stage == "_prepare_all":
         assert left["files"] == 0 and left["extra_in_vectors"] == 0, left
-    elif stage == "write_bucket_vectors":
+    elif stage == "write_graph_and_manifest" and call == 1:
         assert left["files"] == 0 and left["extra_in_vectors"] > 0, left
-    elif stage == "load_bucket_graph":
-        assert 0 < left["files"] < total, left
-    else:
+    elif stage == "write_graph_and_manifest":
+        assert 0 < left["files"] < total and left["extra_in_vectors"] > 0, left
+    elif stage == "resolve_pending":
         assert left["files"] == total and left["dirty"] > 0, left
+    else:
+        assert left["files"] == total and left["dirty"] == 0 and not any(v for k, v in left.items() if k not in ("files", "dirty")), left
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("stage", "call", "delay_s", "server"), KILL_POINTS)
+@pytest.mark.parametrize(("stage", "call", "delay_s", "server", "hold", "recorder"), KILL_POINTS)
 def test_sigkill_during_a_dagster_index_run_converges(
-    stage: str, call: int, delay_s: float, server: str, kill_tree: Path, clean_index: dict[str, Any], tmp_path: Path,
-    graph_servers: Path,
+    stage: str, call: int, delay_s: float, server: str, hold: bool, recorder: bool, kill_tree: Path,
+    clean_index: dict[str, Any], tmp_path: Path, graph_servers: Path,
 ) -> None:
+    from dagster import DagsterRunStatus
+
     from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 
     root = tmp_path / "tree"
     shutil.copytree(kill_tree, root)
-    marks, stray = _kill_and_clean_up(root, tmp_path, stage, call, delay_s, stop_server=server == "stopped")
+    marks, stray = _kill_and_clean_up(root, tmp_path, stage, call, delay_s, stop_server=server == "stopped", hold=hold,
+                                      recorder=recorder)
     leftover_server = graph_servers_under(root)
 
     handle = ProjectHandle(Settings(project_root=root))
@@ -383,14 +423,18 @@ def test_sigkill_during_a_dagster_index_run_converges(
         assert handle.is_owner  # the dead owner's lock went with it
         if server == "reused":
             assert graph_servers_under(root) == leftover_server  # the next open serves from the live server
-        _assert_interrupted_where_intended(stage, _leftover(handle.backend.ctx), len(clean_index["files"]))
+        _assert_interrupted_where_intended(stage, call, _leftover(handle.backend.ctx), len(clean_index["files"]))
+        if recorder:  # the recorder saw its stdin close before the end: it failed the run, and exited (no stray)
+            with project_instance(handle.state_dir) as instance:
+                (killed,) = instance.get_runs()
+                assert killed.job_name == "codemem_index" and killed.status == DagsterRunStatus.FAILURE, killed
         with project_instance(handle.state_dir) as instance:
             report = materialize_index(handle.backend.owned_stores(), embed=False, instance=instance)
             assert report.ok, report.as_dict()
-            # newest first: the recovery run, then the killed one (the design runs after each
-            # code-index run are unpartitioned and left out)
-            runs = [r for r in instance.get_runs() if "dagster/asset_partition_range_start" in r.tags]
+            # newest first: the recovery run (the code index and the design layer), then the killed one
+            runs = [r for r in instance.get_runs() if r.job_name == "codemem_index"]
             assert len(runs) == 2, [(r.run_id, r.status) for r in runs]
+            assert runs[0].status == DagsterRunStatus.SUCCESS and runs[1].status == DagsterRunStatus.FAILURE, runs
             checks = _check_results(instance, runs[0].run_id)
         assert checks == {"bucket_matches_disk": True, "stores_agree": True, "no_dangling_edges": True,
                           "counts_match_parse": True}, checks
@@ -420,7 +464,7 @@ def test_a_killed_index_run_does_not_hold_the_run_queue(tmp_path: Path, graph_se
 
     root = tmp_path / "tree"
     _write_tree(root, 40)
-    _, stray = _kill_and_clean_up(root, tmp_path, "plan_buckets", 1, 0.0, stop_server=True)
+    _, stray = _kill_and_clean_up(root, tmp_path, "_prepare_all", 1, 0.0, stop_server=True, hold=True)
     assert stray == []
 
     with project_instance(Settings(project_root=root).resolved_state_dir()) as instance:
@@ -461,9 +505,9 @@ def test_rematerializing_a_bucket_is_idempotent(
 ) -> None:
     from dagster import DagsterInstance
 
-    from query_server.dagster_location import defs
-    from pipelines.records import file_id
     from pipelines.dagster.run import materialize_index
+    from pipelines.records import file_id
+    from query_server.dagster_location import defs
     from query_server.ownership import ProjectHandle
     from resources.settings import Settings
 

@@ -11,7 +11,9 @@ work finished; the checks hold either way.
 Checks after each trial:
 - index: a completed ``codemem index`` then changes nothing (a second run indexes 0 files), the
   three stores agree (``store_consistency``), no edge dangles, nothing is left dirty, and the
-  manifest holds every file on disk with its disk hash.
+  manifest holds every file on disk with its disk hash; every ``codemem_index`` run in the
+  project's Dagster instance has ended (a killed run's recorder child fails its run), and no
+  recorder of a killed run is left running.
 - mcp: every memory the client saw acknowledged is in the ledger at its acknowledged version, and
   after a sync the projections match the ledger.
 - normalize: no memory that is not a duplicate is lost or deleted, at most one of each duplicate
@@ -90,6 +92,8 @@ _INDEX_CHECK = textwrap.dedent(
     handle = ProjectHandle(Settings(project_root=root))
     try:
         with project_instance(handle.state_dir) as instance:
+            # before this run (which would mark a dead process's run failed): what the recorders left
+            runs = [(r.job_name, r.status.value) for r in instance.get_runs()]
             again = materialize_index(handle.backend.owned_stores(), embed=True, instance=instance)
         ctx = handle.backend.ctx
         diff = store_consistency(ctx)
@@ -97,6 +101,7 @@ _INDEX_CHECK = textwrap.dedent(
         symbols = ctx.manifest.counts()["symbols"]
         print(json.dumps({
             "owner": handle.is_owner,
+            "runs": runs,
             "second_run_indexed": again.files_indexed, "second_run_deleted": again.files_deleted,
             "second_run_failed": again.failed,
             "diff": {k: v for k, v in diff.items() if v},
@@ -111,6 +116,23 @@ _INDEX_CHECK = textwrap.dedent(
         handle.close()
     """
 )
+
+
+def _recorders_of_session(sid: int) -> list[int]:
+    """Live recorder processes (``pipelines.dagster.recorder``) of session ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, session, ...
+        if int(fields[3]) == sid and fields[0] != "Z" and b"pipelines.dagster.recorder" in command:
+            found.append(int(entry.name))
+    return found
 
 
 def _disk_hashes(root: Path, indexed: set[str]) -> dict[str, str]:
@@ -177,6 +199,10 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
                                 env=child_env(), cwd=str(root), start_new_session=True)
         if _kill_at(proc, delay):
             killed += 1
+            deadline = time.monotonic() + 30  # its recorder sees its stdin close: fails the run, exits
+            while _recorders_of_session(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _recorders_of_session(proc.pid) == [], (trial, change, "a recorder outlived its killed parent by 30 s")
         else:
             finished += 1
             assert proc.returncode == 0, (trial, change, proc.stderr.read()[-4000:] if proc.stderr else "")
@@ -195,6 +221,8 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
         on_disk = {str(p.relative_to(root)) for p in root.rglob("*.py")}
         assert on_disk <= set(state["indexed"]), (context, sorted(on_disk - set(state["indexed"]))[:5])
         assert state["symbols"] == state["symbol_sum"] == state["points"], (context, state)
+        assert {job for job, _ in state["runs"]} <= {"codemem_index"}, (context, state["runs"])
+        assert all(status in ("SUCCESS", "FAILURE") for _, status in state["runs"]), (context, state["runs"])
         timings.append(time.monotonic() - started)
         print(f"index trial {trial}: {change}, kill at {delay:.2f}s, ok ({timings[-1]:.1f}s)", flush=True)
     return {"trials": trials, "killed": killed, "finished_first": finished, "mean_trial_s": sum(timings) / len(timings)}

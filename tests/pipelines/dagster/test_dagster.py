@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from dagster import ResourceParam
@@ -57,6 +58,7 @@ def test_defs_load_with_the_assets_checks_job_and_sensor() -> None:
     assert keys == ["design_documents", "design_links", "embedded_symbols", "graph_loaded", "normalized_graph", "parsed_files", "source_files"]
     assert {c.name for c in graph.asset_check_keys} == {"bucket_matches_disk", "stores_agree", "no_dangling_edges", "counts_match_parse"}
     assert defs.resolve_job_def("index_buckets") is not None
+    assert defs.resolve_job_def("codemem_index") is not None  # what `codemem index` records its runs as
     assert defs.resolve_sensor_def("file_change_sensor") is not None
 
 
@@ -97,9 +99,16 @@ def test_dagster_run_and_plain_indexer_build_identical_stores(python_repo: Path,
             again = materialize_index(handle.backend.owned_stores(), instance=instance)
             assert again.files_indexed == 0 and again.files_unchanged == len(expected["files"])
             assert not any("Dagster run" in n for n in again.notes)  # nothing pending: no code-index run
-            runs = [r for r in instance.get_runs() if "dagster/asset_partition_range_start" in r.tags]
-            assert len(instance.get_runs()) == 1  # one run (code index and design layer); nothing changed: none
-            assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] <= runs[0].tags["dagster/asset_partition_range_end"]
+            runs = list(instance.get_runs())
+            assert len(runs) == 1  # one run (code index and design layer); nothing changed: none
+            assert runs[0].job_name == "codemem_index" and runs[0].is_success, runs[0]
+            assert runs[0].tags["codemem/trigger"] == "codemem index"
+            assert not any(t.startswith("dagster/asset_partition_range") for t in runs[0].tags)
+            recorded = materializations(instance, runs[0].run_id)
+            buckets = {bucket_of(p) for p in expected["files"]}
+            assert {m.partition for m in recorded if m.asset == "graph_loaded"} == buckets
+            assert {m.asset for m in recorded if m.partition is None} >= {"normalized_graph", "design_documents", "design_links"}
+            assert all(passed for passed in check_results(instance, runs[0].run_id).values())
     finally:
         handle.close()
 
@@ -155,6 +164,37 @@ def test_codemem_index_is_one_service_call_that_locks_repairs_and_records_the_ru
         service.close()
 
 
+class Recorded(NamedTuple):
+    """One asset materialization of a run: asset, partition (None: unpartitioned), metadata
+    (Markdown as its text, numbers as numbers)."""
+
+    asset: str
+    partition: str | None
+    metadata: dict
+
+
+def materializations(instance, run_id: str) -> list[Recorded]:  # noqa: ANN001
+    """The ASSET_MATERIALIZATION events of a run, in order."""
+    from dagster import DagsterEventType
+
+    out = []
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+        m = entry.dagster_event.event_specific_data.materialization
+        out.append(Recorded(m.asset_key.to_user_string(), m.partition, {k: v.value for k, v in m.metadata.items()}))
+    return out
+
+
+def check_results(instance, run_id: str) -> dict[str, bool]:  # noqa: ANN001
+    """Each asset check evaluated in a run: its name and whether it passed."""
+    from dagster import DagsterEventType
+
+    out = {}
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+        evaluation = entry.dagster_event.event_specific_data
+        out[evaluation.check_name] = evaluation.passed
+    return out
+
+
 def _runs(service) -> list:  # noqa: ANN001
     """The runs recorded in the project's persistent Dagster instance (the one `codemem index` uses)."""
     from pipelines.dagster.run import project_instance
@@ -199,8 +239,9 @@ def test_a_no_change_codemem_index_starts_no_dagster_run(python_repo: Path) -> N
 
 
 def test_a_five_file_change_is_one_run_over_the_touched_buckets(python_repo: Path) -> None:
-    """Five edited files: one Dagster run (code index and design layer together) whose partition
-    range covers every touched bucket; only the five files are re-indexed."""
+    """Five edited files: one `codemem_index` run (code index and design layer together) that
+    materializes the code-index assets for exactly the touched buckets, each with its own files;
+    only the five files are re-indexed."""
     from query_server.service import CodeMemService
     from resources.schemas.tools import IndexInput
     from resources.settings import Settings
@@ -220,9 +261,27 @@ def test_a_five_file_change_is_one_run_over_the_touched_buckets(python_repo: Pat
         report = service.index(IndexInput(embed=False), through_dagster=True)
         new = [r for r in _runs(service) if r.run_id not in before]
         assert len(new) == 1, [r.tags for r in new]
-        start, end = new[0].tags["dagster/asset_partition_range_start"], new[0].tags["dagster/asset_partition_range_end"]
+        assert new[0].job_name == "codemem_index" and new[0].is_success, new[0]
+        assert "dagster/asset_partition_range_start" not in new[0].tags
         touched = {bucket_of(rel) for rel in edited}
-        assert start == min(touched) and end == max(touched)
+        from pipelines.dagster.run import project_instance
+
+        with project_instance(service.settings.resolved_state_dir()) as instance:
+            recorded = materializations(instance, new[0].run_id)
+            checks = check_results(instance, new[0].run_id)
+        per_bucket = [m for m in recorded if m.partition is not None]
+        for asset in ("source_files", "parsed_files", "embedded_symbols", "graph_loaded"):
+            got = sorted(m.partition for m in per_bucket if m.asset == asset)
+            assert got == sorted(touched), (asset, got, touched)  # each touched bucket once, no other
+        for m in per_bucket:
+            if m.asset == "graph_loaded":
+                mine = [rel for rel in edited if bucket_of(rel) == m.partition]
+                table = m.metadata["indexed_versions"]
+                assert all(rel in table for rel in mine), (m.partition, table)
+                assert not any(rel in table for rel in paths if rel not in mine), (m.partition, table)
+                assert m.metadata["files_written"] == len(mine) and m.metadata["files_deleted"] == 0
+        assert {m.asset for m in recorded if m.partition is None} == {"normalized_graph", "design_documents", "design_links"}
+        assert checks and all(checks.values()), checks
         assert report["files_indexed"] == 5 and report["files_unchanged"] == 37, report
         assert report["design"] is not None and any(new[0].run_id in n for n in report["notes"])
     finally:

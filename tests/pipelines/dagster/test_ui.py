@@ -77,7 +77,7 @@ RUNS = """
 query {
   runsOrError(limit: 20) {
     __typename
-    ... on Runs { results { runId status tags { key value } } }
+    ... on Runs { results { runId jobName status tags { key value } } }
   }
 }
 """
@@ -222,20 +222,24 @@ def test_codemem_ui_serves_the_asset_graph_runs_the_sensor_and_stops_cleanly(
     assert checks["normalized_graph"] == {"stores_agree": False, "no_dangling_edges": False, "counts_match_parse": False}
     assert all(not checks[name] for name in ("source_files", "parsed_files", "embedded_symbols"))
 
-    # the UI reads the instance `codemem index` recorded its run in: the files' buckets are materialized
+    # the UI reads the instance `codemem index` recorded its run in: the files' buckets, and only
+    # those (the run materializes the buckets it touched), are materialized
     file_buckets = {bucket_of("client/__init__.py"), bucket_of("client/session.py")}
-    statuses = nodes["graph_loaded"]["assetPartitionStatuses"]
-    assert file_buckets <= set(statuses["materializedPartitions"]) and not statuses["failedPartitions"]
+    for name in PER_FILE:
+        statuses = nodes[name]["assetPartitionStatuses"]
+        assert set(statuses["materializedPartitions"]) == file_buckets and not statuses["failedPartitions"], (name, statuses)
     runs = _graphql(port, RUNS)["runsOrError"]["results"]  # one run: the code index and its design assets
     assert [_tags(r).get("codemem/trigger") for r in runs] == ["codemem index"]
+    assert [r["jobName"] for r in runs] == ["codemem_index"]
     assert all(r["status"] == "SUCCESS" for r in runs)
+    assert not any(k.startswith("dagster/asset_partition_range") for r in runs for k in _tags(r))
 
     # the code location `codemem`, its job and the sensor, which the daemon ticks
     def sensor_state() -> dict[str, Any] | None:
         entries = _graphql(port, WORKSPACE)["workspaceOrError"]["locationEntries"]
         assert [e["name"] for e in entries] == ["codemem"], entries
         repository = entries[0]["locationOrLoadError"]["repositories"][0]
-        assert "index_buckets" in {j["name"] for j in repository["jobs"]}
+        assert {"index_buckets", "codemem_index"} <= {j["name"] for j in repository["jobs"]}
         sensors = {s["name"]: s["sensorState"] for s in repository["sensors"]}
         assert set(sensors) == {"file_change_sensor"}
         return sensors["file_change_sensor"] if sensors["file_change_sensor"]["ticks"] else None

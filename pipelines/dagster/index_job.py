@@ -1,0 +1,113 @@
+"""The ``codemem_index`` job: one run per ``codemem index``, recording per bucket what it did.
+
+Its one op, ``index_changes``, takes the messages of an index run from its ``index_source``
+resource and turns each into the Dagster event the UI shows: a touched bucket becomes a
+materialization of ``source_files``, ``parsed_files``, ``embedded_symbols`` and ``graph_loaded``
+for that bucket's partition alone, with that bucket's own files; ``normalized_graph`` and the
+design assets get one materialization each, the index checks one evaluation each. A bucket the
+run did not touch is not materialized again, so it keeps its last real record.
+
+The run costs Dagster one event per record, not one run per partition range: a five-file edit
+is ~30 events. The source is either the index run itself, in this process
+(``pipelines.dagster.run``), or the stream a ``codemem index`` process sends to its recorder
+(``pipelines.dagster.recorder``), which prepares Dagster while the index runs.
+
+This module imports nothing but Dagster: the recorder process starts on it.
+"""
+
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckSeverity,
+    AssetKey,
+    AssetMaterialization,
+    Config,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+    ResourceParam,
+    in_process_executor,
+    job,
+    op,
+)
+
+JOB_NAME = "codemem_index"
+
+
+class IndexRunConfig(Config):
+    """Options of an index run."""
+
+    embed: bool = True
+    """Compute dense vectors now (else the query server fills them in the background)."""
+    force: bool = False
+    """Re-process every file, changed or not."""
+
+
+class IndexSource(Protocol):
+    """Where the op's messages come from (see the module docstring)."""
+
+    def messages(self, embed: bool, force: bool) -> Iterator[dict[str, Any]]:
+        """The run's messages, in order, each a JSON object with a ``kind``:
+
+        - ``bucket``: ``{"bucket": key, "assets": {asset name: metadata}}``;
+        - ``asset``: ``{"asset": name, "metadata": {...}}`` (unpartitioned);
+        - ``check``: ``{"asset": name, "check": name, "passed": bool, "metadata": {...}, "severity": "ERROR"|"WARN"}``;
+        - ``end``: ``{"error": None | message}``, last.
+        """
+        ...
+
+
+def metadata_values(metadata: dict[str, Any]) -> dict[str, Any]:
+    """JSON metadata as Dagster metadata: ``{"md": text}`` is Markdown, ``{"json": value}`` JSON."""
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if isinstance(value, dict) and "md" in value:
+            out[key] = MetadataValue.md(value["md"])
+        elif isinstance(value, dict) and "json" in value:
+            out[key] = MetadataValue.json(value["json"])
+        else:
+            out[key] = value
+    return out
+
+
+@op(out={}, description="Index what changed since the last run (the plain indexing functions) and record, for each bucket "
+                "it touched, that bucket's files as its partition of the code-index assets.")
+def index_changes(
+    context: OpExecutionContext, config: IndexRunConfig, index_source: ResourceParam[IndexSource]
+) -> Iterator[AssetMaterialization]:
+    """Turn the source's messages into materializations and check evaluations."""
+    buckets = 0
+    ended = False
+    for message in index_source.messages(config.embed, config.force):
+        kind = message.get("kind")
+        if kind == "bucket":
+            buckets += 1
+            for asset, metadata in message["assets"].items():
+                yield AssetMaterialization(asset_key=asset, partition=message["bucket"], metadata=metadata_values(metadata))
+        elif kind == "asset":
+            yield AssetMaterialization(asset_key=message["asset"], metadata=metadata_values(message["metadata"]))
+        elif kind == "check":
+            severity = AssetCheckSeverity.WARN if message.get("severity") == "WARN" else AssetCheckSeverity.ERROR
+            context.log_event(AssetCheckEvaluation(
+                asset_key=AssetKey(message["asset"]), check_name=message["check"], passed=bool(message["passed"]),
+                metadata=metadata_values(message.get("metadata", {})), severity=severity,
+            ))
+        elif kind == "end":
+            ended = True
+            if message.get("error"):
+                raise Failure(description=str(message["error"]))
+            break
+    if not ended:
+        raise Failure(description="the index run stopped before its end (its process went away): run `codemem index` again")
+    context.log.info(f"recorded {buckets} touched bucket(s)")
+
+
+@job(name=JOB_NAME, executor_def=in_process_executor,
+     description="`codemem index`: index what changed and record each touched bucket's files as its partition.")
+def codemem_index_job() -> None:
+    """One op: ``index_changes``."""
+    index_changes()
+

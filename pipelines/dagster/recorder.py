@@ -1,0 +1,215 @@
+"""The recorder: a child process that records a ``codemem index`` run in the project's Dagster
+instance while the parent indexes.
+
+Dagster costs a 2-core machine about a second to import and open its instance. ``codemem index``
+starts the recorder first, indexes with the plain functions meanwhile, and streams the run's
+messages to it (JSON lines on its stdin, ``pipelines.dagster.index_job.IndexSource``); the
+recorder executes the ``codemem_index`` job over them, so each touched bucket is materialized as
+soon as it is written, and prints ``{"run_id", "success", "error"}`` when the run ends.
+
+The recorder needs nothing to start: ``codemem index`` starts it before it loads anything else
+(``prestart``), and the first line names the instance:
+``{"kind": "start", "dagster_home": path, "tags": {...}, "embed": bool, "force": bool}``. No first
+line (stdin closed: nothing changed, or another process owns the stores) means nothing to record,
+and the recorder exits without a run. Stdin closing before the ``end`` message (the parent was
+killed) fails the run with that reason. The recorder ignores SIGINT, so a Ctrl-C in the terminal
+reaches the parent, which ends the run with what happened. What it writes on stderr is kept
+for the parent's error message.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import IO, Any
+
+RESULT_TIMEOUT_S = 600.0
+"""How long ``finish`` waits for the recorder once the parent is done."""
+
+
+class StreamSource:
+    """The op's messages, read from a stream of JSON lines (the recorder's stdin)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def messages(self, embed: bool, force: bool) -> Iterator[dict[str, Any]]:
+        """Each line as a message, up to ``end`` or the end of the stream."""
+        for line in self._stream:
+            if line.strip():
+                message = json.loads(line)
+                yield message
+                if message.get("kind") == "end":
+                    return
+
+
+class Recorder:
+    """The parent's side: start the recorder, send it messages (never blocking the index), and
+    collect the run it recorded."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self._process = process
+        self._stderr: collections.deque[str] = collections.deque(maxlen=20)
+        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write, name="codemem-dagster-recorder", daemon=True)
+        self._writer.start()
+        threading.Thread(target=self._read_stderr, name="codemem-dagster-recorder-log", daemon=True).start()
+
+    @classmethod
+    def start(cls) -> Recorder:
+        """Start a recorder (it imports Dagster while the caller works)."""
+        process = subprocess.Popen(
+            # -P: the working directory (the user's project) is not on sys.path, so none of its
+            # packages can shadow codemem's
+            [sys.executable, "-P", "-m", "pipelines.dagster.recorder"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        )
+        return cls(process)
+
+    def _read_stderr(self) -> None:
+        stderr = self._process.stderr
+        assert stderr is not None
+        for line in stderr:
+            if line.strip():
+                self._stderr.append(line.rstrip())
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue one message (written by a thread: a recorder still starting never holds the caller)."""
+        self._lines.put(json.dumps(message) + "\n")
+
+    def _write(self) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        broken = False
+        while (line := self._lines.get()) is not None:
+            if broken:
+                continue
+            try:
+                stdin.write(line)
+                stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                broken = True  # the recorder died: finish() reports it
+        try:
+            stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        self._process.stdin = None  # closed: communicate() must not flush it
+
+    def finish(self, timeout_s: float = RESULT_TIMEOUT_S) -> dict[str, Any]:
+        """Close the stream and wait for the recorder; returns ``{"run_id", "success", "error"}``
+        (``run_id`` None when it recorded no run)."""
+        self._lines.put(None)
+        self._writer.join()
+        try:
+            out, _ = self._process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.communicate()
+            return {"run_id": None, "success": False, "error": f"the Dagster recorder took over {timeout_s:g} s and was stopped"}
+        for line in reversed((out or "").splitlines()):
+            try:
+                result = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(result, dict) and "success" in result:
+                return result
+        tail = self._log_tail()
+        return {"run_id": None, "success": False,
+                "error": f"the Dagster recorder exited with status {self._process.returncode}" + (f": {tail}" if tail else "")}
+
+    def discard(self) -> None:
+        """Nothing to record: let the recorder go without a run."""
+        self._lines.put(None)
+        self._writer.join()
+        if self._process.poll() is None:
+            self._process.terminate()  # before its start line it has written nothing
+        self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+    def _log_tail(self) -> str:
+        return " | ".join(list(self._stderr)[-3:])[-600:]
+
+
+_prestarted: Recorder | None = None
+
+
+def prestart() -> None:
+    """Start a recorder now, for the ``materialize_index`` of this process to take
+    (``take_prestarted``); one nobody took is let go when the process exits."""
+    global _prestarted
+    if _prestarted is None:
+        _prestarted = Recorder.start()
+        atexit.register(_discard_prestarted)
+
+
+def take_prestarted() -> Recorder | None:
+    """The recorder ``prestart`` started, if any (each is taken once)."""
+    global _prestarted
+    recorder, _prestarted = _prestarted, None
+    return recorder
+
+
+def _discard_prestarted() -> None:
+    recorder = take_prestarted()
+    if recorder is not None:
+        recorder.discard()
+
+
+def record_run(stream: IO[str]) -> dict[str, Any] | None:
+    """Execute the ``codemem_index`` job over the messages on ``stream``; None when the stream
+    ended before a start line."""
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+    from dagster._core.storage.event_log import SqliteEventLogStorage  # noqa: F401 - loaded before the start line
+    from dagster._core.storage.runs import SqliteRunStorage  # noqa: F401
+    from dagster._core.storage.schedules import SqliteScheduleStorage  # noqa: F401
+
+    from pipelines.dagster.index_job import codemem_index_job
+    from pipelines.dagster.resources import RUN_PID_TAG, fail_orphaned_runs
+
+    line = stream.readline()
+    if not line.strip():
+        return None
+    start = json.loads(line)
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(start["dagster_home"]))) as instance:
+        fail_orphaned_runs(instance)
+        result = codemem_index_job.execute_in_process(
+            instance=instance,
+            resources={"index_source": StreamSource(stream)},
+            run_config={
+                "ops": {"index_changes": {"config": {"embed": bool(start.get("embed")), "force": bool(start.get("force"))}}},
+                "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+            },
+            tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())},
+            raise_on_error=False,
+        )
+        error = None
+        if not result.success:
+            failure = next((e for e in result.all_events if e.is_failure), None)
+            data = failure.event_specific_data if failure is not None else None
+            error = data.error.message.strip() if data is not None and getattr(data, "error", None) else "see the Dagster run"
+        return {"run_id": result.run_id, "success": result.success, "error": error}
+
+
+def main() -> None:
+    """``python -m pipelines.dagster.recorder``: record one run, print its outcome, exit at once
+    (the run's events are committed; Python's own teardown of Dagster would add half a second)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    result = record_run(sys.stdin)
+    if result is not None:
+        print(json.dumps(result), flush=True)
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
