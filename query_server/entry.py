@@ -3,7 +3,8 @@
 ``codemem hook <Event>`` runs on every Claude Code tool call, so it must answer in a few
 milliseconds: it imports only ``query_server.hooks.dispatch`` and the hook module of the event
 (standard library only), never the click/rich CLI, pydantic or the stores. Every other command
-goes to ``query_server.cli:main``.
+goes to ``query_server.cli:main``; ``codemem index`` first starts the process that records its
+Dagster run (``pipelines.dagster.recorder``), which loads Dagster meanwhile.
 """
 
 import sys
@@ -16,6 +17,16 @@ def main() -> None:
         from query_server.hooks.dispatch import main as hook_main
 
         sys.exit(hook_main(argv[1:]))
+    if argv and argv[0] == "mcp" and not {"--help", "-h"} & set(argv):
+        # initialize and tools/list are answered before the MCP SDK is even imported
+        from query_server.mcp_front import start_front
+
+        start_front()
+    if argv and argv[0] == "index" and not {"--plain", "--reembed", "--help", "-h"} & set(argv):
+        # Dagster takes a second to load: the recorder of the run loads it while the CLI loads
+        from pipelines.dagster.recorder import prestart
+
+        prestart()
     from query_server.cli import main as cli_main
 
     sys.exit(cli_main())

@@ -27,21 +27,13 @@ from pydantic.fields import FieldInfo
 from resources.schemas.tools import describe_validation_error
 
 from query_server.errors import mcp_message
+from query_server.mcp_front import INSTRUCTIONS, SERVER_NAME
 from query_server.telemetry import ToolTelemetry
 from query_server.tools import Tool, mcp_tools
 
 if TYPE_CHECKING:  # the stores' modules load when they are opened (query_server.warm_start)
     from query_server.ownership import ProjectHandle
 
-INSTRUCTIONS = (
-    "codemem knows this repository's code: search it by meaning before writing new code "
-    "(code_search, find_duplicates), read a symbol with its callers and callees (get_symbol), walk "
-    "calls/imports/inheritance (get_related, or read-only Cypher with graph_query), and check how "
-    "complete and current the index is (index_status). It also keeps the project's memory across "
-    "sessions: recall requirements, designs/ADRs, patterns, test history and preferences before "
-    "implementing or fixing (memory_search), and record decisions and learnings when they happen "
-    "(memory_add; memory_update when something changes)."
-)
 
 
 class CodememMCPServer(MCPServer):
@@ -131,7 +123,7 @@ def tool_function(tool: Tool, invoke: Invoke) -> Callable[..., Coroutine[Any, An
 
 def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = None) -> MCPServer:
     """An MCP server exposing every MCP tool of the registry on the project behind ``handle``."""
-    server = CodememMCPServer(telemetry or ToolTelemetry(), name="codemem", instructions=INSTRUCTIONS)
+    server = CodememMCPServer(telemetry or ToolTelemetry(), name=SERVER_NAME, instructions=INSTRUCTIONS)
 
     async def invoke(tool: Tool, request: BaseModel | None) -> Any:
         args = (request,) if request is not None else ()

@@ -30,6 +30,8 @@ from typing import Any, NoReturn
 import psutil
 import structlog
 
+from query_server import mcp_front
+
 log = structlog.get_logger("codemem.shutdown")
 
 BUDGET_S = 0.3
@@ -121,6 +123,7 @@ class Shutdown:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+        mcp_front.drain()  # `codemem mcp`: the server's last answers reach the client first
         logging.shutdown()
         os._exit(self.exit_code)
 

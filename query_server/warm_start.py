@@ -112,13 +112,13 @@ class OpeningHandle:
 
 
 def warm_up(handle: Any) -> None:
-    """What ``codemem mcp`` does once its handle is open: the owner brings the index up to date in
-    the background (that run refreshes the design layer) and loads the local embedding model with
-    one query embedding, uncached; a process that forwards to an owner has nothing to warm."""
+    """What ``codemem mcp`` does once its handle is open: the owner loads the local embedding model
+    with one query embedding, uncached, then brings the index up to date in the background (that
+    run refreshes the design layer); a process that forwards to an owner has nothing to warm."""
     if not handle.is_owner:
         return
     service = handle.backend
-    service.start_background_index()
     embedder = getattr(service.embedder, "inner", service.embedder)
     if callable(getattr(embedder, "load", None)):  # the local model; a remote API needs no loading
-        embedder.embed_query("warm up")
+        embedder.embed_query("warm up")  # first: a search sent at once needs it, the index can wait
+    service.start_background_index()

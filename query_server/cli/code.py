@@ -179,18 +179,21 @@ def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json). The log goes to
     .codemem/logs/mcp.log; stderr carries errors only."""
     configure_logging("INFO", log_file=settings_for(project).resolved_state_dir() / "logs" / "mcp.log")
-    from query_server.mcp_server import run_stdio
     from query_server.shutdown import Shutdown, stop_graph_server
     from query_server.warm_start import OpeningHandle, warm_up
 
     shutdown = Shutdown()
-    # initialize and tools/list are answered at once; the stores open (and the index and the
-    # embedding model warm up) in the background, a tool call waits for them (query_server.warm_start)
+    # initialize and tools/list are answered at once (query_server.mcp_front); the stores open (and
+    # the embedding model and the index warm up) in the background while the MCP SDK loads, and a
+    # tool call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: open_handle(project), warm=warm_up)
+    handle.start()
     try:
         shutdown.on_deadline(lambda: stop_graph_server(owned_graph_dir(handle)))
         shutdown.install()
-        run_stdio(handle, stop=shutdown.requested, serving=handle.start)  # type: ignore[arg-type]
+        from query_server.mcp_server import run_stdio
+
+        run_stdio(handle, stop=shutdown.requested)  # type: ignore[arg-type]
         shutdown.begin()  # the stream ended: the same bounded close
     finally:
         handle.close()

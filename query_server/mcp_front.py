@@ -1,0 +1,248 @@
+"""Answer MCP ``initialize`` and ``tools/list`` before the MCP server has loaded.
+
+Claude Code times its version probe: ``initialize`` must be answered within a few hundred
+milliseconds, but ``codemem mcp`` needs ~1 s on a 2-core machine to import the MCP SDK, pydantic
+and the tool registry. ``start_front`` (called by ``query_server.entry`` before anything heavy
+is imported, standard library only) puts two pipes between the client and the server:
+
+* client → server: each line the client writes is read here and passed on. ``initialize`` is
+  answered at once (the server still receives it, so its session starts as usual, and its own
+  answer is dropped); ``tools/list`` without a cursor is answered from the snapshot of the
+  server's own answer (``mcp_tools_list.json``, kept equal to it by a test) and not passed on.
+* server → client: every line the server writes is passed on, but for those dropped answers.
+
+What is answered here is exactly what the server answers: a test compares both, and the server's
+own ``initialize`` answer is compared at run time (a difference is logged and the server's is
+sent, never a stale one). ``CODEMEM_MCP_EARLY_ANSWERS=0`` turns the front off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO
+
+INSTRUCTIONS = (
+    "codemem knows this repository's code: search it by meaning before writing new code "
+    "(code_search, find_duplicates), read a symbol with its callers and callees (get_symbol), walk "
+    "calls/imports/inheritance (get_related, or read-only Cypher with graph_query), and check how "
+    "complete and current the index is (index_status). It also keeps the project's memory across "
+    "sessions: recall requirements, designs/ADRs, patterns, test history and preferences before "
+    "implementing or fixing (memory_search), and record decisions and learnings when they happen "
+    "(memory_add; memory_update when something changes)."
+)
+"""What the server tells the client about itself (``initialize``'s ``instructions``)."""
+
+SERVER_NAME = "codemem"
+CAPABILITIES = {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
+                "tools": {"listChanged": False}}
+"""The capabilities the MCP SDK's server announces for codemem's server (a test compares)."""
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""Protocol versions answered here when the client asks for one of them (a test checks that the SDK
+supports each); any other ``initialize`` is left to the server."""
+TOOLS_LIST = Path(__file__).with_name("mcp_tools_list.json")
+"""The server's ``tools/list`` result, as the SDK serializes it (regenerate with
+``python -m query_server.mcp_front --write-tools-list EMPTY_DIR`` after changing a tool; a test
+says when)."""
+ENV_SWITCH = "CODEMEM_MCP_EARLY_ANSWERS"
+DRAIN_S = 0.2
+"""How long an exiting process waits for the server's last lines to reach the client."""
+
+_active: Front | None = None
+
+
+def initialize_result(requested_version: str) -> dict[str, Any]:
+    """The ``initialize`` result the server gives a client asking for ``requested_version``."""
+    return {"capabilities": CAPABILITIES, "instructions": INSTRUCTIONS, "protocolVersion": requested_version,
+            "serverInfo": {"name": SERVER_NAME, "version": ""}}
+
+
+class Front:
+    """The two relays between the client's pipes and the server's (see the module docstring)."""
+
+    def __init__(self, client_in: BinaryIO, client_out: BinaryIO, server_in: BinaryIO, server_out: BinaryIO) -> None:
+        self._client_in = client_in
+        self._client_out = client_out
+        self._server_in = server_in
+        self._server_out = server_out
+        self._write_lock = threading.Lock()
+        self._answered: dict[Any, dict[str, Any]] = {}
+        """Request id → the result sent here; the server's answer to it is dropped."""
+        self._answered_lock = threading.Lock()
+        self._initialized_here = False
+        """The session's ``initialize`` was answered here (else the server negotiated it, and
+        answers everything)."""
+        self._waiting = threading.Event()
+        """Set while the server-side relay waits for the server to write (nothing in hand)."""
+        self._tools_list: dict[str, Any] | None = None
+        try:
+            self._tools_list = json.loads(TOOLS_LIST.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self._tools_list = None  # no snapshot: tools/list goes to the server
+
+    def start(self) -> None:
+        """Start both relays (daemon threads)."""
+        threading.Thread(target=self._from_client, name="codemem-mcp-front-in", daemon=True).start()
+        threading.Thread(target=self._from_server, name="codemem-mcp-front-out", daemon=True).start()
+
+    def _send(self, line: bytes) -> None:
+        with self._write_lock:
+            self._client_out.write(line)
+            self._client_out.flush()
+
+    def _answer_here(self, message: Any) -> tuple[dict[str, Any] | None, bool]:
+        """(the result to send now or None, whether the server must still get the request)."""
+        if not isinstance(message, dict) or "id" not in message:
+            return None, True
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "initialize":
+            self._initialized_here = isinstance(params, dict) and params.get("protocolVersion") in PROTOCOL_VERSIONS
+            return (initialize_result(params["protocolVersion"]), True) if self._initialized_here else (None, True)
+        if (method == "tools/list" and self._initialized_here and self._tools_list is not None
+                and isinstance(params, dict) and not params.get("cursor")):
+            return self._tools_list, False
+        return None, True
+
+    def _from_client(self) -> None:
+        try:
+            for line in self._client_in:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    message = None
+                result, forward = self._answer_here(message)
+                if result is not None:
+                    with self._answered_lock:
+                        self._answered[message["id"]] = result
+                    self._send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode() + b"\n")
+                if forward:
+                    self._server_in.write(line)
+                    self._server_in.flush()
+        except (OSError, ValueError):
+            pass  # the server's end is gone: the process is exiting
+        finally:
+            try:
+                self._server_in.close()  # the client closed its stream: so does the server's
+            except OSError:
+                pass
+
+    def _from_server(self) -> None:
+        try:
+            while True:
+                self._waiting.set()
+                line = self._server_out.readline()
+                self._waiting.clear()
+                if not line:
+                    return
+                if self._answered and self._drop(line):
+                    continue
+                self._send(line)
+        except (OSError, ValueError):
+            pass
+
+    def drain(self, timeout_s: float = DRAIN_S) -> None:
+        """Wait until what the server wrote has reached the client (the process is about to exit)."""
+        import fcntl
+        import termios
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        fd = self._server_out.fileno()
+        while time.monotonic() < deadline:
+            try:
+                unread = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+            except OSError:
+                return
+            if unread == 0 and self._waiting.is_set():
+                return
+            time.sleep(0.002)
+
+    def _drop(self, line: bytes) -> bool:
+        """True for the server's answer to a request answered here (already sent)."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or "method" in message or "id" not in message:
+            return False
+        with self._answered_lock:
+            sent = self._answered.pop(message["id"], None)
+        if sent is None:
+            return False
+        if message.get("result") != sent:
+            sys.stderr.write(
+                "codemem mcp: the early answer to a request differed from the server's; set "
+                f"{ENV_SWITCH}=0 and report it (sent {json.dumps(sent)[:300]}, server {line[:300]!r})\n"
+            )
+        return True
+
+
+def start_front() -> None:
+    """Put the front between this process's stdin/stdout and the MCP server that will read them
+    (the server uses fds 0 and 1 as usual; they become pipes to the relays)."""
+    if os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    client_in = os.fdopen(os.dup(0), "rb")
+    client_out = os.fdopen(os.dup(1), "wb")
+    to_server_r, to_server_w = os.pipe()
+    from_server_r, from_server_w = os.pipe()
+    os.dup2(to_server_r, 0)
+    os.dup2(from_server_w, 1)
+    os.close(to_server_r)
+    os.close(from_server_w)
+    global _active
+    _active = Front(client_in, client_out, os.fdopen(to_server_w, "wb"), os.fdopen(from_server_r, "rb"))
+    _active.start()
+
+
+def drain() -> None:
+    """Before this process exits: let the server's last lines reach the client (no front: nothing)."""
+    if _active is not None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        _active.drain()
+
+
+def server_answers(project: Path, protocol_version: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MCP server's own answers (this front off) to ``initialize`` for ``protocol_version``,
+    then to each of ``requests`` (JSON-RPC requests with ids), from a ``codemem mcp`` over stdio."""
+    import subprocess
+
+    env = {**os.environ, ENV_SWITCH: "0"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "query_server.entry", "mcp", "--project", str(project)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    initialize = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                  "params": {"protocolVersion": protocol_version, "capabilities": {}, "clientInfo": {"name": "codemem", "version": "0"}}}
+    answers: list[dict[str, Any]] = []
+    try:
+        for message in [initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]:
+            process.stdin.write(json.dumps(message).encode() + b"\n")
+            process.stdin.flush()
+            if "id" in message:
+                answers.append(json.loads(process.stdout.readline()))
+    finally:
+        process.stdin.close()
+        process.wait(60)
+    return answers
+
+
+def write_tools_list(project: Path) -> Path:
+    """Write ``mcp_tools_list.json``: the server's own ``tools/list`` result (served from ``project``)."""
+    answers = server_answers(project, PROTOCOL_VERSIONS[-1], [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}])
+    TOOLS_LIST.write_text(json.dumps(answers[-1]["result"], indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return TOOLS_LIST
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--write-tools-list":
+        print(write_tools_list(Path(sys.argv[2])))
+    else:
+        sys.exit("usage: python -m query_server.mcp_front --write-tools-list EMPTY_PROJECT_DIR")
