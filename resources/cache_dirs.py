@@ -41,7 +41,7 @@ def codemem_cache_dir() -> Path:
     return Path.home() / ".codemem" / "cache"
 
 
-def _make_cache_dir(path: Path) -> Path:
+def make_cache_dir(path: Path) -> Path:
     """Create ``path`` 0700 under the cache folder; the folders codemem creates on the way
     (``~/.codemem``, ``~/.codemem/cache``) are made 0700 too, existing ones are left as they are."""
     home = Path.home()
@@ -67,7 +67,7 @@ def use_codemem_graph_cache() -> str | None:
         return current
     path = codemem_cache_dir() / "graphblas" / _engine_version()
     try:
-        _make_cache_dir(path)
+        make_cache_dir(path)
     except OSError as exc:
         logger.warning("cannot create %s for the graph engine's kernel cache (%s); it uses its default", path, exc)
         return None

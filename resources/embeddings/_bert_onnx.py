@@ -8,13 +8,17 @@ the fp32 originals, so vectors match sentence-transformers to ~1e-7 in cosine.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from resources.cache_dirs import disable_onnxruntime_telemetry
+from resources.cache_dirs import codemem_cache_dir, disable_onnxruntime_telemetry, make_cache_dir
 
 
 def build_model_proto(weights: dict[str, np.ndarray], config: dict[str, Any]) -> bytes:
@@ -121,16 +125,46 @@ def build_model_proto(weights: dict[str, np.ndarray], config: dict[str, Any]) ->
     return model.SerializeToString()
 
 
+GRAPH_RECIPE_VERSION = 1
+"""Bump when ``build_model_proto`` changes: graphs cached by an older recipe are rebuilt."""
+
+
+def graph_cache_path(source: Path) -> Path | None:
+    """Where the graph built from the model at ``source`` is cached: ``~/.codemem/cache/models/``,
+    keyed by the source's path, size and modification time and the recipe version (None when the
+    source cannot be read)."""
+    weights = source / "model.safetensors" if source.is_dir() else source
+    try:
+        stat = weights.stat()
+    except OSError:
+        return None
+    key = hashlib.sha256(
+        f"{weights.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{GRAPH_RECIPE_VERSION}".encode()
+    ).hexdigest()[:24]
+    return codemem_cache_dir() / "models" / f"all-MiniLM-L6-v2-{key}.onnx"
+
+
+def save_graph(path: Path, graph: bytes) -> None:
+    """Write a built graph to the cache (atomically; a failure only costs the next load the build)."""
+    try:
+        make_cache_dir(path.parent)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(graph)
+        os.replace(tmp, path)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("cannot cache the embedding model's graph at %s: %s", path, exc)
+
+
 class OnnxBert:
     """BERT encoder with masked mean pooling, executed by onnxruntime on the CPU.
 
     Args:
-        weights: Tensors of a Hugging Face ``BertModel``.
+        model: The graph (``build_model_proto``'s bytes) or the path of a cached one.
         config: The model's ``config.json`` as a dict.
         threads: onnxruntime intra-op threads (1 is best under concurrent load).
     """
 
-    def __init__(self, weights: dict[str, np.ndarray], config: dict[str, Any], threads: int = 1) -> None:
+    def __init__(self, model: bytes | Path, config: dict[str, Any], threads: int = 1) -> None:
         disable_onnxruntime_telemetry()  # before the import: it would write under ~/.cache otherwise
         import onnxruntime as ort
 
@@ -144,7 +178,7 @@ class OnnxBert:
         options.log_severity_level = 3  # warnings go to stderr; keep the server's output clean
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
-            build_model_proto(weights, config), options, providers=["CPUExecutionProvider"]
+            str(model) if isinstance(model, Path) else model, options, providers=["CPUExecutionProvider"]
         )
 
     def encode(self, sequences: Sequence[np.ndarray]) -> np.ndarray:

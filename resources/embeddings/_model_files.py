@@ -61,7 +61,7 @@ def candidate_sources() -> list[Path]:
     return found
 
 
-def _read_zip(path: Path) -> ModelFiles:
+def _read_zip(path: Path, with_weights: bool = True) -> ModelFiles:
     from safetensors.numpy import load
 
     with zipfile.ZipFile(path) as zf:
@@ -69,29 +69,44 @@ def _read_zip(path: Path) -> ModelFiles:
         missing = [r for r in REQUIRED if r not in names]
         if missing:
             raise EmbeddingError(f"Model archive {path} lacks {', '.join(missing)}; {INSTALL_HINT}.")
-        weights = load(zf.read(names["model.safetensors"]))
+        weights = load(zf.read(names["model.safetensors"])) if with_weights else {}
         tokenizer_json = zf.read(names["tokenizer.json"]).decode("utf-8")
         config = json.loads(zf.read(names["config.json"]))
     return ModelFiles(weights, tokenizer_json, config, str(path))
 
 
-def _read_dir(path: Path) -> ModelFiles:
+def _read_dir(path: Path, with_weights: bool = True) -> ModelFiles:
     from safetensors.numpy import load_file
 
     missing = [r for r in REQUIRED if not (path / r).is_file()]
     if missing:
         raise EmbeddingError(f"Model directory {path} lacks {', '.join(missing)}; {INSTALL_HINT}.")
-    weights = load_file(str(path / "model.safetensors"))
+    weights = load_file(str(path / "model.safetensors")) if with_weights else {}
     tokenizer_json = (path / "tokenizer.json").read_text(encoding="utf-8")
     config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     return ModelFiles(weights, tokenizer_json, config, str(path))
 
 
-def load_model_files(path: Path | None = None) -> ModelFiles:
+def model_source(path: Path | None = None) -> Path:
+    """Where the model is read from: ``path``, or the first installed package that has it.
+
+    Raises:
+        EmbeddingError: No model package is installed.
+    """
+    if path is None:
+        sources = candidate_sources()
+        if not sources:
+            raise EmbeddingError(f"The local embedding model all-MiniLM-L6-v2 is not installed: {INSTALL_HINT}.")
+        path = sources[0]
+    return Path(path).expanduser()
+
+
+def load_model_files(path: Path | None = None, *, weights: bool = True) -> ModelFiles:
     """Read the model from ``path`` or from the first installed package that has it.
 
     Args:
         path: Optional directory or ``.zip``; ``None`` searches the installed packages.
+        weights: Also read the weights (the bulk of the work); without, ``weights`` is empty.
 
     Returns:
         The model files.
@@ -99,17 +114,12 @@ def load_model_files(path: Path | None = None) -> ModelFiles:
     Raises:
         EmbeddingError: Nothing usable was found or the files are unreadable.
     """
-    if path is None:
-        sources = candidate_sources()
-        if not sources:
-            raise EmbeddingError(f"The local embedding model all-MiniLM-L6-v2 is not installed: {INSTALL_HINT}.")
-        path = sources[0]
-    path = Path(path).expanduser()
+    path = model_source(path)
     try:
         if path.is_dir():
-            return _read_dir(path)
+            return _read_dir(path, weights)
         if path.is_file() and zipfile.is_zipfile(path):
-            return _read_zip(path)
+            return _read_zip(path, weights)
     except EmbeddingError:
         raise
     except Exception as exc:  # corrupt archive, truncated safetensors, bad JSON

@@ -22,7 +22,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from resources.embeddings._model_files import load_model_files
+from resources.embeddings._bert_onnx import graph_cache_path
+from resources.embeddings._model_files import ModelFiles, load_model_files, model_source
 from resources.embeddings.base import EmbeddingError, l2_normalize
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,10 @@ class LocalMiniLMEmbedder:
                     "Local embedding runtime 'onnx' needs the packages onnx and onnxruntime: "
                     "`pip install onnx onnxruntime`, or set CODEMEM_EMBED_RUNTIME=numpy."
                 )
-            files = load_model_files(self.model_path)
+            source = model_source(self.model_path)
+            cached = graph_cache_path(source) if runtime == "onnx" else None
+            from_cache = cached is not None and cached.is_file()
+            files = load_model_files(source, weights=not from_cache)
             if int(files.config.get("hidden_size", 0)) != DIMENSION:
                 raise EmbeddingError(
                     f"The model at {files.source} has hidden size {files.config.get('hidden_size')}, "
@@ -141,9 +145,7 @@ class LocalMiniLMEmbedder:
                 tokenizer.enable_truncation(max_length=self.max_tokens)
                 encoder: _Encoder
                 if runtime == "onnx":
-                    from resources.embeddings._bert_onnx import OnnxBert
-
-                    encoder = OnnxBert(files.weights, files.config, threads=self.threads)
+                    encoder = self._onnx_encoder(source, files, cached)
                 else:
                     from resources.embeddings._bert_numpy import NumpyBert
 
@@ -160,6 +162,23 @@ class LocalMiniLMEmbedder:
             self.source = files.source
             self._encoder = encoder
             log.info("loaded %s from %s (runtime %s, %d thread(s))", MODEL_NAME, files.source, runtime, self.threads)
+
+    def _onnx_encoder(self, source: Path, files: ModelFiles, cached: Path | None) -> _Encoder:
+        """The onnxruntime encoder: from the graph cached by an earlier load (the weights were not
+        read), else built from the weights and cached for the next load (~1 s saved on each)."""
+        from resources.embeddings._bert_onnx import OnnxBert, build_model_proto, save_graph
+
+        if not files.weights and cached is not None:
+            try:
+                return OnnxBert(cached, files.config, threads=self.threads)
+            except Exception as exc:  # noqa: BLE001 - a damaged cache entry: build it again
+                log.warning("the cached embedding graph %s is unusable (%s); rebuilding it", cached, exc)
+                cached.unlink(missing_ok=True)
+                files = load_model_files(source)
+        graph = build_model_proto(files.weights, files.config)
+        if cached is not None:
+            save_graph(cached, graph)
+        return OnnxBert(graph, files.config, threads=self.threads)
 
     # -- embedding -----------------------------------------------------------------------------
 
