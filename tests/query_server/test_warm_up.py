@@ -1,0 +1,50 @@
+"""``codemem mcp`` warms up right after its stores open (issue 18, item 2): the local model and
+every vector collection a first search reads are loaded before the first call needs them, and
+a call sent while the stores open waits for them and is answered."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from query_server.ownership import ProjectHandle
+from query_server.tools import TOOLS
+from query_server.warm_start import OpeningHandle, warm_up
+from resources.schemas.memory.kinds import MEMORY_TYPES
+from resources.settings import Settings
+from tests.conftest import FIXTURE_REPOS
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPOS / "python", root)
+    return root
+
+
+def test_warm_up_loads_the_model_and_the_collections_without_error(project: Path) -> None:
+    handle = ProjectHandle(Settings(project_root=project))
+    try:
+        service = handle.backend
+        warm_up(handle)  # raises on any failure (the server only logs it)
+        embedder = getattr(service.embedder, "inner", service.embedder)
+        if hasattr(embedder, "loaded"):
+            assert embedder.loaded
+        scopes = len(service.memory.scopes.opened())
+        assert scopes >= 1 and service.memory.open_collections() == scopes * len(MEMORY_TYPES)
+    finally:
+        handle.close()
+
+
+def test_a_call_sent_while_the_stores_open_is_answered(project: Path) -> None:
+    opening = OpeningHandle(lambda: ProjectHandle(Settings(project_root=project)), warm=warm_up)
+    opening.start()
+    try:
+        added = opening.call(TOOLS["memory_add"], TOOLS["memory_add"].input(
+            memory_type="session", content="Order totals are computed in cents to avoid float rounding."))
+        found = opening.call(TOOLS["memory_search"], TOOLS["memory_search"].input(query="how is the order total computed"))
+        assert found.results and found.results[0].id == added.memory_id
+    finally:
+        opening.close()
