@@ -145,6 +145,10 @@ def index_project(
                 changed.append((source, content_hash))
                 if tracker is not None:
                     tracker.changed(source.path, source.language, content_hash)
+        if changed or (known.keys() | in_flight) - on_disk:
+            start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph
+            if start_graph is not None:
+                start_graph()  # starts while the files are parsed
         if tracker is not None:  # bucket by bucket, so each is complete (and recorded) as early as it can be
             changed.sort(key=lambda item: bucket_of(item[0].path))
         done = len(files) - len(changed)

@@ -109,7 +109,6 @@ def ingest_documents(stores: DesignStores, *, force: bool = False) -> DesignRepo
     report = DesignReport()
     settings = stores.settings
     ids = RequirementIds(settings.requirement_id_patterns)
-    stores.vectors.ensure_collection(DOCS_COLLECTION, stores.embedder.dimension)
     state: dict[str, str] = json.loads(stores.ledger.meta(DOC_STATE_KEY) or "{}")
     documents = discover_documents(settings)
     report.documents_seen = len(documents)
@@ -195,6 +194,8 @@ def ingest_documents(stores: DesignStores, *, force: bool = False) -> DesignRepo
     if written or deleted:
         stores.projector.project(written + deleted)
     indexed_at = now_iso()
+    if parsed or removed:  # loading the collection costs ~80 ms: only when it changes
+        stores.vectors.ensure_collection(DOCS_COLLECTION, stores.embedder.dimension)
     _delete_chunks(stores, [d.path for d in parsed] + removed)
     points = [p for doc in parsed for p in _chunk_points(stores, doc, current[doc.path], indexed_at)]
     for start in range(0, len(points), 256):

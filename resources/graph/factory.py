@@ -13,8 +13,8 @@ def create_graph_store(settings: Settings) -> GraphStore:
     """Open the graph store the settings ask for.
 
     Neo4j when ``settings.neo4j_uri`` (``NEO4J_URI``) is set, else embedded FalkorDB under
-    ``<state dir>/graph``. The embedded store starts a child ``redis-server``; only one process
-    may own it at a time (the caller arranges that).
+    ``<state dir>/graph``. The embedded store starts a child ``redis-server`` on first use
+    (``resources.graph.lazy``); only one process may own it at a time (the caller arranges that).
 
     Args:
         settings: codemem settings.
@@ -30,6 +30,13 @@ def create_graph_store(settings: Settings) -> GraphStore:
 
         password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else None
         return Neo4jGraphStore(settings.neo4j_uri, settings.neo4j_user, password)
-    from resources.graph.falkor import FalkorGraphStore
+    from resources.graph.lazy import LazyGraphStore
 
-    return FalkorGraphStore(settings.resolved_state_dir() / GRAPH_DIRNAME)
+    db_dir = (settings.resolved_state_dir() / GRAPH_DIRNAME).expanduser().resolve()
+
+    def start() -> GraphStore:
+        from resources.graph.falkor import FalkorGraphStore
+
+        return FalkorGraphStore(db_dir)
+
+    return LazyGraphStore(start, db_dir, backend="falkordb")  # type: ignore[return-value]

@@ -652,10 +652,16 @@ def test_factory_picks_backend(tmp_path: Path) -> None:
     from resources.graph.neo4j_store import Neo4jGraphStore
     from resources.settings import Settings
 
+    from resources.graph.lazy import LazyGraphStore
+
     store = create_graph_store(Settings(project_root=tmp_path, neo4j_uri=None))
     try:
-        assert isinstance(store, FalkorGraphStore)
+        assert isinstance(store, LazyGraphStore) and store.backend == "falkordb"
         assert store.db_dir == (tmp_path / ".codemem" / "graph").resolve()
+        assert not store.started  # the embedded server starts on first use
+        assert store.counts() is not None and store.started
+        assert isinstance(store._real(), FalkorGraphStore)  # noqa: SLF001
+        assert store.db_dir == store._real().db_dir  # noqa: SLF001
     finally:
         store.close()
     remote = create_graph_store(Settings(project_root=tmp_path, neo4j_uri="neo4j://127.0.0.1:1"))

