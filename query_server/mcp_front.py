@@ -7,7 +7,8 @@ is imported, standard library only) puts two pipes between the client and the se
 
 * client → server: each line the client writes is read here and passed on. ``initialize`` is
   answered at once (the server still receives it, so its session starts as usual, and its own
-  answer is dropped); ``tools/list`` without a cursor is answered from the snapshot of the
+  answer is dropped; what the client sends meanwhile is held until that answer, so the server
+  sees the usual order); ``tools/list`` without a cursor is answered from the snapshot of the
   server's own answer (``mcp_tools_list.json``, kept equal to it by a test) and not passed on.
 * server → client: every line the server writes is passed on, but for those dropped answers.
 
@@ -72,6 +73,11 @@ class Front:
         self._answered: dict[Any, dict[str, Any]] = {}
         """Request id → the result sent here; the server's answer to it is dropped."""
         self._answered_lock = threading.Lock()
+        self._forward_lock = threading.Lock()
+        self._held: list[bytes] | None = None
+        """Client lines held until the server answers the ``initialize`` answered here."""
+        self._held_for: Any = None
+        self._close_when_released = False
         self._initialized_here = False
         """The session's ``initialize`` was answered here (else the server negotiated it, and
         answers everything)."""
@@ -119,15 +125,48 @@ class Front:
                         self._answered[message["id"]] = result
                     self._send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode() + b"\n")
                 if forward:
-                    self._server_in.write(line)
-                    self._server_in.flush()
+                    self._forward(line)
+                if result is not None and message.get("method") == "initialize":
+                    with self._forward_lock:  # the client goes on at once; the server must finish this first
+                        self._held, self._held_for = [], message["id"]
         except (OSError, ValueError):
             pass  # the server's end is gone: the process is exiting
         finally:
+            with self._forward_lock:
+                if self._held is not None:
+                    self._close_when_released = True  # after the held lines reach the server
+                    return
+            self._close_server_in()
+
+    def _forward(self, line: bytes) -> None:
+        """Pass a client line on to the server, or hold it while the server has not yet answered
+        an ``initialize`` answered here (the server handles requests concurrently: one sent
+        before its own answer would reach a session not yet initialized)."""
+        with self._forward_lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
+            self._server_in.write(line)
+            self._server_in.flush()
+
+    def _release(self) -> None:
+        """The server answered ``initialize``: pass on what was held, in order."""
+        with self._forward_lock:
+            held, self._held, self._held_for = self._held or [], None, None
             try:
-                self._server_in.close()  # the client closed its stream: so does the server's
-            except OSError:
-                pass
+                for line in held:
+                    self._server_in.write(line)
+                self._server_in.flush()
+            except (OSError, ValueError):
+                return
+            if self._close_when_released:
+                self._close_server_in()
+
+    def _close_server_in(self) -> None:
+        try:
+            self._server_in.close()  # the client closed its stream: so does the server's
+        except OSError:
+            pass
 
     def _from_server(self) -> None:
         try:
@@ -172,6 +211,8 @@ class Front:
             sent = self._answered.pop(message["id"], None)
         if sent is None:
             return False
+        if message["id"] == self._held_for:
+            self._release()
         if message.get("result") != sent:
             sys.stderr.write(
                 "codemem mcp: the early answer to a request differed from the server's; set "

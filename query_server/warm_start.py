@@ -112,22 +112,22 @@ class OpeningHandle:
 
 
 def warm_up(handle: Any) -> None:
-    """What ``codemem mcp`` does once its handle is open: the owner loads the local embedding model
-    with one query embedding, uncached, and the vector collections a first search reads, then
-    brings the index up to date in the background (that run refreshes the design layer); a
-    process that forwards to an owner has nothing to warm."""
+    """What ``codemem mcp`` does once its handle is open: the owner starts bringing the index up
+    to date in the background (that run refreshes the design layer), then loads the local
+    embedding model with one query embedding, uncached, and the vector collections a first search
+    reads; a process that forwards to an owner has nothing to warm."""
     from pipelines.indexer import CODE_COLLECTION
     from resources.vectors.store import VectorStoreError
 
     if not handle.is_owner:
         return
     service = handle.backend
+    service.start_background_index()  # first: on a new project, code_search waits for this index
     embedder = getattr(service.embedder, "inner", service.embedder)
     if callable(getattr(embedder, "load", None)):  # the local model; a remote API needs no loading
-        embedder.embed_query("warm up")  # first: a search sent at once needs it, the index can wait
+        embedder.embed_query("warm up")
     service.memory.open_collections()  # loaded on first use otherwise: ~0.5 s of the first memory_search
     try:
         service.vectors.count(CODE_COLLECTION)
     except VectorStoreError:
         pass  # nothing indexed yet: the background index creates it
-    service.start_background_index()

@@ -213,6 +213,9 @@ def materialize_index(
         if recorder is not None:
             recorder.discard()
         return finish_report(ctx, idle, started, embed=embed, progress=progress)
+    start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph: while the files hash
+    if start_graph is not None:
+        start_graph()
     tags = _run_tags()
     if recorder is None:
         return _run_in_process(project, instance, tags, embed=embed, force=force, progress=progress)

@@ -41,6 +41,11 @@ class LazyGraphStore:
         """True once the real store exists."""
         return self._store is not None
 
+    @property
+    def store(self) -> Any:
+        """The real store (started now if it was not)."""
+        return self._real()
+
     def _real(self) -> Any:
         store = self._store
         if store is not None:

@@ -152,3 +152,29 @@ def test_drain_returns_once_the_servers_lines_reached_the_client() -> None:
     front.drain(timeout_s=5)
     reader.join(5)
     assert received == lines
+
+
+def test_requests_after_an_early_initialize_wait_for_the_servers_own_answer() -> None:
+    """The client goes on as soon as the front answered initialize; the server handles requests
+    concurrently, so what the client sends meanwhile reaches it only after it answered initialize
+    (found with two real Claude Code sessions at once: a tool call overtook the handshake)."""
+    client_in, client_out, server_in, server_out = _Pipe(), _Pipe(), _Pipe(), _Pipe()
+    Front(client_in.reader, client_out.writer, server_in.writer, server_out.reader).start()
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "index_status", "arguments": {}}}
+    for message in (_initialize(PROTOCOL_VERSIONS[-1], 1), {"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
+        client_in.writer.write(json.dumps(message).encode() + b"\n")
+    client_in.writer.flush()
+    assert json.loads(client_out.reader.readline())["id"] == 1  # answered here at once
+    assert json.loads(server_in.reader.readline())["method"] == "initialize"
+    held: list[bytes] = []
+    reader = threading.Thread(target=lambda: held.append(server_in.reader.readline()))
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive() and not held  # nothing more before the server answered initialize
+    server_out.writer.write(json.dumps({"jsonrpc": "2.0", "id": 1, "result": initialize_result(PROTOCOL_VERSIONS[-1])}).encode() + b"\n")
+    server_out.writer.flush()
+    reader.join(5)
+    assert json.loads(held[0])["method"] == "notifications/initialized"
+    assert json.loads(server_in.reader.readline())["id"] == 9
+    client_in.writer.close()
+    assert server_in.reader.read() == b""

@@ -118,7 +118,7 @@ def test_graph_server_that_cannot_come_back_degrades_then_drains(
         svc = handle.backend
         before = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Profiled the slow checkout page"))
         assert before.sync_status == "synced"
-        store = svc.graph
+        store = svc.graph.store  # the embedded graph starts on first use (resources.graph.lazy)
         assert isinstance(store, FalkorGraphStore)
         pid = store.health()["pid"]
 

@@ -660,8 +660,8 @@ def test_factory_picks_backend(tmp_path: Path) -> None:
         assert store.db_dir == (tmp_path / ".codemem" / "graph").resolve()
         assert not store.started  # the embedded server starts on first use
         assert store.counts() is not None and store.started
-        assert isinstance(store._real(), FalkorGraphStore)  # noqa: SLF001
-        assert store.db_dir == store._real().db_dir  # noqa: SLF001
+        assert isinstance(store.store, FalkorGraphStore)
+        assert store.db_dir == store.store.db_dir
     finally:
         store.close()
     remote = create_graph_store(Settings(project_root=tmp_path, neo4j_uri="neo4j://127.0.0.1:1"))
