@@ -5,7 +5,9 @@ milliseconds, but ``codemem mcp`` needs ~1 s on a 2-core machine to import the M
 and the tool registry. ``start_front`` (called by ``query_server.entry`` before anything heavy
 is imported, standard library only) puts two pipes between the client and the server:
 
-* client → server: each line the client writes is read here and passed on. ``initialize`` is
+* client → server: each line the client writes is read here and passed on, but for the
+  ``server/discover`` probe of the 2026-07-28 protocol, declined here at once (``DISCOVER_DECLINED``)
+  so that the client opens with the handshake the front answers. ``initialize`` is
   answered at once (the server still receives it, so its session starts as usual, and its own
   answer is dropped; what the client sends meanwhile is held until that answer, so the server
   sees the usual order); ``tools/list`` without a cursor is answered from the snapshot of the
@@ -49,6 +51,12 @@ TOOLS_LIST = Path(__file__).with_name("mcp_tools_list.json")
 ``python -m query_server.mcp_front --write-tools-list EMPTY_DIR`` after changing a tool; a test
 says when)."""
 ENV_SWITCH = "CODEMEM_MCP_EARLY_ANSWERS"
+DISCOVER_METHOD = "server/discover"
+DISCOVER_DECLINED = {"code": -32601, "message": "Method not found: codemem serves MCP over stdio with the initialize handshake"}
+"""The answer to the 2026-07-28 protocol's probe: a client then opens with ``initialize`` at once.
+The probe is not passed on: the first request the server sees decides its protocol era, and a
+probe it read late (a slow start) would open the per-request-envelope era under a client that
+had already fallen back to the handshake (Claude Code 2.1.332 waits ~3 s for the probe)."""
 DRAIN_S = 0.2
 """How long an exiting process waits for the server's last lines to reach the client."""
 
@@ -119,6 +127,9 @@ class Front:
                     message = json.loads(line)
                 except ValueError:
                     message = None
+                if isinstance(message, dict) and message.get("method") == DISCOVER_METHOD and "id" in message:
+                    self._send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": DISCOVER_DECLINED}).encode() + b"\n")
+                    continue  # never reaches the server: it serves the handshake era
                 result, forward = self._answer_here(message)
                 if result is not None:
                     with self._answered_lock:

@@ -178,3 +178,22 @@ def test_requests_after_an_early_initialize_wait_for_the_servers_own_answer() ->
     assert json.loads(server_in.reader.readline())["id"] == 9
     client_in.writer.close()
     assert server_in.reader.read() == b""
+
+
+def test_the_discover_probe_is_declined_at_once_and_the_handshake_follows(empty_project: Path) -> None:
+    """Claude Code probes with server/discover (the 2026-07-28 protocol) before initialize. The
+    front declines it at once and keeps it from the server, whose era the first request it reads
+    decides: a probe read late, after the client fell back to initialize, made every later call
+    fail ("params._meta is missing the required envelope key(s)")."""
+    probe = {"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+    answers = _session(empty_project, [
+        probe,
+        _initialize(PROTOCOL_VERSIONS[-1], "init"),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "call", "method": "tools/call", "params": {"name": "index_status", "arguments": {}}},
+    ])
+    assert [a["id"] for a in answers] == ["probe", "init", "call"], answers
+    assert answers[0]["error"]["code"] == -32601
+    assert answers[1]["result"] == initialize_result(PROTOCOL_VERSIONS[-1])
+    assert "error" not in answers[2] and not answers[2]["result"].get("isError"), answers[2]
