@@ -57,7 +57,7 @@ DISCOVER_DECLINED = {"code": -32601, "message": "Method not found: codemem serve
 The probe is not passed on: the first request the server sees decides its protocol era, and a
 probe it read late (a slow start) would open the per-request-envelope era under a client that
 had already fallen back to the handshake (Claude Code 2.1.332 waits ~3 s for the probe)."""
-DRAIN_S = 0.2
+DRAIN_S = 0.05
 """How long an exiting process waits for the server's last lines to reach the client."""
 
 _active: Front | None = None
