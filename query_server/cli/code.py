@@ -164,6 +164,10 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
         raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
 
 
+GRAPH_START_WAIT_S = 2.0
+"""At the shutdown deadline, how long to wait for a graph server still starting (to stop it)."""
+
+
 def owned_graph_dir(handle: Any) -> Path | None:
     """The embedded graph's directory when this process owns the project's stores (None otherwise,
     or with a Neo4j graph)."""
@@ -173,13 +177,25 @@ def owned_graph_dir(handle: Any) -> Path | None:
     return Path(db_dir) if db_dir is not None else None
 
 
+def stop_owned_graph(handle: Any) -> None:
+    """The shutdown deadline's last resort: no graph start from now on (one in progress is waited
+    for, the graph starting on first use), then the owned graph server is stopped."""
+    from query_server.shutdown import stop_graph_server
+
+    db_dir = owned_graph_dir(handle)
+    settle = getattr(handle.backend.graph, "settle", None) if db_dir is not None else None
+    if settle is not None:
+        settle(GRAPH_START_WAIT_S)
+    stop_graph_server(db_dir)
+
+
 @main.command()
 @click.option("--project", default=".", help="The repository to serve.")
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json). The log goes to
     .codemem/logs/mcp.log; stderr carries errors only."""
     configure_logging("INFO", log_file=settings_for(project).resolved_state_dir() / "logs" / "mcp.log")
-    from query_server.shutdown import Shutdown, stop_graph_server
+    from query_server.shutdown import Shutdown
     from query_server.warm_start import OpeningHandle, warm_up
 
     shutdown = Shutdown()
@@ -189,7 +205,7 @@ def mcp(project: str) -> None:
     handle = OpeningHandle(lambda: open_handle(project), warm=warm_up)
     handle.start()
     try:
-        shutdown.on_deadline(lambda: stop_graph_server(owned_graph_dir(handle)))
+        shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
         from query_server.mcp_server import run_stdio
 
@@ -211,7 +227,7 @@ def serve(project: str, host: str, port: int) -> None:
 
     from query_server.http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
     from query_server.request_guard import WILDCARD_BINDS
-    from query_server.shutdown import GRACEFUL_SHUTDOWN_S, Shutdown, serve_http, stop_graph_server
+    from query_server.shutdown import GRACEFUL_SHUTDOWN_S, Shutdown, serve_http
 
     settings = settings_for(project)
     token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -232,7 +248,7 @@ def serve(project: str, host: str, port: int) -> None:
                 "listening on every address: requests must name 127.0.0.1, localhost or a host in "
                 "CODEMEM_ALLOWED_HOSTS (others get 421, DNS-rebinding protection)"
             )
-        shutdown.on_deadline(lambda: stop_graph_server(owned_graph_dir(handle)))
+        shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
         config = uvicorn.Config(
             app, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S,

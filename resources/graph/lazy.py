@@ -86,6 +86,15 @@ class LazyGraphStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real(), name)
 
+    def settle(self, timeout_s: float) -> bool:
+        """Start nothing from now on and wait (at most ``timeout_s``) for a start in progress, so
+        that a process about to exit leaves no server it was starting; True when none is."""
+        self._closed = True
+        if not self._lock.acquire(timeout=timeout_s):
+            return False
+        self._lock.release()
+        return True
+
     def close(self) -> None:
         """Close the store if it was started (nothing to do otherwise)."""
         with self._lock:

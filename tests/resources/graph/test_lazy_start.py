@@ -42,3 +42,23 @@ def test_start_in_background_starts_it_before_the_first_use(tmp_path: Path) -> N
     finally:
         store.close()
     assert graph_servers_under(tmp_path) == []
+
+
+def test_settle_waits_for_a_start_in_progress_and_refuses_new_ones(tmp_path: Path) -> None:
+    """The shutdown deadline settles the graph before it stops the project's server: a start in
+    progress (a background thread) finishes first, so its server is there to stop."""
+    import pytest
+
+    store = create_graph_store(Settings(project_root=tmp_path))
+    try:
+        store.start_in_background()
+        time.sleep(0.01)
+        assert store.settle(30)
+        assert len(graph_servers_under(tmp_path)) == (1 if store.started else 0)
+        fresh = create_graph_store(Settings(project_root=tmp_path / "other"))
+        assert fresh.settle(1) and not fresh.started
+        with pytest.raises(RuntimeError, match="closed"):
+            fresh.counts()
+    finally:
+        store.close()
+    assert graph_servers_under(tmp_path) == []
