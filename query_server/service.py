@@ -130,12 +130,19 @@ class CodeMemService:
         """
         self.index_jobs.start_background_index()
 
+    @property
+    def closing(self) -> bool:
+        """True once ``close`` began (background work stops at its next step)."""
+        return self._stop.is_set()
+
     def close(self) -> None:
         """Stop background work and close every store."""
         self._stop.set()
         for thread in self.index_jobs.background_threads():
             thread.join(timeout=60)
-        for closer in (self.memory.close, self.vectors.close, self.graph.close, self.manifest.close):
+        # the vector store last: closing its shards costs ~20 ms each (qdrant-edge), and an exiting
+        # server's deadline may cut it short; the graph server is stopped by then (no process left)
+        for closer in (self.memory.close, self.graph.close, self.manifest.close, self.vectors.close):
             try:
                 closer()
             except Exception:  # noqa: BLE001 - closing must go on

@@ -124,10 +124,12 @@ def warm_up(handle: Any) -> None:
     service = handle.backend
     service.start_background_index()  # first: on a new project, code_search waits for this index
     embedder = getattr(service.embedder, "inner", service.embedder)
-    if callable(getattr(embedder, "load", None)):  # the local model; a remote API needs no loading
+    if callable(getattr(embedder, "load", None)) and not service.closing:  # the local model; a remote API needs no loading
         embedder.embed_query("warm up")
-    service.memory.open_collections()  # loaded on first use otherwise: ~0.5 s of the first memory_search
+    # loaded on first use otherwise: ~0.5 s of the first memory_search; a closing process stops here
+    service.memory.open_collections(stop=lambda: service.closing)
     try:
-        service.vectors.count(CODE_COLLECTION)
+        if not service.closing:
+            service.vectors.count(CODE_COLLECTION)
     except VectorStoreError:
         pass  # nothing indexed yet: the background index creates it

@@ -15,6 +15,7 @@ because Qdrant or the graph is down.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from query_server.memory import backup, export_import, statistics
@@ -134,15 +135,17 @@ class MemoryService:
         scope first: it clears every memory node; then local and global add theirs back)."""
         return self.stores.rebuild_projections()
 
-    def open_collections(self) -> int:
+    def open_collections(self, stop: Callable[[], bool] = lambda: False) -> int:
         """Load every memory collection a search reads (each memory type, every scope with a
         ledger), so that the first memory_search does not pay their loading (~60 ms each);
-        returns how many."""
+        returns how many (fewer when ``stop()`` turned true: the process is closing)."""
         from resources.schemas.memory.kinds import MEMORY_TYPES
 
         opened = 0
         for store in self.scopes.opened():
             for memory_type in MEMORY_TYPES:
+                if stop():
+                    return opened
                 self.stores.vectors.count(store.projector.collection(str(memory_type)))
                 opened += 1
         return opened
