@@ -209,17 +209,19 @@ def mcp(project: str) -> None:
     from query_server.shutdown import Shutdown
     from query_server.warm_start import OpeningHandle, warm_up
 
+    # the MCP SDK first, in this thread: importing it while the opening thread imports the service
+    # could interleave their imports (a module seen half-initialized); initialize and tools/list are
+    # answered meanwhile (query_server.mcp_front)
+    from query_server.mcp_server import run_stdio
+
     shutdown = Shutdown()
-    # initialize and tools/list are answered at once (query_server.mcp_front); the stores open (and
-    # the embedding model and the index warm up) in the background while the MCP SDK loads, and a
-    # tool call waits for what it needs (query_server.warm_start)
+    # the stores open (and the embedding model and the index warm up) in the background; a tool
+    # call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: open_serving_handle(project), warm=warm_up)
     handle.start()
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
-        from query_server.mcp_server import run_stdio
-
         run_stdio(handle, stop=shutdown.requested)  # type: ignore[arg-type]
         shutdown.begin()  # the stream ended: the same bounded close
     finally:
