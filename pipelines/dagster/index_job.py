@@ -111,3 +111,22 @@ def codemem_index_job() -> None:
     """One op: ``index_changes``."""
     index_changes()
 
+
+def run_index_job(instance: Any, source: IndexSource, *, embed: bool, force: bool, tags: dict[str, str]) -> dict[str, Any]:
+    """Execute ``codemem_index`` in this process over ``source``'s messages (after freeing the run
+    queue of runs whose process died); returns ``{"run_id", "success", "error"}``."""
+    from pipelines.dagster.resources import fail_orphaned_runs
+
+    fail_orphaned_runs(instance)
+    result = codemem_index_job.execute_in_process(
+        instance=instance, resources={"index_source": source},
+        run_config={"ops": {"index_changes": {"config": {"embed": embed, "force": force}}},
+                    "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        tags=tags, raise_on_error=False,
+    )
+    error = None
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_failure), None)
+        data = failure.event_specific_data if failure is not None else None
+        error = data.error.message.strip() if data is not None and getattr(data, "error", None) else "see the Dagster run"
+    return {"run_id": result.run_id, "success": result.success, "error": error}

@@ -173,32 +173,16 @@ def record_run(stream: IO[str]) -> dict[str, Any] | None:
     from dagster._core.storage.runs import SqliteRunStorage  # noqa: F401
     from dagster._core.storage.schedules import SqliteScheduleStorage  # noqa: F401
 
-    from pipelines.dagster.index_job import codemem_index_job
-    from pipelines.dagster.resources import RUN_PID_TAG, fail_orphaned_runs
+    from pipelines.dagster.index_job import run_index_job
+    from pipelines.dagster.tags import RUN_PID_TAG
 
     line = stream.readline()
     if not line.strip():
         return None
     start = json.loads(line)
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(start["dagster_home"]))) as instance:
-        fail_orphaned_runs(instance)
-        result = codemem_index_job.execute_in_process(
-            instance=instance,
-            resources={"index_source": StreamSource(stream)},
-            run_config={
-                "ops": {"index_changes": {"config": {"embed": bool(start.get("embed")), "force": bool(start.get("force"))}}},
-                "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-            },
-            tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())},
-            raise_on_error=False,
-        )
-        error = None
-        if not result.success:
-            failure = next((e for e in result.all_events if e.is_failure), None)
-            data = failure.event_specific_data if failure is not None else None
-            error = data.error.message.strip() if data is not None and getattr(data, "error", None) else "see the Dagster run"
-        return {"run_id": result.run_id, "success": result.success, "error": error}
-
+        return run_index_job(instance, StreamSource(stream), embed=bool(start.get("embed")), force=bool(start.get("force")),
+                             tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())})
 
 def main() -> None:
     """``python -m pipelines.dagster.recorder``: record one run, print its outcome, exit at once

@@ -23,7 +23,7 @@ from typing import Any
 from pipelines.bucket_records import summary_metadata
 from pipelines.dagster.project import ProjectStores
 from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
-from pipelines.design.derive import derive_when_changed, design_unchanged, ingest_documents
+from pipelines.design.derive import DesignReport, derive_when_changed, design_unchanged, ingest_documents
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress
 from pipelines.indexer import finish_report, index_project
@@ -88,8 +88,9 @@ def index_messages(project: ProjectStores, send: Send, *, embed: bool, force: bo
     started = time.perf_counter()
     passed, metadata = files_match_disk(ctx, written)
     send({"kind": "check", "asset": "graph_loaded", "check": "bucket_matches_disk", "passed": passed, "metadata": metadata})
-    for name, check in WHOLE_INDEX_CHECKS.items():
-        passed, metadata = touched_stores_agree(ctx, [w[0] for w in written]) if name == "stores_agree" else check(ctx)
+    checks = {**WHOLE_INDEX_CHECKS, "stores_agree": lambda c: touched_stores_agree(c, [w[0] for w in written])}
+    for name, check in checks.items():
+        passed, metadata = check(ctx)
         send({"kind": "check", "asset": "normalized_graph", "check": name, "passed": passed, "metadata": metadata})
     numbers = {
         "buckets_touched": buckets, "edges_added": report.edges_added, "edges_removed": report.edges_removed,
@@ -107,19 +108,18 @@ def _design(project: ProjectStores, report: IndexReport, send: Send) -> None:
     stores = project.design_stores()
     if stores is None:
         return
-    design: dict[str, Any] = {}
+    design = DesignReport()
     try:
         for asset, step in (("design_documents", ingest_documents), ("design_links", derive_when_changed)):
             started = time.perf_counter()
             done = step(stores)
             send({"kind": "asset", "asset": asset, "metadata": summary_metadata(done.as_dict(), done.notes, time.perf_counter() - started)})
-            for key, value in done.as_dict().items():
-                design[key] = design.get(key, 0) + value if isinstance(value, int) else (design.get(key) or []) + value
+            design.merge(done)
     except Exception as exc:  # noqa: BLE001 - the code index stands; the report says what failed
         report.notes.append(f"design layer not refreshed: {type(exc).__name__}: {exc} (the code index is up to date)")
         return
-    report.design = design
-    report.notes.extend(design.get("notes", [])[:20])
+    report.design = design.as_dict()
+    report.notes.extend(design.notes[:20])
 
 
 class LocalIndexSource:
@@ -200,8 +200,6 @@ def materialize_index(
         raise ValueError("materialize_index runs over stores this process owns; another process owns them")
     started = time.perf_counter()
     progress = progress or _no_progress
-    state_dir = ctx.settings.resolved_state_dir()
-    home = dagster_home(state_dir)
     recorder = None
     if instance is None:  # Dagster imports in the recorder while this process plans and indexes
         from pipelines.dagster.recorder import Recorder, take_prestarted
@@ -219,6 +217,7 @@ def materialize_index(
     tags = _run_tags()
     if recorder is None:
         return _run_in_process(project, instance, tags, embed=embed, force=force, progress=progress)
+    home = dagster_home(ctx.settings.resolved_state_dir())
     recorder.send({"kind": "start", "dagster_home": str(home), "tags": tags, "embed": embed, "force": force})
     try:
         report = index_messages(project, recorder.send, embed=embed, force=force, progress=progress)
@@ -235,25 +234,15 @@ def _run_in_process(
     project: ProjectStores, instance: Any, tags: dict[str, str], *, embed: bool, force: bool, progress: Progress,
 ) -> IndexReport:
     """The ``codemem_index`` job in this process, the index inside its op."""
-    from pipelines.dagster.index_job import codemem_index_job
-    from pipelines.dagster.resources import fail_orphaned_runs
+    from pipelines.dagster.index_job import run_index_job
 
-    fail_orphaned_runs(instance)
     source = LocalIndexSource(project, progress)
-    result = codemem_index_job.execute_in_process(
-        instance=instance, resources={"index_source": source},
-        run_config={"ops": {"index_changes": {"config": {"embed": embed, "force": force}}},
-                    "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        tags=tags, raise_on_error=False,
-    )
+    outcome = run_index_job(instance, source, embed=embed, force=force, tags=tags)
     report = source.report
     if report is None:
         ctx = project.index_context()
         report = IndexReport(root=str(ctx.root) if ctx is not None else "")
-        failure = next((e for e in result.all_events if e.is_failure), None)
-        data = failure.event_specific_data if failure is not None else None
-        detail = data.error.message.strip() if data is not None and getattr(data, "error", None) else "see the Dagster run"
-        report.failed.append((RUN_FAILED, f"Dagster run {result.run_id} failed: {detail}"))
+        report.failed.append((RUN_FAILED, f"Dagster run {outcome['run_id']} failed: {outcome['error']}"))
         return report
-    report.notes.append(_run_note({"run_id": result.run_id, "success": result.success, "error": None if result.success else "see the run"}))
+    report.notes.append(_run_note(outcome))
     return report
