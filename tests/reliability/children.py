@@ -111,3 +111,21 @@ class McpStdioClient:
             self.proc.stdout.close()
         if self._log is not None:
             self._log.close()
+
+
+def session_members(sid: int, command_part: bytes | None = None) -> list[int]:
+    """Live processes of session ``sid`` (a killed run is started as a session leader), those
+    whose command line contains ``command_part`` when given (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes() if command_part is not None else b""
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, session, ...
+        if int(fields[3]) == sid and fields[0] != "Z" and (command_part is None or command_part in command):
+            found.append(int(entry.name))
+    return found

@@ -43,7 +43,7 @@ import pytest
 from pipelines.buckets import bucket_of
 from tests.conftest import FIXTURE_REPOS
 from tests.pipelines.dagster.test_dagster import _snapshot
-from tests.reliability.children import child_env
+from tests.reliability.children import child_env, session_members
 from tests.reliability.graph_servers import graph_servers_under, stop_graph_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -55,22 +55,6 @@ RUN_TIMEOUT_S = 240.0
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _session_members(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (the killed run was started as a session leader)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, session, ...
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def _write_tree(root: Path, modules: int) -> None:
@@ -345,10 +329,10 @@ def _kill_and_clean_up(
     servers = stop_graph_servers(root) if stop_server else graph_servers_under(root)
     assert len(servers) == 1, f"the killed owner's graph server was expected to outlive it: {servers}"
     deadline = time.monotonic() + 10
-    while _session_members(pid) and time.monotonic() < deadline:
+    while session_members(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     stray = []
-    for other in _session_members(pid):
+    for other in session_members(pid):
         try:
             stray.append(f"{other}: {Path(f'/proc/{other}/cmdline').read_text().replace(chr(0), ' ')[:100]}")
             os.kill(other, signal.SIGKILL)

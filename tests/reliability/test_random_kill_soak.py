@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.children import McpStdioClient, child_env
+from tests.reliability.children import McpStdioClient, child_env, session_members
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS = REPO_ROOT / "bench" / ".cache" / "corpora" / "requests-2.34.2"
@@ -118,23 +118,6 @@ _INDEX_CHECK = textwrap.dedent(
 )
 
 
-def _recorders_of_session(sid: int) -> list[int]:
-    """Live recorder processes (``pipelines.dagster.recorder``) of session ``sid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, session, ...
-        if int(fields[3]) == sid and fields[0] != "Z" and b"pipelines.dagster.recorder" in command:
-            found.append(int(entry.name))
-    return found
-
-
 def _disk_hashes(root: Path, indexed: set[str]) -> dict[str, str]:
     return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() for p in indexed if (root / p).is_file()}
 
@@ -200,9 +183,9 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
         if _kill_at(proc, delay):
             killed += 1
             deadline = time.monotonic() + 30  # its recorder sees its stdin close: fails the run, exits
-            while _recorders_of_session(proc.pid) and time.monotonic() < deadline:
+            while session_members(proc.pid, b"pipelines.dagster.recorder") and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert _recorders_of_session(proc.pid) == [], (trial, change, "a recorder outlived its killed parent by 30 s")
+            assert session_members(proc.pid, b"pipelines.dagster.recorder") == [], (trial, change, "a recorder outlived its killed parent by 30 s")
         else:
             finished += 1
             assert proc.returncode == 0, (trial, change, proc.stderr.read()[-4000:] if proc.stderr else "")
