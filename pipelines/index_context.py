@@ -15,6 +15,9 @@ from resources.settings import Settings
 from resources.vectors.store import VectorStore
 
 CODE_COLLECTION = "code"
+CODE_INDEXES = ("file_path", "language", "kind", "name", "path_prefixes", "qualified_name", "container", "requirement_ids")
+"""The code collection's payload indexes: the fields code_search, find_duplicates, the design
+layer and the derivations filter on."""
 
 RUN_FAILED = "(index run)"
 """The path of a ``failed`` entry about the run as a whole rather than one file."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from pipelines.index_context import CODE_COLLECTION, IndexContext, IndexReport, Progress, _no_progress
+from pipelines.index_context import CODE_COLLECTION, CODE_INDEXES, IndexContext, IndexReport, Progress, _no_progress
 from pipelines.records import EMBEDDING_TEXT_VERSION
 
 DENSE_BATCH = 64
@@ -48,7 +48,7 @@ def reset_index(ctx: IndexContext) -> None:
     vectors of two models are never mixed in one collection.
     """
     known = sorted(set(ctx.manifest.files()) | ctx.manifest.in_flight())
-    ctx.vectors.clear_collection(CODE_COLLECTION, ctx.embedder.dimension)  # never missing for a concurrent search
+    ctx.vectors.clear_collection(CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES)  # never missing for a concurrent search
     if known:
         ctx.graph.delete_files(known)
     with ctx.manifest.transaction() as conn:
@@ -75,6 +75,6 @@ def prepare_stores(ctx: IndexContext, report: IndexReport, *, reembed: bool = Fa
         reset_index(ctx)
         report.notes.append("--reembed: the index was rebuilt from scratch")
     _check_embedding_model(ctx, report)
-    ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension)
+    ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES)
     ctx.graph.ensure_schema()
 

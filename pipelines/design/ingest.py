@@ -30,6 +30,8 @@ from resources.vectors import sparse
 from resources.vectors.store import PayloadFilter, VectorPoint
 
 DOCS_COLLECTION = "docs"
+DOCS_INDEXES = ("file_path",)
+"""The docs collection's payload indexes (a changed document's chunks are found by path)."""
 DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 MAX_DOC_BYTES = 2_000_000
 DOC_STATE_KEY = "design_documents"
@@ -195,7 +197,7 @@ def ingest_documents(stores: DesignStores, *, force: bool = False) -> DesignRepo
         stores.projector.project(written + deleted)
     indexed_at = now_iso()
     if parsed or removed:  # loading the collection costs ~80 ms: only when it changes
-        stores.vectors.ensure_collection(DOCS_COLLECTION, stores.embedder.dimension)
+        stores.vectors.ensure_collection(DOCS_COLLECTION, stores.embedder.dimension, DOCS_INDEXES)
     _delete_chunks(stores, [d.path for d in parsed] + removed)
     points = [p for doc in parsed for p in _chunk_points(stores, doc, current[doc.path], indexed_at)]
     for start in range(0, len(points), 256):

@@ -24,7 +24,7 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
-from pipelines.index_context import CODE_COLLECTION
+from pipelines.index_context import CODE_COLLECTION, CODE_INDEXES
 from resources.graph.store import GraphEdge
 from resources.memory.ledger import MemoryRow
 
@@ -56,7 +56,7 @@ def derive_links(stores: DesignStores) -> DesignReport:
     """
     report = DesignReport()
     settings = stores.settings
-    stores.vectors.ensure_collection(CODE_COLLECTION, stores.embedder.dimension)  # a docs-only or empty repo has none yet
+    stores.vectors.ensure_collection(CODE_COLLECTION, stores.embedder.dimension, CODE_INDEXES)  # a docs-only or empty repo has none yet
     edges: list[GraphEdge] = []
     requirement_rows = {
         row.metadata.get("requirement_id"): row

@@ -135,14 +135,15 @@ class MemoryStores:
             self.wake.set()
 
     def catch_up_global(self) -> None:
-        """Replicate and project what other projects wrote to the global scope since the last sync
-        (one indexed read when nothing changed), so a search sees it at once."""
+        """Replicate what other projects wrote to the global scope since the last sync, then project
+        what the replica has queued (what this call replicated, and what the background sync
+        replicated but has not projected yet), so a search sees it at once; two indexed reads when
+        nothing changed."""
         try:
-            queued = self.scopes.sync_global()
-            if queued:
-                store = self.store("global")
-                for start in range(0, len(queued), 128):
-                    store.projector.project(queued[start : start + 128])
+            self.scopes.sync_global()
+            store = self.scopes.store("global")
+            if store is not None:
+                store.projector.drain()
         except Exception as exc:  # noqa: BLE001 - search goes on with what is projected; the sync retries
             log.warning("global memories not caught up", error=str(exc))
 

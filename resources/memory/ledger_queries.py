@@ -155,6 +155,12 @@ class LedgerQueries(LedgerConnection):
             return None
         return found[0], json.loads(found[1]) if found[1] else None
 
+    def memory_types(self, *, include_deleted: bool = False) -> set[str]:
+        """The memory types this ledger holds memories of (live ones only unless ``include_deleted``)."""
+        where = "" if include_deleted else " WHERE deleted=0"
+        with self._lock:
+            return {row[0] for row in self._conn.execute(f"SELECT DISTINCT memory_type FROM memories{where}")}
+
     def counts(self) -> dict[str, dict[str, int]]:
         """total/active/deleted per memory type."""
         result: dict[str, dict[str, int]] = {}

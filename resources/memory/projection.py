@@ -38,6 +38,11 @@ COLLECTIONS: dict[str, str] = {
 }
 """The Qdrant collection of each memory type (seed 001, section 7.2)."""
 
+MEMORY_INDEXES = ("status", "created_ts", "importance_score")
+"""The memory collections' payload indexes: the filters of every memory search (status) and of
+time and importance ranges. ``metadata_filters`` fields are not indexed: a memory collection is
+small, and each index costs every session ~4 ms to open and ~2 ms to close per collection."""
+
 GENERATION_KEY = "memory_generation"
 
 
@@ -189,7 +194,7 @@ class MemoryProjector:
         use with the model's dimension."""
         name = collection_name(memory_type, self.generation if generation is None else generation, self.scope)
         if name not in self._ready:
-            self.vectors.ensure_collection(name, self.embedder.dimension)
+            self.vectors.ensure_collection(name, self.embedder.dimension, MEMORY_INDEXES)
             self._ready.add(name)
         return name
 

@@ -28,7 +28,6 @@ from resources.vectors.store import (
     DENSE,
     EXACT_SEARCH_KB,
     FLOAT_FIELDS,
-    KEYWORD_FIELDS,
     SPARSE,
     PayloadFilter,
     SparseVec,
@@ -36,6 +35,10 @@ from resources.vectors.store import (
     VectorPoint,
     VectorStoreError,
 )
+
+
+LEGACY_INDEXES = ("file_path", "language", "kind", "name", "path_prefixes")
+"""The payload indexes of a collection whose marker predates the ``indexes`` list."""
 
 
 class EdgeVectorStore:
@@ -98,7 +101,7 @@ class EdgeVectorStore:
         )
 
     # -- contract ------------------------------------------------------------------------
-    def ensure_collection(self, name: str, dense_dim: int) -> None:
+    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
         """See ``VectorStore.ensure_collection``."""
         import json
 
@@ -106,6 +109,7 @@ class EdgeVectorStore:
 
         path = self._root / name
         marker = path / "codemem_collection.json"
+        wanted = list(dict.fromkeys(indexes))
         with self._lock:
             if marker.exists():
                 existing = json.loads(marker.read_text())
@@ -116,11 +120,14 @@ class EdgeVectorStore:
                         "`codemem index --reembed` to rebuild it with the active model"
                     )
                 shard = self._shard(name)
-                indexed = set(existing.get("indexes", KEYWORD_FIELDS[:5]))
-                missing = [k for k in (*KEYWORD_FIELDS, *FLOAT_FIELDS) if k not in indexed]
-                if missing:  # a collection made by an older codemem: add the newer indexes
+                indexed = existing.get("indexes", LEGACY_INDEXES)
+                missing = [k for k in wanted if k not in indexed]
+                surplus = [k for k in indexed if k not in wanted]
+                if missing or surplus:  # a collection made by another codemem version: its indexes now
+                    for key in surplus:
+                        shard.update(qe.UpdateOperation.delete_field_index(key))
                     self._create_indexes(shard, missing)
-                    marker.write_text(json.dumps({**existing, "indexes": [*KEYWORD_FIELDS, *FLOAT_FIELDS]}))
+                    marker.write_text(json.dumps({**existing, "indexes": wanted}))
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
@@ -132,9 +139,18 @@ class EdgeVectorStore:
                 ),
             )
             shard = qe.EdgeShard.create(str(path), config)
-            self._create_indexes(shard, [*KEYWORD_FIELDS, *FLOAT_FIELDS])
+            self._create_indexes(shard, wanted)
             self._shards[name] = shard
-            marker.write_text(json.dumps({"dense_dim": dense_dim, "indexes": [*KEYWORD_FIELDS, *FLOAT_FIELDS]}))
+            marker.write_text(json.dumps({"dense_dim": dense_dim, "indexes": wanted}))
+
+    def payload_indexes(self, name: str) -> list[str]:
+        """See ``VectorStore.payload_indexes``."""
+        import json
+
+        marker = self._root / name / "codemem_collection.json"
+        if not marker.exists():
+            return []
+        return list(json.loads(marker.read_text()).get("indexes", LEGACY_INDEXES))
 
     @staticmethod
     def _create_indexes(shard: Any, fields: Sequence[str]) -> None:
@@ -153,11 +169,11 @@ class EdgeVectorStore:
                 shard.close()
             shutil.rmtree(self._root / name, ignore_errors=True)
 
-    def clear_collection(self, name: str, dense_dim: int) -> None:
+    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
         """See ``VectorStore.clear_collection`` (both steps under the store's lock)."""
         with self._lock:
             self.drop_collection(name)
-            self.ensure_collection(name, dense_dim)
+            self.ensure_collection(name, dense_dim, indexes)
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """See ``VectorStore.upsert``."""

@@ -23,7 +23,6 @@ from resources.vectors.store import (
     DENSE,
     EXACT_SEARCH_KB,
     FLOAT_FIELDS,
-    KEYWORD_FIELDS,
     SPARSE,
     PayloadFilter,
     SparseVec,
@@ -79,10 +78,11 @@ class ServerVectorStore:
 
         return models.SparseVector(indices=indices, values=values)
 
-    def ensure_collection(self, name: str, dense_dim: int) -> None:
+    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
         """See ``VectorStore.ensure_collection``."""
         from qdrant_client import models
 
+        wanted = list(dict.fromkeys(indexes))
         if self._client.collection_exists(name):
             info = self._client.get_collection(name)
             vectors = info.config.params.vectors
@@ -92,6 +92,11 @@ class ServerVectorStore:
                     f"collection {name!r} holds {size}-dim vectors but the active embedding model "
                     f"makes {dense_dim}-dim vectors — run `codemem index --reembed`"
                 )
+            indexed = list(info.payload_schema or {})
+            for key in indexed:
+                if key not in wanted:
+                    self._client.delete_payload_index(name, key)
+            self._create_indexes(name, [key for key in wanted if key not in indexed])
             return
         self._client.create_collection(
             name,
@@ -101,16 +106,26 @@ class ServerVectorStore:
             shard_number=self.shard_number,
             replication_factor=self.replication_factor,
         )
-        for key in KEYWORD_FIELDS:
-            self._client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
-        for key in FLOAT_FIELDS:
-            self._client.create_payload_index(name, key, models.PayloadSchemaType.FLOAT)
+        self._create_indexes(name, wanted)
+
+    def payload_indexes(self, name: str) -> list[str]:
+        """See ``VectorStore.payload_indexes``."""
+        if not self._client.collection_exists(name):
+            return []
+        return list(self._client.get_collection(name).payload_schema or {})
+
+    def _create_indexes(self, name: str, fields: Sequence[str]) -> None:
+        from qdrant_client import models
+
+        for key in fields:
+            kind = models.PayloadSchemaType.FLOAT if key in FLOAT_FIELDS else models.PayloadSchemaType.KEYWORD
+            self._client.create_payload_index(name, key, kind)
 
     def drop_collection(self, name: str) -> None:
         """Delete a collection."""
         self._client.delete_collection(name)
 
-    def clear_collection(self, name: str, dense_dim: int) -> None:
+    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
         """See ``VectorStore.clear_collection``: deletes every point of a collection of the right
         dimension (it never goes missing); drops and recreates one of another dimension."""
         from qdrant_client import models
@@ -119,9 +134,10 @@ class ServerVectorStore:
             vectors = self._client.get_collection(name).config.params.vectors
             if isinstance(vectors, dict) and DENSE in vectors and vectors[DENSE].size == dense_dim:
                 self._client.delete(name, points_selector=models.FilterSelector(filter=models.Filter()), wait=True)
+                self.ensure_collection(name, dense_dim, indexes)  # its indexes as asked
                 return
             self.drop_collection(name)
-        self.ensure_collection(name, dense_dim)
+        self.ensure_collection(name, dense_dim, indexes)
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """See ``VectorStore.upsert``."""

@@ -25,15 +25,13 @@ SPARSE = "sparse"
 # Segments below this many kilobytes of vectors are searched exactly (no HNSW): measured here,
 # exact search is ~7 ms at 100k x 384 dims, and exact results need no recall check.
 EXACT_SEARCH_KB = 160_000
-KEYWORD_FIELDS: tuple[str, ...] = (
-    "file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type",
-    "metadata.status", "metadata.priority", "metadata.design_type", "metadata.category", "metadata.component_id",
-    "requirement_ids", "extends", "implements", "qualified_name", "container",
-)
-FLOAT_FIELDS: tuple[str, ...] = ("created_ts", "updated_ts", "importance_score")
-"""Payload indexes of every collection (code fields, then the memory collections' filters: an
-unindexed filter field is checked against every point — measured 4.6 ms against 1.2 ms on 1,271
-points, and the gap grows with the collection)."""
+FLOAT_FIELDS: frozenset[str] = frozenset({"created_ts", "updated_ts", "importance_score"})
+"""Payload fields indexed as numbers (range filters); every other indexed field is a keyword.
+
+Each collection indexes only the fields its readers filter on (``ensure_collection``'s
+``indexes``): an unindexed filter field is checked against every point (measured 4.6 ms against
+1.2 ms on 1,271 points), but every payload index of an open collection costs ~4 ms to load and
+~2 ms to close (qdrant-edge, measured here), paid by every session for every collection."""
 
 
 class VectorStoreError(RuntimeError):
@@ -87,13 +85,18 @@ class PayloadFilter:
 class VectorStore(Protocol):
     """What the indexer and the query server need from a vector database."""
 
-    def ensure_collection(self, name: str, dense_dim: int) -> None:
-        """Create the collection (dense + sparse vectors, payload indexes) if it is missing.
+    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
+        """Create the collection (dense + sparse vectors, payload indexes) if it is missing; an
+        existing one gets the missing payload ``indexes`` and loses the ones not named.
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs
                 a re-embed: ``codemem index --reembed``).
         """
+        ...
+
+    def payload_indexes(self, name: str) -> list[str]:
+        """The payload fields a collection indexes (none when it does not exist)."""
         ...
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
@@ -154,9 +157,10 @@ class VectorStore(Protocol):
         """Delete a collection and its data."""
         ...
 
-    def clear_collection(self, name: str, dense_dim: int) -> None:
-        """Empty a collection: drop and create it again, with no moment in which it is missing for
-        a concurrent reader (a full reindex clears it while the server answers searches)."""
+    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
+        """Empty a collection: drop and create it again (with payload ``indexes``), with no moment
+        in which it is missing for a concurrent reader (a full reindex clears it while the server
+        answers searches)."""
         ...
 
     def ranked_lists(

@@ -32,8 +32,29 @@ def test_warm_up_loads_the_model_and_the_collections_without_error(project: Path
         embedder = getattr(service.embedder, "inner", service.embedder)
         if hasattr(embedder, "loaded"):
             assert embedder.loaded
-        scopes = len(service.memory.scopes.opened())
-        assert scopes >= 1 and service.memory.open_collections() == scopes * len(MEMORY_TYPES)
+        held = [t for store in service.memory.scopes.opened() for t in MEMORY_TYPES if t in store.projected.memory_types()]
+        assert service.memory.open_collections() == len(held)
+    finally:
+        handle.close()
+
+
+def test_only_the_collections_of_held_memory_types_are_opened_and_searched(project: Path) -> None:
+    handle = ProjectHandle(Settings(project_root=project))
+    try:
+        service = handle.backend
+        call = lambda name, **fields: handle.call(TOOLS[name], TOOLS[name].input(**fields))  # noqa: E731
+        kept = call("memory_add", memory_type="test_history", content="The flaky checkout test waits on a real clock.",
+                    metadata={"test_name": "test_checkout", "test_file": "tests/test_checkout.py", "status": "Failed"})
+        gone = call("memory_add", memory_type="session", content="Switched the Makefile to tabs for indentation.")
+        call("memory_delete", memory_id=gone.memory_id, memory_type="session")
+        service.vectors.close()  # nothing open: a search opens what it reads
+        found = call("memory_search", query="which test is flaky and why")
+        assert [hit.id for hit in found.results][:1] == [kept.memory_id]
+        opened = set(service.vectors._shards)  # noqa: SLF001 - which shards the search loaded
+        assert "test_history" in opened and "session_history" not in opened, opened  # its only memory is deleted
+        assert not {"function_index", "user_preferences"} & opened  # types nobody wrote
+        with_deleted = call("memory_search", query="tabs in the Makefile", include_deleted=True)
+        assert gone.memory_id in [hit.id for hit in with_deleted.results]
     finally:
         handle.close()
 

@@ -111,3 +111,42 @@ def test_missing_collection_error_says_what_to_do(tmp_path: Path) -> None:
     store = EdgeVectorStore(tmp_path / "q")
     with pytest.raises(VectorStoreError, match="codemem index"):
         store.count("code")
+
+
+def test_a_collection_indexes_the_fields_asked_and_an_existing_one_is_brought_to_them(store) -> None:
+    c = store.test_collection
+    store.upsert(c, [VectorPoint(i, {"file_path": f"f{n}.py", "kind": "class" if n % 2 else "function"}, dense=[1, 0, 0, 0])
+                     for n, i in enumerate(ids(6))])
+    store.ensure_collection(c, 4, ("file_path", "kind", "created_ts"))
+    assert sorted(store.payload_indexes(c)) == ["created_ts", "file_path", "kind"]
+    store.ensure_collection(c, 4, ("kind",))  # another codemem version's set: the surplus goes, data stays
+    assert store.payload_indexes(c) == ["kind"]
+    assert store.count(c) == 6
+    # a filter on a field no longer indexed still answers exactly (it checks every point)
+    assert store.count(c, PayloadFilter({"file_path": ["f1.py", "f2.py"]})) == 2
+    assert store.count(c, PayloadFilter({"kind": ["class"]})) == 3
+    store.clear_collection(c, 4, ("kind", "file_path"))
+    assert sorted(store.payload_indexes(c)) == ["file_path", "kind"]
+
+
+def test_an_edge_collection_of_an_older_codemem_loses_its_surplus_indexes(tmp_path: Path) -> None:
+    import json
+
+    from resources.vectors.store import FLOAT_FIELDS
+
+    first = EdgeVectorStore(tmp_path / "q")
+    older = ("file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type", "metadata.status",
+             "requirement_ids", "qualified_name", "container", *sorted(FLOAT_FIELDS))
+    first.ensure_collection("session_history", 4, older)
+    first.upsert("session_history", [VectorPoint(i, {"status": "active", "created_ts": 1.0}, dense=[0, 1, 0, 0]) for i in ids(3)])
+    first.close()
+    marker = tmp_path / "q" / "session_history" / "codemem_collection.json"
+    files_before = sum(1 for _ in (tmp_path / "q" / "session_history").rglob("*"))
+    second = EdgeVectorStore(tmp_path / "q")
+    second.ensure_collection("session_history", 4, ("status", "created_ts"))
+    second.close()
+    assert json.loads(marker.read_text())["indexes"] == ["status", "created_ts"]
+    assert sum(1 for _ in (tmp_path / "q" / "session_history").rglob("*")) < files_before
+    third = EdgeVectorStore(tmp_path / "q")
+    assert third.count("session_history", PayloadFilter({"status": ["active"]})) == 3
+    third.close()
