@@ -42,7 +42,7 @@ def test_only_the_collections_of_held_memory_types_are_opened_and_searched(proje
     handle = ProjectHandle(Settings(project_root=project))
     try:
         service = handle.backend
-        call = lambda name, **fields: handle.call(TOOLS[name], TOOLS[name].input(**fields))  # noqa: E731
+        call = lambda name, **fields: handle.call(TOOLS[name], TOOLS[name].input(**fields))
         kept = call("memory_add", memory_type="test_history", content="The flaky checkout test waits on a real clock.",
                     metadata={"test_name": "test_checkout", "test_file": "tests/test_checkout.py", "status": "Failed"})
         gone = call("memory_add", memory_type="session", content="Switched the Makefile to tabs for indentation.")
@@ -50,7 +50,7 @@ def test_only_the_collections_of_held_memory_types_are_opened_and_searched(proje
         service.vectors.close()  # nothing open: a search opens what it reads
         found = call("memory_search", query="which test is flaky and why")
         assert [hit.id for hit in found.results][:1] == [kept.memory_id]
-        opened = set(service.vectors._shards)  # noqa: SLF001 - which shards the search loaded
+        opened = set(service.vectors._shards)  # which shards the search loaded
         assert "test_history" in opened and "session_history" not in opened, opened  # its only memory is deleted
         assert not {"function_index", "user_preferences"} & opened  # types nobody wrote
         with_deleted = call("memory_search", query="tabs in the Makefile", include_deleted=True)
