@@ -5,7 +5,7 @@ index (which refreshes the design layer) and loading the embedding model take lo
 on a cold machine. ``OpeningHandle`` lets the MCP server answer ``initialize`` and ``tools/list``
 (they need only the tool registry) before any of it: ``start`` opens the project's handle
 (``query_server.ownership.ProjectHandle``, through the CLI's ``open_handle``) in a thread, then
-warms it (``warm``: the background index, one embedding to load the model). A tool call that
+warms it (``warm``: the model, the collections, the background index, the graph). A tool call that
 arrives meanwhile waits for the handle only — not for the warming: a search waits for the model
 on the embedder's own lock, the index runs beside it as it always did. A failure to open the
 stores is raised, with the message the CLI gives it, by every call (``health`` included).
@@ -112,24 +112,32 @@ class OpeningHandle:
 
 
 def warm_up(handle: Any) -> None:
-    """What ``codemem mcp`` does once its handle is open: the owner starts bringing the index up
-    to date in the background (that run refreshes the design layer), then loads the local
-    embedding model with one query embedding, uncached, and the vector collections a first search
-    reads; a process that forwards to an owner has nothing to warm."""
+    """What ``codemem mcp`` does once its handle is open, in the order a first call needs it: load
+    the code collection, the local embedding model (one uncached query embedding) and the memory
+    collections a first search reads, then start bringing the index up to date in the background
+    (that run refreshes the design layer; on a project never indexed it starts first, as
+    code_search waits for it), then start the embedded graph (memory writes and graph walks use
+    it). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
     from pipelines.indexer import CODE_COLLECTION
     from resources.vectors.store import VectorStoreError
 
     if not handle.is_owner:
         return
     service = handle.backend
-    service.start_background_index()  # first: on a new project, code_search waits for this index
+    try:
+        indexed = service.vectors.count(CODE_COLLECTION) > 0
+    except VectorStoreError:
+        indexed = False  # nothing indexed yet: the background index creates the collection
+    if not indexed:
+        service.start_background_index()
     embedder = getattr(service.embedder, "inner", service.embedder)
     if callable(getattr(embedder, "load", None)) and not service.closing:  # the local model; a remote API needs no loading
         embedder.embed_query("warm up")
-    # loaded on first use otherwise: ~0.5 s of the first memory_search; a closing process stops here
-    service.memory.open_collections(stop=lambda: service.closing)
-    try:
-        if not service.closing:
-            service.vectors.count(CODE_COLLECTION)
-    except VectorStoreError:
-        pass  # nothing indexed yet: the background index creates it
+    service.memory.open_collections(stop=lambda: service.closing)  # else ~0.1 s of the first memory_search
+    if service.closing:
+        return
+    if indexed:
+        service.start_background_index()
+    graph = service.graph
+    if hasattr(graph, "started") and not service.closing:
+        graph.store  # noqa: B018 - starts the lazily started embedded graph now (the warm thread waits, no call does)

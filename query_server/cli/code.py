@@ -177,17 +177,6 @@ def owned_graph_dir(handle: Any) -> Path | None:
     return Path(db_dir) if db_dir is not None else None
 
 
-def open_serving_handle(project: str) -> Any:
-    """The project's handle for a server (``codemem mcp``): an owner starts its graph before the
-    first call is served, as a session writes memories into it and walks it (a graph still
-    starting when the session ends would hold its shutdown)."""
-    handle = open_handle(project)
-    graph = getattr(handle.backend, "graph", None) if handle.is_owner else None
-    if graph is not None and hasattr(graph, "started"):
-        graph.store  # noqa: B018 - starts the lazily started embedded graph now
-    return handle
-
-
 def stop_owned_graph(handle: Any) -> None:
     """The shutdown deadline's last resort: no graph start from now on (one in progress is waited
     for, the graph starting on first use), then the owned graph server is stopped."""
@@ -217,7 +206,7 @@ def mcp(project: str) -> None:
     shutdown = Shutdown()
     # the stores open (and the embedding model and the index warm up) in the background; a tool
     # call waits for what it needs (query_server.warm_start)
-    handle = OpeningHandle(lambda: open_serving_handle(project), warm=warm_up)
+    handle = OpeningHandle(lambda: open_handle(project), warm=warm_up)
     handle.start()
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))

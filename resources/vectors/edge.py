@@ -332,9 +332,12 @@ class EdgeVectorStore:
     def close(self) -> None:
         """See ``VectorStore.close``."""
         with self._lock:
-            for shard in self._shards.values():
+            shards, self._shards = list(self._shards.values()), {}
+            failures = []
+            for shard in shards:  # closing persists what was written (a flush first only doubled the cost)
                 try:
-                    shard.flush()
-                finally:
                     shard.close()
-            self._shards.clear()
+                except Exception as exc:  # noqa: BLE001 - close the others, then report the first
+                    failures.append(exc)
+            if failures:
+                raise VectorStoreError(f"closing a vector collection failed: {failures[0]}") from failures[0]
