@@ -69,6 +69,14 @@ OUR_HOOK_MODULES = ("query_server", "query_server.entry", "query_server.hooks", 
 LEDGER_BATCH = 5_000
 
 
+def hook(codemem: str, event: str) -> list[str]:
+    """The hook command ``codemem init`` writes for this interpreter when it writes paths: ``<python> -S
+    …/run_hook.py <event>`` (``query_server.claude_setup.Launcher.hook_argv``)."""
+    from query_server.claude_setup import Launcher
+
+    return Launcher((codemem,), "bench", python=sys.executable).hook_argv(event)
+
+
 def _codemem() -> str:
     script = Path(sys.executable).with_name("codemem")
     found = str(script) if script.exists() else shutil.which("codemem")
@@ -209,19 +217,22 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
     transcript = str(project["transcript"])
     return {
         "python -c pass (baseline)": ([sys.executable, "-c", "pass"], lambda i: "", None),
-        "SessionStart": ([codemem, "hook", "SessionStart"], lambda i: dumps(_fixture(
+        "python -S -c pass (baseline without the site step)": ([sys.executable, "-S", "-c", "pass"], lambda i: "", None),
+        "SessionStart by the console script": ([codemem, "hook", "SessionStart"], lambda i: dumps(_fixture(
+            "session_start.json", session_id=f"bench-start-cs-{i}", cwd=str(root))), "additionalContext"),
+        "SessionStart": (hook(codemem, "SessionStart"), lambda i: dumps(_fixture(
             "session_start.json", session_id=f"bench-start-{i}", cwd=str(root))), "additionalContext"),
-        "PostToolUse Read (mentioned file)": ([codemem, "hook", "PostToolUse"],
+        "PostToolUse Read (mentioned file)": (hook(codemem, "PostToolUse"),
                                               lambda i: read(root / project["busiest"], i), "additionalContext"),
-        "PostToolUse Read (no memory)": ([codemem, "hook", "PostToolUse"], lambda i: read(project["quiet"], i), ""),
-        "PreToolUse Bash npm test (allow)": ([codemem, "hook", "PreToolUse"], pre({"command": "npm test"}), ""),
-        "PreToolUse Edit src file (allow)": ([codemem, "hook", "PreToolUse"], pre(
+        "PostToolUse Read (no memory)": (hook(codemem, "PostToolUse"), lambda i: read(project["quiet"], i), ""),
+        "PreToolUse Bash npm test (allow)": (hook(codemem, "PreToolUse"), pre({"command": "npm test"}), ""),
+        "PreToolUse Edit src file (allow)": (hook(codemem, "PreToolUse"), pre(
             _fixture("tool_inputs.json")["Edit"] | {"file_path": str(root / project["busiest"])}, "Edit"), ""),
-        "PreToolUse Bash rm -rf .codemem (deny)": ([codemem, "hook", "PreToolUse"],
+        "PreToolUse Bash rm -rf .codemem (deny)": (hook(codemem, "PreToolUse"),
                                                    pre({"command": "rm -rf .codemem"}), '"deny"'),
-        "PreCompact (spawns the worker)": ([codemem, "hook", "PreCompact"], lambda i: dumps(_fixture(
+        "PreCompact (spawns the worker)": (hook(codemem, "PreCompact"), lambda i: dumps(_fixture(
             "pre_compact.json", session_id=f"bench-compact-{i}", cwd=str(root), transcript_path=transcript)), ""),
-        "SessionEnd (spawns the worker)": ([codemem, "hook", "SessionEnd"], lambda i: dumps(_fixture(
+        "SessionEnd (spawns the worker)": (hook(codemem, "SessionEnd"), lambda i: dumps(_fixture(
             "session_end.json", session_id=f"bench-end-{i}", cwd=str(root), transcript_path=transcript)), ""),
     }
 

@@ -33,6 +33,7 @@ from query_server.claude_setup.entries import (
     DOCUMENTED_HOOK_EVENTS,
     HOOK_COMMANDS,
     HOOK_EVENTS,
+    HOOK_RUNNER,
     HOOKS,
     MCP_SERVER,
     RECORD_PATH,
@@ -61,7 +62,8 @@ from query_server.claude_setup.plan import (
 )
 
 __all__ = [
-    "BARE", "CLAUDE_SECTION", "DOCUMENTED_HOOK_EVENTS", "HOOKS", "HOOK_COMMANDS", "HOOK_EVENTS", "MCP_SERVER",
+    "BARE", "CLAUDE_SECTION", "DOCUMENTED_HOOK_EVENTS", "HOOKS", "HOOK_COMMANDS", "HOOK_EVENTS", "HOOK_RUNNER",
+    "MCP_SERVER",
     "RECORD_PATH", "SCOPES", "SECTION_BEGIN", "SECTION_END", "SERVER_NAME", "TOOL_EVENTS", "FileChange", "HookSpec",
     "Launcher", "Plan", "SetupError", "Targets", "_hook_event", "apply_plan", "find_launcher", "hooks_config",
     "plan_init", "plan_undo", "read_tool_rules", "render_diff", "targets",

@@ -1,0 +1,19 @@
+"""``<python> -S <this file> <Event>``: a Claude Code hook without the interpreter's site step.
+
+The hooks import only the standard library and this project's stdlib-only store readers
+(``query_server.hooks.dispatch``), so they need nothing ``site`` does: processing
+site-packages' ``.pth`` files costs ~20 ms of every interpreter start here (an editable
+install's import finder most of it), two thirds of a bare ``python -c pass``. ``codemem init``
+writes this form whenever it writes the interpreter's absolute path anyway. This file puts the
+directory that holds ``query_server`` (the checkout, or site-packages) first on ``sys.path`` and
+runs the hook; a worker the hook starts (``sys.executable -m …``) gets the full interpreter.
+"""
+
+import os
+import sys
+
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from query_server.hooks.dispatch import main  # noqa: E402 - after the path it is found on
+
+sys.exit(main(sys.argv[1:]))
