@@ -131,7 +131,7 @@ class MemoryStores:
         if store.replica is not None:
             self.scopes.sync_global(memory_ids)
         report = store.projector.project(memory_ids, vectors_of=vectors_of)
-        if report.failed:
+        if report.failed or report.requeued:
             self.wake.set()
 
     def catch_up_global(self) -> None:

@@ -88,6 +88,15 @@ class LedgerOutbox(LedgerConnection):
             conn.execute("UPDATE memories SET sync_status='pending'")
             return int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
+    def requeue(self, memory_ids: Sequence[str]) -> None:
+        """Queue memories for projection again (a store lost their last projection: a restarted
+        graph server, ``resources.memory.graph_replay``); an id no longer in the ledger is queued
+        too, and its projection removed."""
+        at = now_iso()
+        with self._transaction() as conn:
+            for memory_id in memory_ids:
+                self._enqueue(conn, memory_id, at)
+
     def retry_now(self) -> None:
         """Make every queued projection due now (a store came back)."""
         with self._transaction() as conn:

@@ -21,6 +21,7 @@ import structlog
 from resources.vectors import sparse
 from resources.embeddings.base import Embedder
 from resources.graph.store import GraphEdge, GraphNode, GraphStore
+from resources.memory.graph_replay import GraphWriteLog
 from resources.memory.ledger import Ledger, MemoryRow
 from resources.vectors.store import VectorPoint, VectorStore
 
@@ -143,6 +144,8 @@ class ProjectionReport:
     deleted: int = 0
     failed: int = 0
     deferred: int = 0
+    requeued: int = 0
+    """Memories queued again because the graph server restarted just after they were written."""
     last_error: str | None = None
 
 
@@ -173,6 +176,7 @@ class MemoryProjector:
         self.graph = graph
         self.embedder = embedder
         self.write_lock = threading.Lock()
+        self._graph_writes = GraphWriteLog(graph)
         self._ready: set[str] = set()
         self._generation: int | None = None
 
@@ -238,29 +242,43 @@ class MemoryProjector:
         if not memory_ids:
             return report
         with self.write_lock:
-            queued = {memory_id: self.ledger.outbox_entry(memory_id) for memory_id in memory_ids}
-            rows = self.ledger.get_many(memory_ids)
-            gone = [memory_id for memory_id in memory_ids if memory_id not in rows]
             try:
-                self._project_vectors(list(rows.values()), vectors_of or {})
-                if gone:
-                    for memory_type in COLLECTIONS:
-                        self.vectors.delete(self.collection(memory_type), list(gone))
-                if not self._project_graph(list(rows.values()), gone):
-                    report.deferred = len(memory_ids)
-                    return report
-            except Exception as exc:  # noqa: BLE001 - any store failure leaves the outbox row for a retry
-                message = f"{type(exc).__name__}: {exc}"
-                self.ledger.mark_failed(list(memory_ids), message)
-                report.failed = len(memory_ids)
-                report.last_error = message
-                log.warning("memory projection failed; queued for retry", error=message, memories=len(memory_ids))
+                return self._project(memory_ids, vectors_of, report)
+            finally:
+                lost = self._graph_writes.lost()  # a restarted graph server lost its last writes
+                if lost:
+                    self.ledger.requeue(lost)
+                    report.requeued = len(lost)
+                    log.warning("the graph server restarted; projecting the memories written just before it again",
+                                memories=len(lost))
+
+    def _project(
+        self, memory_ids: Sequence[str], vectors_of: dict[str, Any] | None, report: ProjectionReport
+    ) -> ProjectionReport:
+        """``project`` under the write lock."""
+        queued = {memory_id: self.ledger.outbox_entry(memory_id) for memory_id in memory_ids}
+        rows = self.ledger.get_many(memory_ids)
+        gone = [memory_id for memory_id in memory_ids if memory_id not in rows]
+        try:
+            self._project_vectors(list(rows.values()), vectors_of or {})
+            if gone:
+                for memory_type in COLLECTIONS:
+                    self.vectors.delete(self.collection(memory_type), list(gone))
+            if not self._project_graph(list(rows.values()), gone):
+                report.deferred = len(memory_ids)
                 return report
-            for memory_id in memory_ids:
-                self.ledger.mark_projected(memory_id, queued.get(memory_id))
-            report.projected = len(rows)
-            report.deleted = len(gone)
+        except Exception as exc:  # noqa: BLE001 - any store failure leaves the outbox row for a retry
+            message = f"{type(exc).__name__}: {exc}"
+            self.ledger.mark_failed(list(memory_ids), message)
+            report.failed = len(memory_ids)
+            report.last_error = message
+            log.warning("memory projection failed; queued for retry", error=message, memories=len(memory_ids))
             return report
+        for memory_id in memory_ids:
+            self.ledger.mark_projected(memory_id, queued.get(memory_id))
+        report.projected = len(rows)
+        report.deleted = len(gone)
+        return report
 
     def _project_vectors(self, rows: list[MemoryRow], supplied: dict[str, Any]) -> None:
         if not rows:
@@ -336,6 +354,7 @@ class MemoryProjector:
                 )
         if edges:
             self.graph.add_edges(edges)
+        self._graph_writes.wrote([*gone, *(row.id for row in rows)])
 
     def drain(self, *, batch: int = 128, max_batches: int | None = None) -> ProjectionReport:
         """Project everything due in the outbox, batch by batch, until it is empty or fails."""

@@ -212,3 +212,23 @@ def test_an_unrecorded_orphan_graph_server_is_stopped_on_the_next_open(tmp_path:
     finally:
         store.close()
     assert graph_servers_under(tmp_path) == []
+
+
+def test_memories_written_just_before_a_graph_server_crash_are_projected_again(
+    project: Path, graph_servers: Path, service_factory  # noqa: ANN001
+) -> None:
+    """A killed graph server comes back from its AOF without its last second of writes, while the
+    ledger said those memories were synced (seen as a missing Session node under a loaded machine).
+    The projector queues the memories it wrote within that window again once the server restarted."""
+    svc = service_factory(project)
+    first = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Split the billing worker in two"))
+    assert first.sync_status == "synced"
+    [server] = graph_servers_under(project)
+    os.kill(server, signal.SIGKILL)  # at once: its AOF may well lack the first node
+    _wait(lambda: not Path(f"/proc/{server}").exists(), 10, "the graph server to die")
+    svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Moved invoices to the new queue"))
+    assert svc.graph.restarts == 1
+    assert svc.memory.ledger.outbox_entry(first.memory_id) is not None  # queued again, whatever the AOF kept
+    svc.memory.sync()
+    assert svc.memory.ledger.outbox_stats()["pending"] == 0
+    assert svc.graph.read_query("MATCH (n:Session) RETURN count(n) AS c", {})[1] == [{"c": 2}]
