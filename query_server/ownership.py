@@ -349,7 +349,7 @@ class ProjectHandle:
                     f"{HANDOVER_WAIT_S:g} s ({gone}{takeover_error}) — it may or may not have been applied: check before "
                     "repeating it; `codemem status` shows the project's owner"
                 ) from gone
-            log.warning("owner went away; retrying on the next owner", operation=method, error=str(gone), pid=gone.pid, sent=gone.sent)
+            log.info("owner went away; retrying on the next owner", operation=method, error=str(gone), pid=gone.pid, sent=gone.sent)
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
             with self._reconnecting:
@@ -358,7 +358,7 @@ class ProjectHandle:
                         self.backend = self._connect(deadline)
                     except Exception as exc:  # noqa: BLE001 - opening the stores may fail while the old owner goes away
                         takeover_error = f"; taking over failed: {type(exc).__name__}: {exc}"
-                        log.warning("taking over failed; retrying", operation=method, error=takeover_error[2:])
+                        log.info("taking over failed; retrying", operation=method, error=takeover_error[2:])
 
     @staticmethod
     def _invoke(

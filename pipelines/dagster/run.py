@@ -45,6 +45,7 @@ DAGSTER_YAML = (
     "# Written by codemem (rewritten on start): run, event and schedule storage in SQLite under\n"
     "# this directory; one run at a time, since every run needs the project's stores.\n"
     "telemetry:\n  enabled: false\n"
+    "nux:\n  enabled: false\n"  # no newsletter prompt on the UI's first visit
     "concurrency:\n  runs:\n    max_concurrent_runs: 1\n"
 )
 

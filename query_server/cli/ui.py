@@ -118,6 +118,25 @@ def _stop_group(child: subprocess.Popen[bytes], grace_s: float) -> None:
         child.wait()
 
 
+def stop_orphaned_graph_server(state_dir: Path) -> list[int]:
+    """Stop the project's embedded graph server when no codemem process owns the project: a run
+    the UI was executing when it stopped leaves the server its worker started (falkordblite
+    daemonizes it, so stopping the worker's process group does not reach it). An owner (``codemem
+    mcp``, ``codemem serve``) still uses its server and keeps it. Returns the pids stopped."""
+    from resources.graph.factory import GRAPH_DIRNAME
+
+    from query_server.ownership import OwnerLock
+    from query_server.shutdown import stop_graph_server
+
+    lock = OwnerLock(state_dir)
+    if not lock.try_acquire():
+        return []
+    try:
+        return stop_graph_server(state_dir / GRAPH_DIRNAME)
+    finally:
+        lock.release()
+
+
 @main.command()
 @click.option("--project", default=".", show_default=True, help="The repository whose pipeline to show.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address of the UI (loopback by default).")
@@ -193,6 +212,7 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
             if stopping:
                 console.print("stopping the Dagster webserver and daemon …")
             _stop_group(child, STOP_GRACE_S)
+        stop_orphaned_graph_server(state)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not stopping and child.returncode:

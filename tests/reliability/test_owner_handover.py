@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from query_server import ownership
 from query_server.memory.stores import REPLAYED
@@ -168,9 +169,12 @@ def test_a_write_committed_by_an_owner_that_died_before_answering_is_applied_onc
         handle = ProjectHandle(Settings(project_root=project))
         try:
             assert not handle.is_owner
-            scenario(handle, project)
+            with structlog.testing.capture_logs() as logs:
+                scenario(handle, project)
             assert owner.wait(30) == SIGKILLED, "the owner did not reach the fault point"
             assert handle.is_owner, "the caller did not take the project over"
+            handover = [entry for entry in logs if "owner" in entry["event"] or "taking over" in entry["event"]]
+            assert handover and {entry["log_level"] for entry in handover} == {"info"}, handover  # a normal hand-off
         finally:
             handle.close()
 

@@ -232,3 +232,37 @@ def test_memories_written_just_before_a_graph_server_crash_are_projected_again(
     svc.memory.sync()
     assert svc.memory.ledger.outbox_stats()["pending"] == 0
     assert svc.graph.read_query("MATCH (n:Session) RETURN count(n) AS c", {})[1] == [{"c": 2}]
+
+
+_GRAPH_CHILD = (
+    "import sys, time\n"
+    "from resources.graph.falkor import FalkorGraphStore\n"
+    "store = FalkorGraphStore(__import__('pathlib').Path(sys.argv[1]))\n"
+    "print('STARTED', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_codemem_ui_stops_the_graph_server_a_killed_run_left_unless_an_owner_uses_it(project: Path, graph_servers: Path) -> None:
+    """Issue 24, item 6: stopping `codemem ui` during a run left the run worker's graph server
+    (daemonized, re-parented to PID 1) running. The UI's exit stops it when no codemem process owns
+    the project; an owner's server stays."""
+    from query_server.cli.ui import stop_orphaned_graph_server
+    from query_server.ownership import OwnerLock
+
+    state = project / ".codemem"
+    worker = subprocess.Popen([sys.executable, "-c", _GRAPH_CHILD, str(state / "graph")], stdout=subprocess.PIPE,
+                              env=child_env(), cwd=str(REPO_ROOT), text=True)
+    assert worker.stdout is not None and worker.stdout.readline().strip() == "STARTED"
+    worker.kill()  # the run worker, killed with the UI's process group
+    worker.wait(10)
+    [server] = graph_servers_under(project)
+    owner = OwnerLock(state)
+    assert owner.try_acquire()  # a codemem process owns the project: its server is in use
+    try:
+        assert stop_orphaned_graph_server(state) == []
+        assert graph_servers_under(project) == [server]
+    finally:
+        owner.release()
+    assert stop_orphaned_graph_server(state) == [server]
+    _wait(lambda: not graph_servers_under(project), 10, "the orphaned graph server to stop")

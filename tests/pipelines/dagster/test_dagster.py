@@ -286,3 +286,12 @@ def test_a_five_file_change_is_one_run_over_the_touched_buckets(python_repo: Pat
         assert report["design"] is not None and any(new[0].run_id in n for n in report["notes"])
     finally:
         service.close()
+
+
+def test_the_project_instance_sends_no_telemetry_and_shows_no_newsletter_prompt(tmp_path: Path) -> None:
+    """Issue 24, item 6: the UI's first visit opened Dagster's newsletter modal."""
+    from pipelines.dagster.run import project_instance
+
+    with project_instance(tmp_path / ".codemem") as instance:
+        assert instance.nux_enabled is False
+        assert instance.telemetry_enabled is False
