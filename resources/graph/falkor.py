@@ -183,6 +183,8 @@ class FalkorGraphStore(BaseGraphStore):
         self._client_name = f"{_CLIENT_NAME_PREFIX}-{os.getpid()}-{id(self):x}"
         self._gate = ReadGate()
         self.restarts = 0
+        self.revived_at: float | None = None
+        """``time.monotonic()`` of the last restart (its AOF may lack the writes of the second before)."""
         self._last_revive = 0.0
         started = time.perf_counter()
         self._start()
@@ -254,6 +256,7 @@ class FalkorGraphStore(BaseGraphStore):
             logger.warning("restarting the embedded graph server failed: %s", exc)
             self._closed = False  # keep trying on later calls
             return False
+        self.revived_at = time.monotonic()
         self.restarts += 1
         return True
 

@@ -155,11 +155,13 @@ class LedgerQueries(LedgerConnection):
             return None
         return found[0], json.loads(found[1]) if found[1] else None
 
-    def memory_types(self, *, include_deleted: bool = False) -> set[str]:
-        """The memory types this ledger holds memories of (live ones only unless ``include_deleted``)."""
-        where = "" if include_deleted else " WHERE deleted=0"
+    def memory_types(self, types: Sequence[str], *, include_deleted: bool = False) -> set[str]:
+        """Those of ``types`` this ledger holds memories of (live ones only unless
+        ``include_deleted``): one index seek each, whatever the ledger's size."""
+        where = "" if include_deleted else " AND deleted=0"
+        query = f"SELECT 1 FROM memories WHERE memory_type=?{where} LIMIT 1"
         with self._lock:
-            return {row[0] for row in self._conn.execute(f"SELECT DISTINCT memory_type FROM memories{where}")}
+            return {str(t) for t in types if self._conn.execute(query, (str(t),)).fetchone() is not None}
 
     def counts(self) -> dict[str, dict[str, int]]:
         """total/active/deleted per memory type."""

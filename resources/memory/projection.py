@@ -242,15 +242,29 @@ class MemoryProjector:
         if not memory_ids:
             return report
         with self.write_lock:
+            report.requeued += self._requeue_lost_graph_writes()
             try:
                 return self._project(memory_ids, vectors_of, report)
             finally:
-                lost = self._graph_writes.lost()  # a restarted graph server lost its last writes
-                if lost:
-                    self.ledger.requeue(lost)
-                    report.requeued = len(lost)
-                    log.warning("the graph server restarted; projecting the memories written just before it again",
-                                memories=len(lost))
+                report.requeued += self._requeue_lost_graph_writes()  # the server restarted during this write
+
+    def _requeue_lost_graph_writes(self) -> int:
+        """Queue again the memories a restarted graph server may have lost (``graph_replay``); how
+        many. A failure to queue them is logged and retried at the next check."""
+        pending = self._graph_writes.lost()
+        if pending is None:
+            return 0
+        restarts, lost = pending
+        try:
+            if lost:
+                self.ledger.requeue(lost)
+        except Exception:  # noqa: BLE001 - the next projection or drain tries again
+            log.exception("queueing the memories a restarted graph server lost failed; retrying later")
+            return 0
+        self._graph_writes.replayed(restarts)
+        if lost:
+            log.warning("the graph server restarted; projecting the memories written just before it again", memories=len(lost))
+        return len(lost)
 
     def _project(
         self, memory_ids: Sequence[str], vectors_of: dict[str, Any] | None, report: ProjectionReport
@@ -359,6 +373,8 @@ class MemoryProjector:
     def drain(self, *, batch: int = 128, max_batches: int | None = None) -> ProjectionReport:
         """Project everything due in the outbox, batch by batch, until it is empty or fails."""
         total = ProjectionReport()
+        with self.write_lock:  # a restart found by a read: its lost writes are due now
+            total.requeued += self._requeue_lost_graph_writes()
         done = 0
         while max_batches is None or done < max_batches:
             due = self.ledger.due_outbox(batch)
@@ -369,6 +385,7 @@ class MemoryProjector:
             total.deleted += report.deleted
             total.failed += report.failed
             total.deferred += report.deferred
+            total.requeued += report.requeued
             total.last_error = report.last_error or total.last_error
             done += 1
             if report.failed or report.deferred:

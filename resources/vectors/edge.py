@@ -101,7 +101,7 @@ class EdgeVectorStore:
         )
 
     # -- contract ------------------------------------------------------------------------
-    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
+    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
         """See ``VectorStore.ensure_collection``."""
         import json
 
@@ -109,7 +109,6 @@ class EdgeVectorStore:
 
         path = self._root / name
         marker = path / "codemem_collection.json"
-        wanted = list(dict.fromkeys(indexes))
         with self._lock:
             if marker.exists():
                 existing = json.loads(marker.read_text())
@@ -121,6 +120,9 @@ class EdgeVectorStore:
                     )
                 shard = self._shard(name)
                 indexed = existing.get("indexes", LEGACY_INDEXES)
+                if indexes is None:
+                    return
+                wanted = list(dict.fromkeys(indexes))
                 missing = [k for k in wanted if k not in indexed]
                 surplus = [k for k in indexed if k not in wanted]
                 if missing or surplus:  # a collection made by another codemem version: its indexes now
@@ -139,6 +141,7 @@ class EdgeVectorStore:
                 ),
             )
             shard = qe.EdgeShard.create(str(path), config)
+            wanted = list(dict.fromkeys(indexes or ()))
             self._create_indexes(shard, wanted)
             self._shards[name] = shard
             marker.write_text(json.dumps({"dense_dim": dense_dim, "indexes": wanted}))
@@ -169,9 +172,12 @@ class EdgeVectorStore:
                 shard.close()
             shutil.rmtree(self._root / name, ignore_errors=True)
 
-    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
-        """See ``VectorStore.clear_collection`` (both steps under the store's lock)."""
+    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+        """See ``VectorStore.clear_collection`` (both steps under the store's lock; ``indexes`` None
+        keeps the collection's own)."""
         with self._lock:
+            if indexes is None:
+                indexes = self.payload_indexes(name)
             self.drop_collection(name)
             self.ensure_collection(name, dense_dim, indexes)
 

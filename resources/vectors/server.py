@@ -78,11 +78,12 @@ class ServerVectorStore:
 
         return models.SparseVector(indices=indices, values=values)
 
-    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
-        """See ``VectorStore.ensure_collection``."""
+    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+        """See ``VectorStore.ensure_collection``: a server may be shared (another codemem version, an
+        operator's own indexes), so missing indexes are added and none is dropped."""
         from qdrant_client import models
 
-        wanted = list(dict.fromkeys(indexes))
+        wanted = list(dict.fromkeys(indexes or ()))
         if self._client.collection_exists(name):
             info = self._client.get_collection(name)
             vectors = info.config.params.vectors
@@ -93,9 +94,6 @@ class ServerVectorStore:
                     f"makes {dense_dim}-dim vectors — run `codemem index --reembed`"
                 )
             indexed = list(info.payload_schema or {})
-            for key in indexed:
-                if key not in wanted:
-                    self._client.delete_payload_index(name, key)
             self._create_indexes(name, [key for key in wanted if key not in indexed])
             return
         self._client.create_collection(
@@ -125,12 +123,14 @@ class ServerVectorStore:
         """Delete a collection."""
         self._client.delete_collection(name)
 
-    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
+    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
         """See ``VectorStore.clear_collection``: deletes every point of a collection of the right
         dimension (it never goes missing); drops and recreates one of another dimension."""
         from qdrant_client import models
 
         if self._client.collection_exists(name):
+            if indexes is None:
+                indexes = self.payload_indexes(name)
             vectors = self._client.get_collection(name).config.params.vectors
             if isinstance(vectors, dict) and DENSE in vectors and vectors[DENSE].size == dense_dim:
                 self._client.delete(name, points_selector=models.FilterSelector(filter=models.Filter()), wait=True)

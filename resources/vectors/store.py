@@ -85,9 +85,10 @@ class PayloadFilter:
 class VectorStore(Protocol):
     """What the indexer and the query server need from a vector database."""
 
-    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
-        """Create the collection (dense + sparse vectors, payload indexes) if it is missing; an
-        existing one gets the missing payload ``indexes`` and loses the ones not named.
+    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+        """Create the collection (dense + sparse vectors, payload ``indexes``) if it is missing; an
+        existing one gets the missing ``indexes`` (the embedded store also drops the ones not
+        named; a shared server keeps them). ``indexes`` None: an existing collection keeps its own.
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs
@@ -157,7 +158,7 @@ class VectorStore(Protocol):
         """Delete a collection and its data."""
         ...
 
-    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] = ()) -> None:
+    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
         """Empty a collection: drop and create it again (with payload ``indexes``), with no moment
         in which it is missing for a concurrent reader (a full reindex clears it while the server
         answers searches)."""

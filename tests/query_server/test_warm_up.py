@@ -32,7 +32,7 @@ def test_warm_up_loads_the_model_and_the_collections_without_error(project: Path
         embedder = getattr(service.embedder, "inner", service.embedder)
         if hasattr(embedder, "loaded"):
             assert embedder.loaded
-        held = [t for store in service.memory.scopes.opened() for t in MEMORY_TYPES if t in store.projected.memory_types()]
+        held = [t for store in service.memory.scopes.opened() for t in MEMORY_TYPES if t in store.projected.memory_types(MEMORY_TYPES)]
         assert service.memory.open_collections() == len(held)
     finally:
         handle.close()

@@ -20,6 +20,7 @@ owner had committed or not.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import structlog.testing
 
 from query_server import ownership
@@ -156,6 +158,19 @@ def _import(handle: ProjectHandle, project: Path) -> None:
         assert len(_rows(project, "content=?", (line["content"],))) == 1, line
 
 
+@contextmanager
+def _every_log() -> Iterator[list[dict[str, Any]]]:
+    """structlog's entries of every level meanwhile (a CLI test in this worker may have configured
+    a filter at WARNING that drops INFO before any processor sees it)."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            yield logs
+    finally:
+        structlog.configure(**saved)
+
+
 @pytest.mark.parametrize(("fault", "scenario"), [
     ("memory_add:after_ledger", _add),
     ("memory_update:after_ledger", _update),
@@ -169,7 +184,7 @@ def test_a_write_committed_by_an_owner_that_died_before_answering_is_applied_onc
         handle = ProjectHandle(Settings(project_root=project))
         try:
             assert not handle.is_owner
-            with structlog.testing.capture_logs() as logs:
+            with _every_log() as logs:
                 scenario(handle, project)
             assert owner.wait(30) == SIGKILLED, "the owner did not reach the fault point"
             assert handle.is_owner, "the caller did not take the project over"

@@ -266,3 +266,27 @@ def test_codemem_ui_stops_the_graph_server_a_killed_run_left_unless_an_owner_use
         owner.release()
     assert stop_orphaned_graph_server(state) == [server]
     _wait(lambda: not graph_servers_under(project), 10, "the orphaned graph server to stop")
+
+
+def test_a_graph_restart_found_by_a_read_requeues_what_was_written_before_it(
+    project: Path, graph_servers: Path, service_factory  # noqa: ANN001
+) -> None:
+    """The restart may be found by a graph read, with nothing written after it: the background
+    drain (an empty outbox) still queues the memories written within the window before the
+    restart, however long after the restart it runs."""
+    from resources.memory.graph_replay import LOSS_WINDOW_S
+
+    svc = service_factory(project)
+    svc.memory.stop_sync()  # the test drains by hand
+    written = svc.memory.memory_add(MemoryAddInput(memory_type="session", content="Pinned the TLS library version"))
+    [server] = graph_servers_under(project)
+    os.kill(server, signal.SIGKILL)
+    _wait(lambda: not Path(f"/proc/{server}").exists(), 10, "the graph server to die")
+    svc.graph.read_query("MATCH (n:Session) RETURN count(n) AS c", {})  # finds it dead: a new server
+    assert svc.graph.restarts == 1 and svc.memory.ledger.outbox_stats()["pending"] == 0
+    time.sleep(LOSS_WINDOW_S + 0.5)  # longer than the window: what counts is when the server restarted
+    assert svc.memory.projector.drain().requeued == 1  # queued again, whatever the AOF kept
+    assert svc.memory.ledger.outbox_stats()["pending"] == 0 and svc.memory.ledger.outbox_entry(written.memory_id) is None
+    assert svc.memory.memory_get(MemoryGetInput(memory_id=written.memory_id, memory_type="session")).sync_status == "synced"
+    assert svc.graph.read_query("MATCH (n:Session {memory_id: $id}) RETURN count(n) AS c", {"id": written.memory_id})[1] == [{"c": 1}]
+    assert svc.memory.projector._graph_writes.lost() is None  # noqa: SLF001 - that restart is replayed
