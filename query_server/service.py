@@ -207,10 +207,20 @@ class CodeMemService:
         return report
 
     def _index_plain(self, progress: Progress | None, *, embed: bool, **options: Any) -> IndexReport:
-        """The indexing functions, tracked for ``index_status`` (callers hold the index lock)."""
+        """The indexing functions, tracked for ``index_status`` (callers hold the index lock): the
+        index counts as being built while a first build runs, and from the moment a run found
+        files to write, not while it only compares the files with the manifest (a run that finds
+        nothing changed says nothing)."""
+        first_build = not self.manifest.counts().get("files")
 
         def track(phase: str, done: int, total: int) -> None:
-            self.background_index_progress = (phase, done, total)
+            comparing = phase == "discover" or (phase == "parse" and done == 0)
+            if comparing and not first_build:
+                pass
+            elif phase == "parse" and done >= total:
+                self.background_index_progress = None  # parsed and written (or nothing to write)
+            else:
+                self.background_index_progress = (phase, done, total)
             if progress is not None:
                 progress(phase, done, total)
             self.foreground.pause_for_foreground()  # calls being served go first

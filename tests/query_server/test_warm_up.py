@@ -69,3 +69,25 @@ def test_a_call_sent_while_the_stores_open_is_answered(project: Path) -> None:
         assert found.results and found.results[0].id == added.memory_id
     finally:
         opening.close()
+
+
+def test_a_run_that_finds_nothing_changed_never_says_indexing_is_in_progress(project: Path, service_factory) -> None:  # noqa: ANN001
+    """codemem mcp starts an index run at every start; on a current index it only compares files
+    with the manifest, and index_status/code_search must not say "indexing in progress" meanwhile
+    (a first build and a run writing a changed file do)."""
+    from resources.schemas.tools import IndexInput
+
+    svc = service_factory(project)
+    seen: list[object] = []
+    record = lambda phase, done, total: seen.append(svc.background_index_progress)  # noqa: E731
+    svc.index(IndexInput(embed=False), progress=record)
+    assert any(value is not None for value in seen)  # the first build
+    seen.clear()
+    svc.index(IndexInput(embed=False), progress=record)
+    assert seen and all(value is None for value in seen), seen
+    changed = next(project.rglob("*.py"))
+    changed.write_text(changed.read_text() + "\n\ndef added_for_the_status_test():\n    return 1\n")
+    seen.clear()
+    svc.index(IndexInput(embed=False), progress=record)
+    assert any(value is not None and value[0] == "parse" for value in seen), seen
+    assert svc.background_index_progress is None
