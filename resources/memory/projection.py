@@ -39,10 +39,11 @@ COLLECTIONS: dict[str, str] = {
 }
 """The Qdrant collection of each memory type (seed 001, section 7.2)."""
 
-MEMORY_INDEXES = ("status", "created_ts", "importance_score")
-"""The memory collections' payload indexes: the filters of every memory search (status) and of
-time and importance ranges. ``metadata_filters`` fields are not indexed: a memory collection is
-small, and each index costs every session ~4 ms to open and ~2 ms to close per collection."""
+MEMORY_INDEXES = ("status", "created_ts", "importance_score", "metadata.status")
+"""The memory collections' payload indexes: the filter of every memory search (status), time and
+importance ranges, and the metadata field most filters name (the status of designs,
+requirements and test runs). Other ``metadata_filters`` fields are not indexed (checked against
+each candidate): each index costs every session ~4 ms to open and ~2 ms to close per collection."""
 
 GENERATION_KEY = "memory_generation"
 
