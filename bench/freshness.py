@@ -7,7 +7,7 @@ Two paths, on a copy of this repository's own code, with the real stores and the
 - **watch**: ``query_server.watch.Watcher`` (what ``codemem watch`` runs: watchdog events,
   300 ms debounce, an incremental index of the saved files). Target ≤ 2 s.
 - **sensor**: the real ``file_change_sensor`` evaluated every ``SENSOR_INTERVAL_S`` seconds as the
-  Dagster daemon does, each run request executed in-process as the ``index_buckets`` job. Target:
+  Dagster daemon does, each run request executed in-process as the ``codemem_index`` job. Target:
   one sensor interval + ≤ 2 s.
 
 Each save writes a new module with a uniquely named function; the clock stops when
@@ -84,7 +84,7 @@ def watch_path(root: Path, saves: int) -> list[float]:
 
 
 def sensor_path(root: Path, saves: int) -> list[float]:
-    """Save → searchable through file_change_sensor ticks and index_buckets runs."""
+    """Save → searchable through file_change_sensor ticks and codemem_index runs."""
     from dagster import DagsterInstance, SensorResult, build_sensor_context
 
     from query_server.dagster_location import defs
@@ -98,7 +98,7 @@ def sensor_path(root: Path, saves: int) -> list[float]:
     handle = ProjectHandle(Settings(project_root=root))
     handle.call("index", IndexInput())
     stop = threading.Event()
-    job = defs.resolve_job_def("index_buckets")
+    job = defs.resolve_job_def("codemem_index")
 
     def daemon() -> None:  # the Dagster daemon's loop: tick, launch requested runs
         cursor = None
@@ -108,7 +108,7 @@ def sensor_path(root: Path, saves: int) -> list[float]:
                 if isinstance(result, SensorResult):
                     cursor = result.cursor
                     for request in result.run_requests or []:
-                        job.execute_in_process(partition_key=request.partition_key, instance=instance, tags=request.tags)
+                        job.execute_in_process(run_config=request.run_config, instance=instance, tags=request.tags)
                 stop.wait(SENSOR_INTERVAL_S)
 
     thread = threading.Thread(target=daemon, daemon=True)

@@ -1,14 +1,19 @@
 """``file_change_sensor``: keeps the index current while the Dagster daemon runs.
 
 Each tick diffs the tree against the manifest (a stat per file; a hash only when size or mtime
-moved) and requests one run per bucket with pending work — new, changed or deleted files. The
-cursor holds each pending bucket's fingerprint, so a repeated tick (or a tick while the run is
-still going) requests nothing new, and a first tick after downtime catches up with everything
-that changed meanwhile, because the diff is against what is indexed, not against the last tick.
+moved) and, when some bucket has new pending work (new, changed or deleted files), requests one
+run of ``codemem_index``: the same job as ``codemem index``, so the run indexes everything that
+changed (a burst of edits over many buckets is one run) and records each bucket it touched as
+that bucket's own partition, leaving the other buckets' records as they were; it refreshes the
+design assets when their inputs changed. The cursor holds each pending bucket's fingerprint, so
+a repeated tick (or a tick while the run is still going) requests nothing new, and a first tick
+after downtime catches up with everything that changed meanwhile, because the diff is against
+what is indexed, not against the last tick.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from dagster import (
@@ -24,6 +29,7 @@ from dagster import (
 )
 
 from pipelines.dagster.assets import CODE_INDEX_ASSETS
+from pipelines.dagster.index_job import codemem_index_job
 from resources.manifest import Manifest
 from pipelines.stages import plan_buckets
 from pipelines.dagster.resources import fail_orphaned_runs, project_settings
@@ -31,12 +37,18 @@ from pipelines.dagster.resources import fail_orphaned_runs, project_settings
 index_buckets_job = define_asset_job(
     "index_buckets",
     selection=AssetSelection.assets(*CODE_INDEX_ASSETS),
-    description="Index the files of one bucket (or a range of buckets) and re-resolve cross-file edges.",
+    description="Index the files of one bucket (or a range of buckets) and re-resolve cross-file edges (UI launches).",
     executor_def=in_process_executor,  # one process opens the project once, not one per step
 )
 
-RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-"""Runs log steps at INFO (Dagster's default DEBUG prints ~180 lines per run)."""
+RUN_CONFIG = {
+    "ops": {"index_changes": {"config": {"embed": True, "force": False}}},
+    "loggers": {"console": {"config": {"log_level": "INFO"}}},
+}
+"""A sensor run: dense vectors included; steps logged at INFO (Dagster's default DEBUG prints
+~180 lines per run)."""
+BUCKETS_TAG_MAX = 40
+"""Pending buckets named in a run's ``codemem/buckets`` tag (the rest are counted)."""
 
 SENSOR_INTERVAL_S = 5
 
@@ -60,14 +72,21 @@ def pending_buckets(previous_cursor: str | None) -> tuple[list[tuple[str, str]],
     return wanted, json.dumps(now, sort_keys=True)
 
 
+def buckets_tag(buckets: list[str]) -> str:
+    """The ``codemem/buckets`` tag of a sensor run: the pending buckets it was requested for."""
+    named = ",".join(buckets[:BUCKETS_TAG_MAX])
+    return named + (f",+{len(buckets) - BUCKETS_TAG_MAX} more" if len(buckets) > BUCKETS_TAG_MAX else "")
+
+
 @sensor(
-    job=index_buckets_job,
+    job=codemem_index_job,
     minimum_interval_seconds=SENSOR_INTERVAL_S,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Diffs the tree against the index and runs index_buckets for each bucket that changed.",
+    description="Diffs the tree against the index and runs codemem_index when a bucket has new pending work.",
 )
 def file_change_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-    """One run per bucket with new pending work; a no-op when nothing changed since the last tick."""
+    """One codemem_index run when some bucket has new pending work; a no-op when nothing changed
+    since the last tick."""
     if context.instance is not None:
         orphaned = fail_orphaned_runs(context.instance)
         if orphaned:
@@ -76,15 +95,16 @@ def file_change_sensor(context: SensorEvaluationContext) -> SensorResult | SkipR
     if not wanted:
         context.update_cursor(cursor)
         return SkipReason("the index is current")
+    fingerprint = hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:16]
     return SensorResult(
         run_requests=[
-            # No run_key: Dagster never launches a run key twice, and a bucket may come back to a
-            # pending state it had before (X → Y → X → Y); the cursor already prevents repeats.
+            # No run_key: Dagster never launches a run key twice, and the buckets may come back to
+            # a pending state they had before (X → Y → X → Y); the cursor already prevents repeats.
             RunRequest(
-                partition_key=bucket, run_config=RUN_CONFIG,
-                tags={"codemem/trigger": "file_change_sensor", "codemem/fingerprint": digest},
+                run_config=RUN_CONFIG,
+                tags={"codemem/trigger": "file_change_sensor", "codemem/fingerprint": fingerprint,
+                      "codemem/buckets": buckets_tag([bucket for bucket, _ in wanted])},
             )
-            for bucket, digest in wanted
         ],
         cursor=cursor,
     )

@@ -145,9 +145,9 @@ def stop_orphaned_graph_server(state_dir: Path) -> list[int]:
 def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     """Start the Dagster UI and daemon for a project: assets, runs, checks, and the file sensor.
 
-    The daemon runs `file_change_sensor`, which indexes changed files as they are saved (one run
-    per touched bucket). Index the project once first (`codemem index`): that is one run over
-    every bucket. Run history lives under <state>/dagster (SQLite). Ctrl-C stops everything.
+    The daemon runs `file_change_sensor`, which indexes changed files as they are saved (one
+    `codemem_index` run for what changed, recorded per touched bucket). Run history lives under
+    <state>/dagster (SQLite). Ctrl-C stops everything.
     """
     from pipelines.dagster.run import dagster_home
 
@@ -176,8 +176,8 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     probe = ui_url({"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host), port)  # a wildcard bind answers on loopback
     if not (state / "index.db").exists():
         console.print(
-            f"[yellow]{root} has no index yet: run `codemem index {root}` first (one run over every bucket); "
-            "otherwise the file sensor starts one run per bucket that has files[/yellow]"
+            f"[yellow]{root} has no index yet: the file sensor's first run builds it (with no progress bar "
+            f"here); `codemem index {root}` shows one[/yellow]"
         )
     stopping: list[int] = []
     started: list[subprocess.Popen[bytes]] = []

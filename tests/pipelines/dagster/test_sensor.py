@@ -1,6 +1,7 @@
-"""``file_change_sensor`` on a real indexed project: one RunRequest per bucket with new pending
-work (new, changed, deleted, renamed files), nothing on a repeated tick, a catch-up after
-downtime, and a requested run that, executed for real, leaves the index current."""
+"""``file_change_sensor`` on a real indexed project: one ``codemem_index`` RunRequest naming the
+buckets with new pending work (new, changed, deleted, renamed files), nothing on a repeated tick,
+a catch-up after downtime, and a requested run that, executed for real, leaves the index current
+and records only the buckets it touched."""
 
 from __future__ import annotations
 
@@ -98,15 +99,24 @@ def _bump_mtime(path: Path) -> None:
 
 
 def _assert_requests(requests: list, buckets: set[str]) -> None:
+    """One codemem_index run for all of ``buckets`` (a burst is one run)."""
     from pipelines.dagster.sensors import file_change_sensor
 
-    assert file_change_sensor.job_name == "index_buckets"
-    assert sorted(r.partition_key for r in requests) == sorted(buckets), [r.partition_key for r in requests]
-    for request in requests:
-        assert request.job_name in (None, "index_buckets")
-        assert request.run_key is None  # a bucket may return to an earlier pending state; the cursor dedups
-        assert request.tags["codemem/fingerprint"]
-        assert request.tags.get("codemem/trigger") == "file_change_sensor"
+    assert file_change_sensor.job_name == "codemem_index"
+    [request] = requests
+    assert request.job_name in (None, "codemem_index") and request.partition_key is None
+    assert sorted(request.tags["codemem/buckets"].split(",")) == sorted(buckets), request.tags
+    assert request.run_key is None  # buckets may return to an earlier pending state; the cursor dedups
+    assert request.tags["codemem/fingerprint"]
+    assert request.tags.get("codemem/trigger") == "file_change_sensor"
+
+
+def _run(request, instance, **options):  # noqa: ANN001, ANN202
+    """Execute a requested run as the daemon would, from the code location."""
+    from query_server.dagster_location import defs
+
+    job = defs.resolve_job_def("codemem_index")
+    return job.execute_in_process(run_config=request.run_config, instance=instance, tags=request.tags, **options)
 
 
 def _cursor_buckets(cursor: str | None) -> set[str]:
@@ -176,7 +186,6 @@ def test_many_files_in_one_bucket_make_one_request(indexed_repo: Path, instance)
 
 
 def test_first_tick_after_downtime_catches_up_and_a_run_makes_it_current(indexed_repo: Path, instance) -> None:  # noqa: ANN001
-    from query_server.dagster_location import defs
     from query_server.service import CodeMemService
     from resources.schemas.tools import CodeSearchInput
     from resources.settings import Settings
@@ -194,13 +203,18 @@ def test_first_tick_after_downtime_catches_up_and_a_run_makes_it_current(indexed
     assert not skipped
     _assert_requests(requests, touched)
 
-    # Run what the sensor asked for, as the daemon would (one run per partition). The stores are
-    # closed here, so each run owns them for its duration.
-    job = defs.resolve_job_def("index_buckets")
-    for request in requests:
-        result = job.execute_in_process(partition_key=request.partition_key, instance=instance, tags=request.tags)
-        assert result.success
-    assert len(instance.get_runs()) == len(requests)
+    # Run what the sensor asked for, as the daemon would. The stores are closed here, so the run
+    # owns them for its duration; it records the buckets it touched, and no other.
+    [request] = requests
+    result = _run(request, instance)
+    assert result.success
+    assert len(instance.get_runs()) == 1
+    recorded = {e.partition for e in result.all_events
+                if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key.to_user_string() == "graph_loaded"}
+    assert recorded == touched, recorded
+    written = next(e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"
+                   and e.asset_key.to_user_string() == "graph_loaded" and e.partition == bucket_of(added))
+    assert added in written.event_specific_data.materialization.metadata["indexed_versions"].value
 
     requests, cursor, skipped = _tick(instance, cursor)
     assert skipped and requests == [] and json.loads(cursor) == {}
@@ -218,10 +232,9 @@ def test_first_tick_after_downtime_catches_up_and_a_run_makes_it_current(indexed
 
 def _run_while_owned(root: Path, instance, change) -> tuple:  # noqa: ANN001
     """Hold the stores in a ``ProjectHandle`` (as a Claude Code session's MCP server does), make
-    ``change``, tick, and execute the requested runs: the job's resource cannot own the stores,
-    so each bucket's files are handed to the owner. Returns (run results, owner's manifest files,
-    owner's search hits for the new function)."""
-    from query_server.dagster_location import defs
+    ``change``, tick, and execute the requested run: the job's resource cannot own the stores, so
+    the owner indexes. Returns (run results, owner's manifest files, owner's search hits for the
+    new function)."""
     from query_server.ownership import ProjectHandle
     from resources.schemas.tools import CodeSearchInput
     from resources.settings import Settings
@@ -233,10 +246,7 @@ def _run_while_owned(root: Path, instance, change) -> tuple:  # noqa: ANN001
         change()
         requests, _, _ = _tick(instance, cursor)
         assert requests
-        job = defs.resolve_job_def("index_buckets")
-        results = [
-            job.execute_in_process(partition_key=r.partition_key, instance=instance, raise_on_error=False) for r in requests
-        ]
+        results = [_run(r, instance, raise_on_error=False) for r in requests]
         files = set(owner.backend.ctx.manifest.files())
         hits = owner.call("code_search", CodeSearchInput(query="reconcile ledger entries")).results
         return results, files, hits

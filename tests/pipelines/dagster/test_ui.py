@@ -264,9 +264,18 @@ def test_codemem_ui_serves_the_asset_graph_runs_the_sensor_and_stops_cleanly(
 
     run = _wait_for("finished run of file_change_sensor", sensor_run, 180, ui, log)
     assert run["status"] == "SUCCESS", log.read_text()[-4000:]
-    assert _tags(run)["dagster/partition"] == edited_bucket
+    assert run["jobName"] == "codemem_index" and _tags(run)["codemem/buckets"] == edited_bucket
     sensor_runs = [r for r in _graphql(port, RUNS)["runsOrError"]["results"] if _tags(r).get("codemem/trigger") == "file_change_sensor"]
-    assert len(sensor_runs) == 1, "one edit in one bucket is one run"
+    assert len(sensor_runs) == 1, "one edit is one run"
+    # the run recorded the edited file's bucket, with that file in its record, and no other bucket
+    from dagster import DagsterEventType, DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(indexed_repo / ".codemem" / "dagster"))) as instance:
+        records = [e.dagster_event for e in instance.all_logs(run["runId"], of_type=DagsterEventType.ASSET_MATERIALIZATION)]
+    loaded = [e for e in records if e.asset_key.to_user_string() == "graph_loaded"]
+    assert [e.partition for e in loaded] == [edited_bucket], [e.partition for e in loaded]
+    assert "client/session.py" in loaded[0].event_specific_data.materialization.metadata["indexed_versions"].value
 
     # SIGTERM stops the webserver, the daemon and the code server; nothing is left listening
     ui.send_signal(signal.SIGTERM)
