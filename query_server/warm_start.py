@@ -111,6 +111,24 @@ class OpeningHandle:
             self._handle.close()
 
 
+def _indexed(service: Any) -> bool:
+    """True when the project's code collection holds symbols."""
+    from pipelines.indexer import CODE_COLLECTION
+
+    try:
+        return service.vectors.count(CODE_COLLECTION) > 0
+    except Exception:  # noqa: BLE001 - none yet (a Qdrant server answers 404): the first build creates it
+        return False
+
+
+def start_first_build(handle: Any) -> Any:
+    """On a project never indexed, start its first build now, before the first call is served (a
+    code_search waits for its first symbols); returns ``handle``."""
+    if handle.is_owner and not _indexed(handle.backend):
+        handle.backend.start_background_index()
+    return handle
+
+
 def warm_up(handle: Any) -> None:
     """What ``codemem mcp`` does once its handle is open, in the order a first call needs it: load
     the code collection, the local embedding model (one uncached query embedding) and the memory
@@ -118,17 +136,12 @@ def warm_up(handle: Any) -> None:
     (that run refreshes the design layer; on a project never indexed it starts first, as
     code_search waits for it), then start the embedded graph (memory writes and graph walks use
     it). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
-    from pipelines.indexer import CODE_COLLECTION
-
     if not handle.is_owner:
         return
     service = handle.backend
-    try:
-        indexed = service.vectors.count(CODE_COLLECTION) > 0
-    except Exception:  # noqa: BLE001 - none yet (a Qdrant server answers 404): the background index creates it
-        indexed = False
+    indexed = _indexed(service)  # also loads the code collection
     if not indexed:
-        service.start_background_index()
+        service.start_background_index()  # (start_first_build started it already, when used)
     embedder = getattr(service.embedder, "inner", service.embedder)
     if callable(getattr(embedder, "load", None)) and not service.closing:  # the local model; a remote API needs no loading
         embedder.embed_query("warm up")

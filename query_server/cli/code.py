@@ -196,7 +196,7 @@ def mcp(project: str) -> None:
     .codemem/logs/mcp.log; stderr carries errors only."""
     configure_logging("INFO", log_file=settings_for(project).resolved_state_dir() / "logs" / "mcp.log")
     from query_server.shutdown import Shutdown
-    from query_server.warm_start import OpeningHandle, warm_up
+    from query_server.warm_start import OpeningHandle, start_first_build, warm_up
 
     # the MCP SDK first, in this thread: importing it while the opening thread imports the service
     # could interleave their imports (a module seen half-initialized); initialize and tools/list are
@@ -206,7 +206,7 @@ def mcp(project: str) -> None:
     shutdown = Shutdown()
     # the stores open (and the embedding model and the index warm up) in the background; a tool
     # call waits for what it needs (query_server.warm_start)
-    handle = OpeningHandle(lambda: open_handle(project), warm=warm_up)
+    handle = OpeningHandle(lambda: start_first_build(open_handle(project)), warm=warm_up)
     handle.start()
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))

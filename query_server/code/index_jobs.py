@@ -62,6 +62,11 @@ class IndexJobs(CodeLookups):
         self._dense_thread = threading.Thread(target=run, name="codemem-dense", daemon=True)
         self._dense_thread.start()
 
+    @property
+    def background_index_running(self) -> bool:
+        """True while a background index run (``start_background_index``) is going."""
+        return self._index_thread is not None and self._index_thread.is_alive()
+
     def start_background_index(self) -> None:
         """Bring the index up to date in the background (the MCP server does it at start-up).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 from pipelines.indexer import CODE_COLLECTION
@@ -17,9 +18,28 @@ from resources.schemas.tools import CodeHit, CodeSearchInput, CodeSearchResult
 from resources.vectors import sparse
 from resources.vectors.store import PayloadFilter, VectorHit, VectorStoreError
 
+FIRST_BUILD_WAIT_S = 5.0
+"""How long a search waits for a first index build in progress to write its first symbols (a
+small project is searchable by then; a large one answers "retry in a moment")."""
+
 
 class CodeSearch(CodeLookups):
     """Hybrid search over the code index."""
+
+    def _building(self) -> bool:
+        """An index run is going (its progress may not be reported yet)."""
+        return self.background_index_progress is not None or self.service.index_jobs.background_index_running
+
+    def _first_symbols(self, timeout_s: float) -> tuple[int, int, float]:
+        """Wait (at most ``timeout_s``) until the first build in progress wrote symbols, or ended;
+        the dense coverage then."""
+        deadline = time.monotonic() + timeout_s
+        counts = self._dense_coverage()
+        while not counts[1] and self._building() and time.monotonic() < deadline:
+            if self._stop.wait(0.05):
+                break
+            counts = self._dense_coverage()
+        return counts
 
     def code_search(self, request: CodeSearchInput) -> CodeSearchResult:
         """Hybrid code search: dense and sparse candidates from Qdrant, fused (see resources.ranking)."""
@@ -36,6 +56,8 @@ class CodeSearch(CodeLookups):
             if prefix and prefix != ".":
                 must["path_prefixes"] = [prefix + "/"]
         done, total, coverage = self._dense_coverage()
+        if not total and self._building():
+            done, total, coverage = self._first_symbols(FIRST_BUILD_WAIT_S)
         dense = None
         mode = "sparse-only"
         if not total:

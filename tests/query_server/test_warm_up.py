@@ -11,7 +11,7 @@ import pytest
 
 from query_server.ownership import ProjectHandle
 from query_server.tools import TOOLS
-from query_server.warm_start import OpeningHandle, warm_up
+from query_server.warm_start import OpeningHandle, start_first_build, warm_up
 from resources.schemas.memory.kinds import MEMORY_TYPES
 from resources.settings import Settings
 from tests.conftest import FIXTURE_REPOS
@@ -91,3 +91,15 @@ def test_a_run_that_finds_nothing_changed_never_says_indexing_is_in_progress(pro
     svc.index(IndexInput(embed=False), progress=record)
     assert any(value is not None and value[0] == "parse" for value in seen), seen
     assert svc.background_index_progress is None
+
+
+def test_a_code_search_sent_during_the_first_build_of_a_small_project_waits_for_its_first_symbols(project: Path) -> None:
+    """codemem mcp on a project never indexed starts the first build at once; a code_search sent
+    meanwhile waits for its first written symbols (briefly) instead of "retry in a moment"."""
+    opening = OpeningHandle(lambda: start_first_build(ProjectHandle(Settings(project_root=project))), warm=warm_up)
+    opening.start()
+    try:
+        found = opening.call(TOOLS["code_search"], TOOLS["code_search"].input(query="merge request and session settings", limit=5))
+        assert "merge_settings" in [hit.name for hit in found.results], found
+    finally:
+        opening.close()
