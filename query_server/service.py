@@ -215,11 +215,9 @@ class CodeMemService:
 
         def track(phase: str, done: int, total: int) -> None:
             comparing = phase == "discover" or (phase == "parse" and done == 0)
-            if comparing and not first_build:
-                pass
-            elif phase == "parse" and done >= total:
+            if phase == "parse" and done >= total:
                 self.background_index_progress = None  # parsed and written (or nothing to write)
-            else:
+            elif first_build or not comparing:
                 self.background_index_progress = (phase, done, total)
             if progress is not None:
                 progress(phase, done, total)

@@ -37,6 +37,8 @@ from resources.vectors.store import (
 )
 
 
+MARKER = "codemem_collection.json"
+"""A collection's record of its dense dimension and payload indexes, in its shard directory."""
 LEGACY_INDEXES = ("file_path", "language", "kind", "name", "path_prefixes")
 """The payload indexes of a collection whose marker predates the ``indexes`` list."""
 
@@ -108,7 +110,7 @@ class EdgeVectorStore:
         import qdrant_edge as qe
 
         path = self._root / name
-        marker = path / "codemem_collection.json"
+        marker = path / MARKER
         with self._lock:
             if marker.exists():
                 existing = json.loads(marker.read_text())
@@ -119,9 +121,9 @@ class EdgeVectorStore:
                         "`codemem index --reembed` to rebuild it with the active model"
                     )
                 shard = self._shard(name)
-                indexed = existing.get("indexes", LEGACY_INDEXES)
                 if indexes is None:
                     return
+                indexed = existing.get("indexes", LEGACY_INDEXES)
                 wanted = list(dict.fromkeys(indexes))
                 missing = [k for k in wanted if k not in indexed]
                 surplus = [k for k in indexed if k not in wanted]
@@ -150,7 +152,7 @@ class EdgeVectorStore:
         """See ``VectorStore.payload_indexes``."""
         import json
 
-        marker = self._root / name / "codemem_collection.json"
+        marker = self._root / name / MARKER
         if not marker.exists():
             return []
         return list(json.loads(marker.read_text()).get("indexes", LEGACY_INDEXES))

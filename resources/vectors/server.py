@@ -129,9 +129,10 @@ class ServerVectorStore:
         from qdrant_client import models
 
         if self._client.collection_exists(name):
+            info = self._client.get_collection(name)
             if indexes is None:
-                indexes = self.payload_indexes(name)
-            vectors = self._client.get_collection(name).config.params.vectors
+                indexes = list(info.payload_schema or {})
+            vectors = info.config.params.vectors
             if isinstance(vectors, dict) and DENSE in vectors and vectors[DENSE].size == dense_dim:
                 self._client.delete(name, points_selector=models.FilterSelector(filter=models.Filter()), wait=True)
                 self.ensure_collection(name, dense_dim, indexes)  # its indexes as asked
