@@ -14,6 +14,7 @@ comes from the manifest.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -35,19 +36,24 @@ def dagster_home(state_dir: Path) -> Path:
     """The project's Dagster instance directory (run and event storage in SQLite)."""
     home = make_private_dir(state_dir / "dagster")
     config = home / "dagster.yaml"
-    wanted = DAGSTER_YAML
+    wanted = dagster_yaml(home)
     if not config.exists() or config.read_text() != wanted:
         config.write_text(wanted)
     return home
 
 
-DAGSTER_YAML = (
-    "# Written by codemem (rewritten on start): run, event and schedule storage in SQLite under\n"
-    "# this directory; one run at a time, since every run needs the project's stores.\n"
-    "telemetry:\n  enabled: false\n"
-    "nux:\n  enabled: false\n"  # no newsletter prompt on the UI's first visit
-    "concurrency:\n  runs:\n    max_concurrent_runs: 1\n"
-)
+def dagster_yaml(home: Path) -> str:
+    """The instance config codemem writes into ``home``: Dagster's SQLite storage under ``home``,
+    with the event log's databases kept open (``pipelines.dagster.event_storage``)."""
+    return (
+        "# Written by codemem (rewritten on start): run, event and schedule storage in SQLite under\n"
+        "# this directory; one run at a time, since every run needs the project's stores.\n"
+        "storage:\n  custom:\n    module: pipelines.dagster.event_storage\n    class: CodememSqliteStorage\n"
+        f"    config:\n      base_dir: {json.dumps(str(home))}\n"
+        "telemetry:\n  enabled: false\n"
+        "nux:\n  enabled: false\n"  # no newsletter prompt on the UI's first visit
+        "concurrency:\n  runs:\n    max_concurrent_runs: 1\n"
+    )
 
 
 def project_instance(state_dir: Path) -> Any:
