@@ -15,7 +15,6 @@ from typing import Any
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from pipelines.bucket_records import summary_metadata
 from pipelines.dagster.definitions import build_definitions
 from pipelines.dagster.project import ProjectStores
 from pipelines.dagster.resources import RUN_PID_TAG, project_settings
@@ -87,11 +86,16 @@ class CodememProject(ConfigurableResource, ProjectStores):
         """See ``ProjectStores.refresh_design_on_owner``."""
         return self._opened().call(TOOLS["refresh_design"])
 
+    def index_run_on_owner(self, embed: bool) -> dict[str, Any]:
+        """See ``ProjectStores.index_run_on_owner``."""
+        return self._opened().call(TOOLS["index_run"], IndexInput(embed=embed))
+
 
 class CodememIndexSource(ConfigurableResource):
-    """The ``codemem_index`` job's messages in the code location (a run launched from the UI):
-    the index runs inside the op when this run owns the stores; otherwise the owner indexes and
-    the run records the owner's report on normalized_graph."""
+    """The ``codemem_index`` job's messages in the code location (a sensor run, or one launched
+    from the UI): the index runs inside the op when this run owns the stores; otherwise the owner
+    indexes and sends back the same messages (each touched bucket with its own files, the checks,
+    normalized_graph, the design assets), which this run records."""
 
     codemem: CodememProject
 
@@ -100,9 +104,8 @@ class CodememIndexSource(ConfigurableResource):
         if self.codemem.index_context() is not None:
             yield from LocalIndexSource(self.codemem, lambda *_: None).messages(embed, force)
             return
-        report = self.codemem.index_on_owner(IndexInput(embed=embed))
-        notes = ["indexed by the codemem process that owns the stores", *report.get("notes", [])]
-        yield {"kind": "asset", "asset": "normalized_graph", "metadata": summary_metadata(report, notes, report.get("seconds", 0.0))}
+        outcome = self.codemem.index_run_on_owner(embed)
+        yield from outcome["messages"]
         yield {"kind": "end", "error": None}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -174,6 +175,15 @@ class CodeMemService:
         )
         return report.as_dict()
 
+    def index_run(self, request: IndexInput) -> dict[str, Any]:
+        """Index what changed for a ``codemem_index`` run that another process records (a sensor
+        or UI run handed to this owner): ``{"messages": the run's messages but its end, "report"}``,
+        the messages each touched bucket with its own files, the checks, normalized_graph and the
+        design assets (``pipelines.dagster.run.index_messages``)."""
+        messages: list[dict[str, Any]] = []
+        report = self._run_index(embed=request.embed, record=messages.append)
+        return {"messages": messages, "report": report.as_dict()}
+
     def owned_stores(self) -> OwnedStores:
         """This process's stores as the Dagster assets take them (the ``codemem`` resource of a run
         in this process, which writes through them)."""
@@ -181,14 +191,15 @@ class CodeMemService:
 
     def _run_index(
         self, *, progress: Progress | None = None, embed: bool = False, through_dagster: bool = False,
-        repair: bool = False, **options: Any,
+        repair: bool = False, record: Callable[[dict[str, Any]], None] | None = None, **options: Any,
     ) -> IndexReport:
         """Every index run goes through here, the only place that takes the index lock for one:
         runs are serialized, the design layer is refreshed and the run is recorded as the last.
 
         A plain run is tracked for ``index_status``, gives way to the tool calls in flight, and
         leaves the dense vectors it did not compute to the background; a Dagster run refreshes the
-        design layer with its own design assets.
+        design layer with its own design assets, and so does a run whose messages go to ``record``
+        (a Dagster run in another process records them).
         """
         if repair:
             options["force"] = True
@@ -196,10 +207,12 @@ class CodeMemService:
             repaired = self._repair_stores() if repair else []
             if through_dagster:
                 report = self._materialize(progress, embed=embed, force=options.get("force", False))
+            elif record is not None:
+                report = self._index_for_record(record, embed=embed, force=options.get("force", False))
             else:
                 report = self._index_plain(progress, embed=embed, **options)
         report.notes = repaired + report.notes
-        if not through_dagster:
+        if not through_dagster and record is None:
             self._refresh_design(report)
         self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
         if not embed and not through_dagster:
@@ -227,6 +240,13 @@ class CodeMemService:
             return index_project(self.ctx, progress=track, embed=embed, **options)
         finally:
             self.background_index_progress = None
+
+    def _index_for_record(self, record: Callable[[dict[str, Any]], None], *, embed: bool, force: bool) -> IndexReport:
+        """The index run of a Dagster run in another process, its messages sent to ``record``
+        (callers hold the index lock)."""
+        from pipelines.dagster.run import index_messages
+
+        return index_messages(self.owned_stores(), record, embed=embed, force=force, progress=lambda *_: None)
 
     def _materialize(self, progress: Progress | None, *, embed: bool, force: bool) -> IndexReport:
         """The Dagster assets over this process's stores, code index then design layer (callers

@@ -3,8 +3,8 @@
 A run either owns the project's embedded stores — then ``index_context`` and ``design_stores``
 give them and the assets write through the indexing stages — or another codemem process owns
 them (an MCP server of a Claude Code session): the embedded stores cannot be opened twice, so
-the assets hand their work to that owner (``index_on_owner``, ``refresh_design_on_owner``) and
-report that in their metadata.
+the assets hand their work to that owner (``index_on_owner``, ``refresh_design_on_owner``,
+``index_run_on_owner``) and record what it did.
 
 The pipeline only declares this interface. The query server implements it: over a
 ``ProjectHandle`` for the code location (``query_server.dagster_location``), and over its own
@@ -47,6 +47,12 @@ class ProjectStores(ABC):
     def refresh_design_on_owner(self) -> dict[str, Any]:
         """Have the process that owns the stores refresh the design layer; returns its report."""
 
+    @abstractmethod
+    def index_run_on_owner(self, embed: bool) -> dict[str, Any]:
+        """Have the process that owns the stores index what changed as a ``codemem_index`` run
+        would; returns ``{"messages": the run's messages but its end, "report": its report}``
+        (``pipelines.dagster.index_job.IndexSource``), for this run to record."""
+
     def manifest(self) -> Manifest:
         """The manifest to plan against: the owned one, or a connection to the file (the owner's
         writes are committed, so a second reader sees them)."""
@@ -87,3 +93,7 @@ class OwnedStores(ProjectStores):
     def refresh_design_on_owner(self) -> dict[str, Any]:
         """Never needed: this process is the owner."""
         raise RuntimeError("this process owns the project's stores: there is no other owner to hand the design step to")
+
+    def index_run_on_owner(self, embed: bool) -> dict[str, Any]:
+        """Never needed: this process is the owner."""
+        raise RuntimeError("this process owns the project's stores: there is no other owner to hand the index run to")

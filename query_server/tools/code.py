@@ -118,4 +118,5 @@ CODE_TOOLS: tuple[Tool, ...] = (
     Tool("job_status", CodeMemService.job_status, JobStatusInput, JobState, READ),
     Tool("index", CodeMemService.index, IndexInput, None, NATURAL, foreground=False, progress=True),
     Tool("refresh_design", CodeMemService.refresh_design, None, None, NATURAL, foreground=False),
+    Tool("index_run", CodeMemService.index_run, IndexInput, None, NATURAL, foreground=False),
 )

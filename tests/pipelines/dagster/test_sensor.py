@@ -254,17 +254,40 @@ def _run_while_owned(root: Path, instance, change) -> tuple:  # noqa: ANN001
         owner.close()
 
 
+def _bucket_record(results, asset: str, bucket: str) -> dict:  # noqa: ANN001
+    """The metadata ``asset`` was materialized with for ``bucket`` in ``results`` (one record)."""
+    [record] = [e.event_specific_data.materialization.metadata for r in results for e in r.all_events
+                if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key.to_user_string() == asset
+                and e.partition == bucket]
+    return record
+
+
 def test_run_hands_new_files_to_the_owning_process(indexed_repo: Path, instance) -> None:  # noqa: ANN001
+    """The owner indexes; the run records what it did per bucket: the touched bucket with its own
+    new file, and no other bucket (issue 24, item 2)."""
     results, files, hits = _run_while_owned(indexed_repo, instance, lambda: _write(indexed_repo, "client/ledger.py", NEW_FUNCTION))
     assert all(r.success for r in results)
     assert "client/ledger.py" in files
     assert any(h.name == "reconcile_ledger_entries" for h in hits)
+    recorded = {e.partition for r in results for e in r.all_events
+                if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key.to_user_string() == "graph_loaded"}
+    assert recorded == {bucket_of("client/ledger.py")}
+    graph = _bucket_record(results, "graph_loaded", bucket_of("client/ledger.py"))
+    assert graph["files_written"].value == 1
+    assert "client/ledger.py" in graph["indexed_versions"].value
+    assert "client/ledger.py" in _bucket_record(results, "source_files", bucket_of("client/ledger.py"))["changed_files"].value
+    checks = {e.event_specific_data.check_name: e.event_specific_data.passed for r in results for e in r.all_events
+              if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert checks and all(checks.values()), checks
 
 
 def test_run_hands_deletions_to_the_owning_process(indexed_repo: Path, instance) -> None:  # noqa: ANN001
     results, files, _ = _run_while_owned(indexed_repo, instance, (indexed_repo / "client" / "session.py").unlink)
     assert all(r.success for r in results)
     assert "client/session.py" not in files
+    graph = _bucket_record(results, "graph_loaded", bucket_of("client/session.py"))
+    assert graph["files_deleted"].value == 1
+    assert "client/session.py" in graph["deleted_files"].value
 
 
 def test_a_bucket_returning_to_an_earlier_state_is_requested_again(indexed_repo: Path, instance) -> None:  # noqa: ANN001
