@@ -33,6 +33,10 @@ from typing import IO, Any
 
 RESULT_TIMEOUT_S = 600.0
 """How long ``finish`` waits for the recorder once the parent is done."""
+RECORDER_NICE = 10
+"""The recorder's niceness: on a small machine its Dagster import and event writes would take
+CPU from the index the user waits for; it catches up while the parent waits on I/O, and runs
+at full speed once the parent has finished and waits for it."""
 
 
 class StreamSource:
@@ -188,6 +192,7 @@ def main() -> None:
     """``python -m pipelines.dagster.recorder``: record one run, print its outcome, exit at once
     (the run's events are committed; Python's own teardown of Dagster would add half a second)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(RECORDER_NICE)
     result = record_run(sys.stdin)
     if result is not None:
         print(json.dumps(result), flush=True)
