@@ -172,6 +172,27 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float) -> dict[str, 
     return results
 
 
+def stale_on_disk(root: Path, bucket: PreparedBucket) -> list[str]:
+    """Paths of ``bucket`` whose prepared state is not the disk's now: a parsed file whose content
+    changed or is gone, a deleted file that exists again. An asset launched alone from the Dagster
+    UI reads its upstream's output of an earlier run, which may be such a bucket."""
+    stale: list[str] = []
+    for prepared in bucket.prepared:
+        try:
+            if _hash_file(root / prepared.state.path) != prepared.state.content_hash:
+                stale.append(prepared.state.path)
+        except OSError:
+            stale.append(prepared.state.path)
+    stale += [path for path in bucket.deleted if (root / path).exists()]
+    return stale
+
+
+def reread_bucket(ctx: IndexContext, key: str, timeout_s: float) -> PreparedBucket:
+    """Bucket ``key`` planned and parsed again from the disk as it is now."""
+    plan = plan_buckets(ctx.settings, ctx.manifest, [key]).get(key, BucketPlan(bucket=key))
+    return prepare_buckets([plan], timeout_s)[key]
+
+
 def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bool) -> PreparedBucket:
     """Points of a bucket's files into the vector store; with ``embed``, dense vectors are
     computed now for symbols the embedding cache does not have (else they stay pending for the

@@ -19,8 +19,10 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetKey,
     BackfillPolicy,
     BetaWarning,
+    Failure,
     MetadataValue,
     Output,
     ResourceParam,
@@ -42,6 +44,8 @@ from pipelines.stages import (
     normalize_index,
     plan_buckets,
     prepare_buckets,
+    reread_bucket,
+    stale_on_disk,
     write_bucket_vectors,
 )
 from resources.schemas.tools import IndexInput
@@ -132,18 +136,46 @@ def embedded_symbols(
     context: AssetExecutionContext, config: IndexRunConfig, codemem: ResourceParam[ProjectStores],
     parsed_files: dict[str, PreparedBucket],
 ) -> Output[dict[str, PreparedBucket]]:
-    """Write each bucket's points."""
+    """Write each bucket's points (launched without parsed_files: a bucket whose files changed
+    since it was parsed is read again from disk first)."""
     started = time.perf_counter()
     ctx = codemem.index_context()
     out: dict[str, PreparedBucket] = {}
+    reread: list[str] = []
     for key, bucket in parsed_files.items():
         bucket = bucket or PreparedBucket(bucket=key)
-        out[key] = write_bucket_vectors(ctx, bucket, embed=config.embed) if ctx is not None else bucket
+        if ctx is not None:
+            earlier = _current(context, ctx, key, bucket, "parsed_files")
+            if earlier is not None:
+                bucket, stale = earlier
+                reread += stale
+            bucket = write_bucket_vectors(ctx, bucket, embed=config.embed)
+        out[key] = bucket
     return Output(out, metadata={
         "points_written": sum(b.points_written for b in out.values()),
         "dense_vectors": sum(b.dense_computed for b in out.values()),
+        "reread_from_disk": _table(["path"], [[p] for p in reread]),
         "seconds": round(time.perf_counter() - started, 3),
     })
+
+
+def _current(
+    context: AssetExecutionContext, ctx: Any, key: str, bucket: PreparedBucket, upstream: str,
+) -> tuple[PreparedBucket, list[str]] | None:
+    """None when ``upstream`` is materialized in this run (its output is this run's). Else the
+    run was launched without it (an asset alone, from the UI) and ``bucket`` is its output of an
+    earlier run: ``(bucket, [])`` when its files are still the disk's, else the bucket read again
+    from disk and the stale paths (writing an old version of a file into the stores is what this
+    prevents). Within one run, ``bucket_matches_disk`` catches a file changed meanwhile."""
+    selection = context.run.asset_selection
+    if selection is None or AssetKey(upstream) in selection:
+        return None
+    stale = stale_on_disk(ctx.root, bucket)
+    if not stale:
+        return bucket, []
+    context.log.warning(f"bucket {key}: {len(stale)} file(s) changed on disk since {upstream} was materialized "
+                        f"({', '.join(stale[:5])}); reading the bucket again from disk")
+    return reread_bucket(ctx, key, ctx.settings.parse_timeout_s), stale
 
 
 @asset(
@@ -155,31 +187,46 @@ def embedded_symbols(
 def graph_loaded(
     context: AssetExecutionContext, codemem: ResourceParam[ProjectStores], embedded_symbols: dict[str, PreparedBucket]
 ) -> Any:
-    """Load each bucket's subgraphs and commit its manifest rows."""
+    """Load each bucket's subgraphs and commit its manifest rows, then check the written files
+    against the disk: a failed check fails the run before the partition is recorded as
+    materialized. Launched without embedded_symbols, the bucket's points are written again (read
+    again from disk first when its files changed since it was parsed)."""
     started = time.perf_counter()
     ctx = codemem.index_context()
     written: list[list[Any]] = []
+    loaded: dict[str, PreparedBucket] = {}
+    reread: list[str] = []
     deleted = 0
-    for bucket in embedded_symbols.values():
+    for key, bucket in embedded_symbols.items():
         if bucket is None or ctx is None:
+            loaded[key] = bucket
             continue
+        earlier = _current(context, ctx, key, bucket, "embedded_symbols")
+        if earlier is not None:  # the points in the store may be another version's: written again
+            bucket, stale = earlier
+            reread += stale
+            bucket = write_bucket_vectors(ctx, bucket, embed=False)  # dense vectors: the background filler's
         load_bucket_graph(ctx, bucket)
+        loaded[key] = bucket
         deleted += len(bucket.deleted)
         written += [[p.state.path, p.state.content_hash[:12], p.state.indexed_at, p.state.symbol_count] for p in bucket.prepared]
-    summary = {key: b for key, b in embedded_symbols.items()}
-    yield Output(summary, metadata={
-        "files_written": len(written),
-        "files_deleted": deleted,
-        "nodes": sum(len(p.nodes) for b in embedded_symbols.values() if b for p in b.prepared),
-        "edges": sum(len(p.edges) for b in embedded_symbols.values() if b for p in b.prepared),
-        "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"], written),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
     passed, metadata = True, {"note": "stores owned by another process; checked there"}
     if ctx is not None:
         passed, metadata = files_match_disk(ctx, [(p.state.path, p.state.content_hash, len(p.symbols))
-                                                  for b in embedded_symbols.values() if b for p in b.prepared])
+                                                  for b in loaded.values() if b for p in b.prepared])
     yield AssetCheckResult(check_name="bucket_matches_disk", passed=passed, metadata=metadata_values(metadata))
+    if not passed:
+        raise Failure(description="the files written do not match the disk (a file changed during the run): "
+                                  "nothing is recorded as materialized; the next run indexes the new version")
+    yield Output(loaded, metadata={
+        "files_written": len(written),
+        "files_deleted": deleted,
+        "nodes": sum(len(p.nodes) for b in loaded.values() if b for p in b.prepared),
+        "edges": sum(len(p.edges) for b in loaded.values() if b for p in b.prepared),
+        "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"], written),
+        "reread_from_disk": _table(["path"], [[p] for p in reread]),
+        "seconds": round(time.perf_counter() - started, 3),
+    })
 
 
 @asset(deps=[graph_loaded], group_name="code_index", description="Cross-file CALLS/IMPORTS/EXTENDS/IMPLEMENTS edges re-resolved for every changed node.")
