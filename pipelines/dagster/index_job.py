@@ -12,11 +12,13 @@ is ~30 events. The source is either the index run itself, in this process
 (``pipelines.dagster.run``), or the stream a ``codemem index`` process sends to its recorder
 (``pipelines.dagster.recorder``), which prepares Dagster while the index runs.
 
-This module imports nothing but Dagster: the recorder process starts on it.
+This module imports nothing but Dagster and ``pipelines.dagster.tags``: the recorder process starts on it.
 """
 
 
+import functools
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from dagster import (
@@ -33,6 +35,8 @@ from dagster import (
     job,
     op,
 )
+
+from pipelines.dagster.tags import CODE_LOCATION
 
 JOB_NAME = "codemem_index"
 
@@ -114,19 +118,42 @@ def codemem_index_job() -> None:
 
 def run_index_job(instance: Any, source: IndexSource, *, embed: bool, force: bool, tags: dict[str, str]) -> dict[str, Any]:
     """Execute ``codemem_index`` in this process over ``source``'s messages (after freeing the run
-    queue of runs whose process died); returns ``{"run_id", "success", "error"}``."""
+    queue of runs whose process died), as a run of ``CODE_LOCATION``'s ``codemem_index`` that the
+    UI can re-execute there; returns ``{"run_id", "success", "error"}``."""
     from pipelines.dagster.resources import fail_orphaned_runs
 
     fail_orphaned_runs(instance)
-    result = codemem_index_job.execute_in_process(
-        instance=instance, resources={"index_source": source},
-        run_config={"ops": {"index_changes": {"config": {"embed": embed, "force": force}}},
-                    "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        tags=tags, raise_on_error=False,
-    )
+    with _runs_created_as_the_code_locations(instance):
+        result = codemem_index_job.execute_in_process(
+            instance=instance, resources={"index_source": source},
+            run_config={"ops": {"index_changes": {"config": {"embed": embed, "force": force}}},
+                        "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            tags=tags, raise_on_error=False,
+        )
     error = None
     if not result.success:
         failure = next((e for e in result.all_events if e.is_failure), None)
         data = failure.event_specific_data if failure is not None else None
         error = data.error.message.strip() if data is not None and getattr(data, "error", None) else "see the Dagster run"
     return {"run_id": result.run_id, "success": result.success, "error": error}
+
+
+@contextmanager
+def _runs_created_as_the_code_locations(instance: Any) -> Iterator[None]:
+    """While inside: the runs ``instance`` creates name ``CODE_LOCATION``'s ``codemem_index`` as
+    their origin (``execute_in_process`` creates its run with none)."""
+    from dagster._core.definitions.repository_definition.valid_definitions import (
+        SINGLETON_REPOSITORY_NAME,
+    )
+    from dagster._core.remote_origin import (
+        RegisteredCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(RegisteredCodeLocationOrigin(CODE_LOCATION), SINGLETON_REPOSITORY_NAME), JOB_NAME)
+    instance.create_run_for_job = functools.partial(instance.create_run_for_job, remote_job_origin=origin)
+    try:
+        yield
+    finally:
+        del instance.create_run_for_job  # the instance's own method again

@@ -17,7 +17,7 @@ from dagster import ConfigurableIOManager, InputContext, OutputContext
 from pipelines.dagster.tags import RUN_PID_TAG
 from resources.settings import Settings
 
-__all__ = ["RUN_PID_TAG", "BucketIOManager", "fail_orphaned_runs", "project_settings"]
+__all__ = ["PARENT_RUN_TAG", "RUN_PID_TAG", "BucketIOManager", "fail_orphaned_runs", "project_settings"]
 
 
 def project_settings(project_root: str = "") -> Settings:
@@ -60,6 +60,10 @@ class BucketIOManager(ConfigurableIOManager):
         return result
 
 
+PARENT_RUN_TAG = "dagster/parent_run_id"
+"""The tag Dagster gives a re-executed run (it also copies the parent's tags, ``RUN_PID_TAG`` included)."""
+
+
 def fail_orphaned_runs(instance: Any) -> list[str]:
     """Mark failed the runs still STARTED whose process is gone (kill -9, OOM, power cut).
 
@@ -72,8 +76,8 @@ def fail_orphaned_runs(instance: Any) -> list[str]:
     failed: list[str] = []
     for run in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING])):
         pid = run.tags.get(RUN_PID_TAG)
-        if not pid:
-            continue
+        if not pid or (run.status == DagsterRunStatus.STARTING and PARENT_RUN_TAG in run.tags):
+            continue  # a re-executed run carries its parent's pid until its own process starts and tags it
         try:
             os.kill(int(pid), 0)
             continue  # still running

@@ -5,3 +5,8 @@ RUN_PID_TAG = "codemem/pid"
 
 TRIGGER_TAG = "codemem/trigger"
 """Run tag naming what started the run (``codemem index``, ``file_change_sensor``)."""
+
+CODE_LOCATION = "codemem"
+"""The code location that serves codemem's jobs (``codemem ui``'s workspace names it so). A run
+recorded in another process names it as its origin: the UI re-executes a run through its
+origin's code location."""

@@ -22,9 +22,10 @@ from types import FrameType
 
 import click
 
+from pipelines.dagster.tags import CODE_LOCATION
 from query_server.cli.common import InputError, console, main, settings_for
 
-LOCATION_NAME = "codemem"
+LOCATION_NAME = CODE_LOCATION
 STOP_GRACE_S = 30.0
 """How long ``dagster dev`` may take to shut its webserver, daemon and code server down."""
 

@@ -471,6 +471,30 @@ def test_a_killed_index_run_does_not_hold_the_run_queue(tmp_path: Path, graph_se
         )
 
 
+def test_a_re_executed_run_waiting_for_its_process_is_not_taken_for_an_orphan(tmp_path: Path) -> None:
+    """A run re-executed from the UI copies its parent's tags, the parent's pid among them, until
+    its own process starts and tags it: while STARTING it is not judged by that pid."""
+    import subprocess
+
+    from dagster import DagsterRunStatus
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster._core.utils import make_new_run_id
+
+    from pipelines.dagster.resources import PARENT_RUN_TAG, RUN_PID_TAG, fail_orphaned_runs
+    from pipelines.dagster.run import project_instance
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    tags = {RUN_PID_TAG: str(gone.pid), PARENT_RUN_TAG: make_new_run_id()}
+    with project_instance(tmp_path / "state") as instance:
+        waiting = DagsterRun(job_name="codemem_index", run_id=make_new_run_id(), status=DagsterRunStatus.STARTING, tags=tags)
+        orphan = DagsterRun(job_name="codemem_index", run_id=make_new_run_id(), status=DagsterRunStatus.STARTED, tags=tags)
+        instance.add_run(waiting)
+        instance.add_run(orphan)
+        assert fail_orphaned_runs(instance) == [orphan.run_id]
+        assert instance.get_run_by_id(waiting.run_id).status == DagsterRunStatus.STARTING
+
+
 # --------------------------------------------------------------------------------------------
 # 2. Re-materializing a bucket is idempotent
 # --------------------------------------------------------------------------------------------

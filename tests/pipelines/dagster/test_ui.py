@@ -77,7 +77,17 @@ RUNS = """
 query {
   runsOrError(limit: 20) {
     __typename
-    ... on Runs { results { runId jobName status tags { key value } } }
+    ... on Runs { results { runId jobName status tags { key value } repositoryOrigin { repositoryLocationName repositoryName } } }
+  }
+}
+"""
+
+REEXECUTE = """
+mutation {
+  launchPipelineReexecution(reexecutionParams: {parentRunId: "%s", strategy: ALL_STEPS}) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
   }
 }
 """
@@ -276,6 +286,23 @@ def test_codemem_ui_serves_the_asset_graph_runs_the_sensor_and_stops_cleanly(
     loaded = [e for e in records if e.asset_key.to_user_string() == "graph_loaded"]
     assert [e.partition for e in loaded] == [edited_bucket], [e.partition for e in loaded]
     assert "client/session.py" in loaded[0].event_specific_data.materialization.metadata["indexed_versions"].value
+
+    # the run `codemem index` recorded names the code location, and the UI re-executes it there
+    # (issue 24, item 5): the re-executed run indexes what changed since (nothing) and succeeds
+    [indexed] = [r for r in _graphql(port, RUNS)["runsOrError"]["results"] if _tags(r).get("codemem/trigger") == "codemem index"]
+    assert indexed["repositoryOrigin"] == {"repositoryLocationName": "codemem", "repositoryName": "__repository__"}
+    launched = _graphql(port, REEXECUTE % indexed["runId"])["launchPipelineReexecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+
+    def rerun() -> dict[str, Any] | None:
+        for run in _graphql(port, RUNS)["runsOrError"]["results"]:
+            if run["runId"] == launched["run"]["runId"] and run["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+                return run
+        return None
+
+    again = _wait_for("finished re-execution of the codemem index run", rerun, 180, ui, log)
+    assert again["status"] == "SUCCESS", log.read_text()[-4000:]
+    assert again["jobName"] == "codemem_index" and _tags(again)["dagster/parent_run_id"] == indexed["runId"]
 
     # SIGTERM stops the webserver, the daemon and the code server; nothing is left listening
     ui.send_signal(signal.SIGTERM)
