@@ -130,9 +130,11 @@ class BucketTracker:
         self._waiting[record.bucket] += 1
 
     def skipped(self, path: str, reason: str, *, changed: bool) -> None:
-        """A file not indexable now (``changed``: it was one of the files to index)."""
+        """A file not indexable now (``changed``: it was one of the files to index; it is counted
+        as skipped, no longer as changed)."""
         record = self._record(path)
         record.skipped.append((path, reason))
+        self._drop_changed(record, path, changed)
         self._settle(record, path, changed, leaves_index=True)
 
     def failed(self, path: str, error: str, *, changed: bool) -> None:
@@ -142,10 +144,16 @@ class BucketTracker:
         self._settle(record, path, changed, leaves_index=False)
 
     def vanished(self, path: str, *, changed: bool) -> None:
-        """A listed file gone before it could be read."""
+        """A listed file gone before it could be read (counted as vanished, no longer as changed)."""
         record = self._record(path)
         record.vanished.append(path)
+        self._drop_changed(record, path, changed)
         self._settle(record, path, changed, leaves_index=True)
+
+    @staticmethod
+    def _drop_changed(record: BucketRecord, path: str, changed: bool) -> None:
+        if changed:
+            record.changed[:] = [entry for entry in record.changed if entry[0] != path]
 
     def written(self, prepared: Iterable[Any]) -> None:
         """A batch of prepared files (``pipelines.index_prepare._Prepared``) now in the stores."""

@@ -120,6 +120,24 @@ def test_a_bucket_is_emitted_once_when_its_last_changed_file_is_written() -> Non
     assert c.asset_metadata()["parsed_files"]["failed"] == 1 and c1 in c.asset_metadata()["parsed_files"]["failures"]["md"]
 
 
+def test_a_changed_file_found_binary_is_counted_as_skipped_not_as_changed() -> None:
+    """A changed ``.py`` file that turns out binary when read is one skipped file, not a changed
+    and a skipped one (the bucket's counts add up to its files)."""
+    ((binary, text),) = _paths_in_distinct_buckets(1, per_bucket=2)
+    emitted: list[BucketRecord] = []
+    tracker = BucketTracker(emitted.append, known=[])
+    for path in (binary, text):
+        tracker.listed(path)
+        tracker.changed(path, "python", "41" * 32)
+    tracker.skipped(binary, "binary file", changed=True)
+    tracker.written([_Prepared(_State(text))])
+    tracker.finish()
+    [record] = emitted
+    source = record.asset_metadata()["source_files"]
+    assert (source["files"], source["changed"], source["skipped"]) == (2, 1, 1)
+    assert binary not in source["changed_files"]["md"] and binary in source["skipped_files"]["md"]
+
+
 def test_a_bucket_with_a_deletion_waits_for_the_end_of_the_run() -> None:
     (a1, a_gone), (b1, b_skipped), (d_gone, _) = _paths_in_distinct_buckets(3, per_bucket=2)
     emitted: list[BucketRecord] = []
