@@ -136,8 +136,8 @@ def embedded_symbols(
     context: AssetExecutionContext, config: IndexRunConfig, codemem: ResourceParam[ProjectStores],
     parsed_files: dict[str, PreparedBucket],
 ) -> Output[dict[str, PreparedBucket]]:
-    """Write each bucket's points (launched without parsed_files: a bucket whose files changed
-    since it was parsed is read again from disk first)."""
+    """Write each bucket's points (launched without source_files: a bucket whose files changed
+    since it was planned is read again from disk first)."""
     started = time.perf_counter()
     ctx = codemem.index_context()
     out: dict[str, PreparedBucket] = {}
@@ -145,10 +145,8 @@ def embedded_symbols(
     for key, bucket in parsed_files.items():
         bucket = bucket or PreparedBucket(bucket=key)
         if ctx is not None:
-            earlier = _current(context, ctx, key, bucket, "parsed_files")
-            if earlier is not None:
-                bucket, stale = earlier
-                reread += stale
+            bucket, stale = _current(context, ctx, key, bucket)
+            reread += stale
             bucket = write_bucket_vectors(ctx, bucket, embed=config.embed)
         out[key] = bucket
     return Output(out, metadata={
@@ -159,21 +157,25 @@ def embedded_symbols(
     })
 
 
-def _current(
-    context: AssetExecutionContext, ctx: Any, key: str, bucket: PreparedBucket, upstream: str,
-) -> tuple[PreparedBucket, list[str]] | None:
-    """None when ``upstream`` is materialized in this run (its output is this run's). Else the
-    run was launched without it (an asset alone, from the UI) and ``bucket`` is its output of an
-    earlier run: ``(bucket, [])`` when its files are still the disk's, else the bucket read again
-    from disk and the stale paths (writing an old version of a file into the stores is what this
-    prevents). Within one run, ``bucket_matches_disk`` catches a file changed meanwhile."""
+def _in_run(context: AssetExecutionContext, asset: str) -> bool:
+    """True when ``asset`` is materialized in this run (not launched without it from the UI)."""
     selection = context.run.asset_selection
-    if selection is None or AssetKey(upstream) in selection:
-        return None
+    return selection is None or AssetKey(asset) in selection
+
+
+def _current(context: AssetExecutionContext, ctx: Any, key: str, bucket: PreparedBucket) -> tuple[PreparedBucket, list[str]]:
+    """``bucket`` and no stale paths when its plan is this run's (``source_files`` in the run).
+    Else the run was launched without it from the UI and the bucket comes from an earlier run's
+    plan: when a file of it changed on disk since (a parsed file's content, a deleted file that
+    exists again), the bucket read again from disk, and the stale paths; writing the old version
+    of a file into the stores is what this prevents. Within one run, ``bucket_matches_disk``
+    catches a file changed meanwhile."""
+    if _in_run(context, "source_files"):
+        return bucket, []
     stale = stale_on_disk(ctx.root, bucket)
     if not stale:
         return bucket, []
-    context.log.warning(f"bucket {key}: {len(stale)} file(s) changed on disk since {upstream} was materialized "
+    context.log.warning(f"bucket {key}: {len(stale)} file(s) changed on disk since the bucket was planned "
                         f"({', '.join(stale[:5])}); reading the bucket again from disk")
     return reread_bucket(ctx, key, ctx.settings.parse_timeout_s), stale
 
@@ -189,8 +191,9 @@ def graph_loaded(
 ) -> Any:
     """Load each bucket's subgraphs and commit its manifest rows, then check the written files
     against the disk: a failed check fails the run before the partition is recorded as
-    materialized. Launched without embedded_symbols, the bucket's points are written again (read
-    again from disk first when its files changed since it was parsed)."""
+    materialized. Launched without source_files, a bucket whose files changed since it was planned
+    is read again from disk first; without embedded_symbols (or read again), its points are
+    written again."""
     started = time.perf_counter()
     ctx = codemem.index_context()
     written: list[list[Any]] = []
@@ -201,10 +204,9 @@ def graph_loaded(
         if bucket is None or ctx is None:
             loaded[key] = bucket
             continue
-        earlier = _current(context, ctx, key, bucket, "embedded_symbols")
-        if earlier is not None:  # the points in the store may be another version's: written again
-            bucket, stale = earlier
-            reread += stale
+        bucket, stale = _current(context, ctx, key, bucket)
+        reread += stale
+        if stale or not _in_run(context, "embedded_symbols"):  # the store's points may be another version's
             bucket = write_bucket_vectors(ctx, bucket, embed=False)  # dense vectors: the background filler's
         load_bucket_graph(ctx, bucket)
         loaded[key] = bucket

@@ -3,7 +3,8 @@
 - ``graph_loaded`` alone for a bucket whose file changed since the last full run reads the bucket
   again from disk: the stores get the file's new version (graph, manifest and points), never the
   old one its upstream's stored output holds, and the materialization names the re-read file.
-- ``embedded_symbols`` alone does the same for the points.
+- ``embedded_symbols`` alone does the same for the points; a launch without ``source_files``
+  never deletes a file its stored plan lists as deleted but that is back on disk.
 - A file that changes during the run fails ``bucket_matches_disk``: the run fails and the
   partition keeps its last materialization (nothing recorded as freshly materialized).
 
@@ -99,6 +100,18 @@ def test_embedded_symbols_alone_writes_the_points_of_the_version_on_disk(launche
     names = {hit.payload.get("name") for hit in service.ctx.vectors.scroll(CODE_COLLECTION)}
     assert "pointed_after_the_full_run" in names
     assert SESSION in _latest(instance, "embedded_symbols").metadata["reread_from_disk"].value
+
+
+def test_a_launch_without_source_files_never_deletes_a_file_that_is_back_on_disk(launched) -> None:  # noqa: ANN001
+    service, root, _, run = launched
+    path = root / SESSION
+    text = path.read_text(encoding="utf-8")
+    path.unlink()
+    assert run(list(PER_BUCKET)).success  # the stored plan now lists the file as deleted
+    assert service.ctx.manifest.file(SESSION) is None
+    path.write_text(text, encoding="utf-8")
+    assert run(["parsed_files", "embedded_symbols", "graph_loaded"]).success
+    assert service.ctx.manifest.file(SESSION).content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_file_changed_during_the_run_fails_the_check_and_records_no_materialization(launched, monkeypatch) -> None:  # noqa: ANN001
