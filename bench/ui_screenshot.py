@@ -35,7 +35,7 @@ EDITED = "client/session.py"
 def pages(bucket: str, sensor_run: str | None) -> list[tuple[str, str, str]]:
     """(file name, path, text that shows the page has its data)."""
     listed = [
-        ("01-global-lineage", "/asset-groups", "normalized_graph"),
+        ("01-global-lineage", "/asset-groups", "code_index"),
         ("02-group-lineage", "/locations/codemem/asset-groups/code_index", "embedded_symbols"),
         ("02b-design-lineage", "/locations/codemem/asset-groups/design", "design_links"),
         ("03-catalog", "/assets", "graph_loaded"),
@@ -146,7 +146,7 @@ def shoot(tools: DevTools, base: str, out: Path, listed: list[tuple[str, str, st
         png = out / f"{name}.png"
         png.write_bytes(base64.b64decode(tools.call("Page.captureScreenshot", format="png")["data"]))
         saved.append(png)
-        print(f"  {png.relative_to(REPO)}  ({base}{path})")
+        print(f"  {png}  ({base}{path})")
     return saved
 
 

@@ -324,6 +324,42 @@ def test_codemem_ui_serves_the_asset_graph_runs_the_sensor_and_stops_cleanly(
         manifest.close()
 
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to render the Dagster UI in (apt-get install chromium)")
+def test_the_partition_page_in_a_browser_shows_the_buckets_own_file(
+    indexed_repo: Path, ui_process: tuple[subprocess.Popen[bytes], int, Path], tmp_path: Path
+) -> None:
+    """The page a person opens for one bucket of graph_loaded, rendered by headless Chromium, lists
+    that bucket's file in its indexed versions, and not the other bucket's (issue 24, item 1)."""
+    from bench.ui_screenshot import DevTools, stop_group
+
+    ui, port, log = ui_process
+    _wait_for("answer on /server_info", lambda: DIRECT.open(f"http://127.0.0.1:{port}/server_info", timeout=2).status == 200,
+              STARTUP_TIMEOUT_S, ui, log)
+    own, other = "client/session.py", "client/__init__.py"
+    assert bucket_of(own) != bucket_of(other)
+    debug_port = _free_port()
+    chrome = subprocess.Popen(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'chrome'}",
+         "--window-size=1600,1000", f"--remote-debugging-port={debug_port}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        tools = DevTools(debug_port)
+        try:
+            tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/assets/graph_loaded?view=partitions&partition={bucket_of(own)}")
+            text = _wait_for(f"{own} on the partition page", lambda: (lambda t: t if t and own in t else None)(
+                tools.evaluate("document.body && document.body.innerText")), 90, ui, log)
+        finally:
+            tools.close()
+    finally:
+        stop_group(chrome, timeout=10)
+    assert "indexed_versions" in text and bucket_of(own) in text
+    assert other not in text
+
+
 def test_ui_refuses_a_remote_host_without_allow_remote(tmp_path: Path) -> None:
     from query_server import cli
 
