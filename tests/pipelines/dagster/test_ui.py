@@ -350,8 +350,12 @@ def test_the_partition_page_in_a_browser_shows_the_buckets_own_file(
         tools = DevTools(debug_port)
         try:
             tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/assets/graph_loaded?view=partitions&partition={bucket_of(own)}")
-            text = _wait_for(f"{own} on the partition page", lambda: (lambda t: t if t and own in t else None)(
-                tools.evaluate("document.body && document.body.innerText")), 90, ui, log)
+
+            def page_text() -> str | None:
+                text = tools.evaluate("document.body && document.body.innerText")
+                return text if text and own in text else None
+
+            text = _wait_for(f"{own} on the partition page", page_text, 90, ui, log)
         finally:
             tools.close()
     finally:
