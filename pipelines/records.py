@@ -17,7 +17,7 @@ from resources.schemas.code import ParsedFile, ParsedSymbol
 from resources.text.identifiers import identifier_words
 
 ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
-CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum"})
+CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum", "type"})
 MAX_PAYLOAD_CODE = 2_500  # enough for the 30-line snippet; the file holds the rest
 MAX_SPARSE_CODE = 6_000
 MAX_PAYLOAD_DOC = 2_000

@@ -5,7 +5,8 @@ the capture names it uses:
 
 Definitions (role ``def``)
     ``@def.<kind>`` the definition node (kind: function, method, class, interface, struct,
-    trait, enum); ``@name`` its identifier; optional ``@fn`` the function node when it differs
+    trait, enum, type: a named type or alias of any other underlying type, as Go's
+    ``type Labels map[string]string`` or TypeScript's ``type Handler = (e: string) => void``); ``@name`` its identifier; optional ``@fn`` the function node when it differs
     from the definition node (``const f = async (x) => ...``: the definition is the declaration,
     the function is the arrow function); optional ``@body`` an explicit body node (default: the
     ``body`` field of ``@fn`` or of the definition); optional ``@receiver`` (Go) the receiver

@@ -15,7 +15,7 @@ from tree_sitter import Node
 from pipelines.parsing.hooks.base import LanguageHooks, end_row
 from pipelines.parsing.text import clean_signature, strip_type_args
 
-TYPE_KINDS = frozenset({"class", "interface", "struct", "trait", "enum", "impl"})
+TYPE_KINDS = frozenset({"class", "interface", "struct", "trait", "enum", "type", "impl"})
 FUNCTION_KINDS = frozenset({"function", "method"})
 
 

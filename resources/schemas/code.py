@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-SymbolKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum"]
+SymbolKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "type"]
 """Kinds of code symbol extracted by the parsers."""
 
 Language = Literal["python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp"]

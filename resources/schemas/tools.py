@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from resources.schemas.limits import MAX_TEXT_CHARS, JsonObject, ToolInput
 
 MAX_QUERY_CHARS = MAX_TEXT_CHARS
-CodeKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "doc_chunk"]
+CodeKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "type", "doc_chunk"]
 
 
 def describe_validation_error(exc: ValidationError) -> str:

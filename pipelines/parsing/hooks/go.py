@@ -1,4 +1,4 @@
-"""Go hooks: ``//`` doc comments, single-spec ``type`` declarations, import specs."""
+"""Go hooks: ``//`` doc comments, single-spec ``type`` declarations (aliases too), import specs."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ class GoHooks(LanguageHooks):
     """Hooks for Go."""
 
     def outer_node(self, node: Node) -> Node:
-        """A ``type_spec`` alone in its ``type`` declaration starts at the ``type`` keyword."""
+        """A ``type_spec`` (or ``type_alias``) alone in its ``type`` declaration starts at the
+        ``type`` keyword."""
         parent = node.parent
         if (
-            node.type == "type_spec"
+            node.type in ("type_spec", "type_alias")
             and parent is not None
             and parent.type == "type_declaration"
             and parent.named_child_count == 1

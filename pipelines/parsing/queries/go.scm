@@ -18,6 +18,18 @@
   name: (type_identifier) @name
   type: (interface_type) @body) @def.interface
 
+; every other named type (`type Labels map[string]string`, `type ValueType int`,
+; `type Option func(*Config)`) and aliases (`type Alias = Config`)
+(type_spec
+  name: (type_identifier) @name
+  type: [
+    (type_identifier) (qualified_type) (generic_type) (pointer_type) (array_type) (slice_type)
+    (map_type) (channel_type) (function_type) (parenthesized_type) (negated_type)
+  ]) @def.type
+
+(type_alias
+  name: (type_identifier) @name) @def.type
+
 ; interface method elements define the contract
 (method_elem
   name: (field_identifier) @name) @def.function

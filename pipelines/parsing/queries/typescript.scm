@@ -18,6 +18,9 @@
 (enum_declaration
   name: (identifier) @name) @def.enum
 
+(type_alias_declaration
+  name: (type_identifier) @name) @def.type
+
 (class_body
   [
     (method_definition
