@@ -37,13 +37,14 @@ import numpy as np
 
 from pipelines.discovery import discover
 from pipelines.parsing import Language, parse_source
+from resources.schemas.code import CALLABLE_KINDS
 from resources.text.identifiers import search_tokens
 
 CUTOFF = 10
 MIN_QUERY_WORDS = 3
 MIN_DOCUMENTED = 10
 """Fewer documented functions than this and an evaluation says nothing."""
-FUNCTION_KINDS = ("function", "method")
+FUNCTION_KINDS = tuple(sorted(CALLABLE_KINDS))
 
 
 @dataclass(slots=True)

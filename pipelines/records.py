@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from resources.schemas.code import ParsedFile, ParsedSymbol
+from resources.schemas.code import CLASS_KINDS, ParsedFile, ParsedSymbol
 from resources.text.identifiers import identifier_words
 
 ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
-CLASS_KINDS = frozenset({"class", "interface", "struct", "trait", "enum", "type"})
 MAX_PAYLOAD_CODE = 2_500  # enough for the 30-line snippet; the file holds the rest
 MAX_SPARSE_CODE = 6_000
 MAX_PAYLOAD_DOC = 2_000
@@ -126,7 +125,7 @@ def class_outline(parsed: ParsedFile, symbol: ParsedSymbol) -> str:
     lines = symbol.code.splitlines()
     keep = [bool(line.strip()) for line in lines]
     for member in parsed.symbols:
-        if member.container != symbol.qualified_name or member.kind != "method":
+        if member.container != symbol.qualified_name or member.kind not in ("method", "constructor"):
             continue
         first = member.start_line - symbol.start_line
         last = member.end_line - symbol.start_line

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.index_context import CODE_COLLECTION
-from pipelines.records import CLASS_KINDS
+from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
 from resources.vectors.store import PayloadFilter, VectorStore
 
 _ABSTRACT_MARKERS = ("abstractmethod", "NotImplementedError", "abstract ")
@@ -38,7 +38,7 @@ def class_members(vectors: VectorStore, classes: Sequence[dict[str, Any]]) -> di
     names = sorted({c["local_name"] for c in classes})
     members: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for start in range(0, len(names), 500):
-        for hit in vectors.scroll(CODE_COLLECTION, PayloadFilter({"container": names[start:start + 500], "kind": ["method", "function"]}), limit=1_000_000):
+        for hit in vectors.scroll(CODE_COLLECTION, PayloadFilter({"container": names[start:start + 500], "kind": sorted(CALLABLE_KINDS)}), limit=1_000_000):
             members[(hit.payload.get("file_path", ""), hit.payload.get("container", ""))].append(hit.payload)
     return members
 

@@ -4,8 +4,9 @@ Each language has one query file; every pattern in it plays exactly one role, re
 the capture names it uses:
 
 Definitions (role ``def``)
-    ``@def.<kind>`` the definition node (kind: function, method, class, interface, struct,
-    trait, enum, type: a named type or alias of any other underlying type, as Go's
+    ``@def.<kind>`` the definition node (kind: one of ``resources.schemas.code.SymbolKind``:
+    function, method, constructor, class, record, interface, annotation, struct, trait, enum,
+    type: a named type or alias of any other underlying type, as Go's
     ``type Labels map[string]string`` or TypeScript's ``type Handler = (e: string) => void``); ``@name`` its identifier; optional ``@fn`` the function node when it differs
     from the definition node (``const f = async (x) => ...``: the definition is the declaration,
     the function is the arrow function); optional ``@body`` an explicit body node (default: the

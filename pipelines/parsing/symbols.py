@@ -14,9 +14,9 @@ from tree_sitter import Node
 
 from pipelines.parsing.hooks.base import LanguageHooks, end_row
 from pipelines.parsing.text import clean_signature, strip_type_args
+from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
 
-TYPE_KINDS = frozenset({"class", "interface", "struct", "trait", "enum", "type", "impl"})
-FUNCTION_KINDS = frozenset({"function", "method"})
+TYPE_KINDS = CLASS_KINDS | {"impl"}
 
 
 @dataclass(slots=True)
@@ -145,7 +145,7 @@ def build_symbols(
         if own_bases:
             for _, relation, base in sorted(own_bases):
                 (implements if relation == "implements" else extends).append(base)
-        is_function = kind in FUNCTION_KINDS
+        is_function = kind in CALLABLE_KINDS
         symbol = {
             "kind": kind,
             "name": name,

@@ -13,6 +13,7 @@ from pipelines.records import embedding_text
 from query_server.code.lookups import SUPPORTED_LANGUAGES, CodeLookups, being_rebuilt
 from query_server.paging import MAX_RESPONSE_TOKENS, ToolError, cut_text, estimate_tokens
 from resources.code_similarity import STRUCTURE_COSINE_FLOOR, Candidate, score_candidates
+from resources.schemas.code import CALLABLE_KINDS
 from resources.schemas.tools import DuplicateHit, FindDuplicatesInput, FindDuplicatesResult
 from resources.vectors.store import PayloadFilter, VectorHit
 
@@ -40,10 +41,10 @@ class DuplicateFinder(CodeLookups):
         if not done:
             raise ToolError("dense vectors are still being computed — retry in a moment (`index_status` shows progress)")
         parsed = parse_source("snippet", request.code.encode("utf-8"), language)  # type: ignore[arg-type]
-        functions = [s for s in parsed.symbols if s.kind in ("function", "method")]
+        functions = [s for s in parsed.symbols if s.kind in CALLABLE_KINDS]
         text = embedding_text(parsed, functions[0], functions[0].qualified_name) if functions else request.code
         vector = self.embedder.embed_documents([text])[0]
-        must: dict[str, list[Any]] = {"kind": ["function", "method"]}
+        must: dict[str, list[Any]] = {"kind": sorted(CALLABLE_KINDS)}
         if request.language:
             must["language"] = [language]
         # More candidates than wanted, re-scored by structure (resources.code_similarity): the

@@ -16,6 +16,7 @@ from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import embed_pending
 from query_server.code.lookups import CodeLookups
 from query_server.paging import ToolError, cap_report
+from resources.schemas.code import CALLABLE_KINDS
 from resources.schemas.tools import (
     IndexDirectoryInput,
     IndexFileInput,
@@ -173,8 +174,8 @@ class IndexJobs(CodeLookups):
         imports = len((self.manifest.all_refs().get(rel) or ("", {}))[1].get("imports", []))
         return IndexFileResult(
             status="indexed" if report.files_indexed else "unchanged", file_path=rel,
-            functions_extracted=sum(k in ("function", "method") for k in kinds),
-            classes_extracted=sum(k not in ("function", "method") for k in kinds),
+            functions_extracted=sum(k in CALLABLE_KINDS for k in kinds),
+            classes_extracted=sum(k not in CALLABLE_KINDS for k in kinds),
             imports_extracted=imports,
         )
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.index_context import CODE_COLLECTION
-from pipelines.records import CLASS_KINDS as RECORD_CLASS_KINDS
 from query_server.paging import cut_text
 from resources.memory.ledger import MemoryRow
+from resources.schemas.code import CLASS_KINDS as RECORD_CLASS_KINDS
 from resources.vectors.store import PayloadFilter
 
 CLASS_KINDS = sorted(RECORD_CLASS_KINDS)

@@ -12,8 +12,18 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-SymbolKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "type"]
-"""Kinds of code symbol extracted by the parsers."""
+SymbolKind = Literal[
+    "function", "method", "constructor", "class", "record", "interface", "annotation", "struct", "trait", "enum", "type",
+]
+"""Kinds of code symbol extracted by the parsers, as each language calls them (a Java or C#
+``record``, a Java ``annotation`` type, a ``constructor``; ``type``: a named type or alias of any
+other underlying type, as Go's ``type Labels map[string]string``)."""
+
+CALLABLE_KINDS: frozenset[str] = frozenset({"function", "method", "constructor"})
+"""The kinds that are code one calls (duplicates, outlines and evaluation look at these)."""
+
+CLASS_KINDS: frozenset[str] = frozenset({"class", "record", "interface", "annotation", "struct", "trait", "enum", "type"})
+"""The kinds that are types (a ``Class`` node in the graph; they contain methods)."""
 
 Language = Literal["python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp"]
 """Languages the parsers support (``tsx`` is TypeScript with JSX; ``.jsx`` parses as javascript)."""
@@ -24,7 +34,8 @@ class ParsedSymbol(BaseModel):
 
     Attributes:
         kind: What the symbol is. Functions defined inside a class/struct/impl/trait body are
-            ``method``; functions nested in functions are ``function``.
+            ``method`` (constructors ``constructor`` where the language declares them apart);
+            functions nested in functions are ``function``.
         name: The bare identifier (``request``).
         qualified_name: File-local dotted path of containers and name (``Session.request``).
         signature: The declaration line(s) up to the body, whitespace collapsed

@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from resources.schemas.limits import MAX_TEXT_CHARS, JsonObject, ToolInput
 
 MAX_QUERY_CHARS = MAX_TEXT_CHARS
-CodeKind = Literal["function", "method", "class", "interface", "struct", "trait", "enum", "type", "doc_chunk"]
+CodeKind = Literal[
+    "function", "method", "constructor", "class", "record", "interface", "annotation", "struct", "trait", "enum", "type", "doc_chunk",
+]
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -1,7 +1,9 @@
-"""Named types of any underlying type are symbols of kind ``type`` end to end (issue 19, item 3):
-Go's ``type Labels map[string]string``, ``type Option func(...)``, aliases, and TypeScript's
-``type Handler = ...`` are indexed, found by ``code_search`` with ``kind="type"``, read with
-``get_symbol``, and a Go method's receiver type contains the method in the graph."""
+"""Every declaration with its true kind, end to end (issue 19, item 3): Go's named types of any
+underlying type (``type Labels map[string]string``, ``type Option func(...)``, aliases) and
+TypeScript's ``type Handler = ...`` are kind ``type``; Java's records, annotation types and
+constructors are ``record``, ``annotation`` and ``constructor``. Each is indexed, found by
+``code_search`` filtered on its kind, read with ``get_symbol``, and a type contains its methods
+in the graph."""
 
 from __future__ import annotations
 
@@ -31,6 +33,17 @@ FILES = {
         "func (l Labels) Get(name string) string { return l[name] }\n"
     ),
     "web/events.ts": "export type Handler = (event: string) => void;\n\nexport function on(handler: Handler): void { handler('x'); }\n",
+    "shop/Line.java": (
+        "package shop;\n\n"
+        "/** One line of an order. */\n"
+        "public record Line(String sku, int qty) {\n"
+        "    public Line {\n        if (qty < 0) throw new IllegalArgumentException(sku);\n    }\n"
+        "}\n\n"
+        "/** Marks an audited operation. */\n"
+        "@interface Audited {\n    String reason() default \"\";\n}\n\n"
+        "class Ledger {\n    private final String name;\n\n"
+        "    Ledger(String name) {\n        this.name = name;\n    }\n}\n"
+    ),
 }
 
 
@@ -60,3 +73,15 @@ def test_a_named_type_reads_back_and_contains_its_methods(handle: ProjectHandle)
     assert symbol.symbol.kind == "type" and symbol.symbol.signature == "type Labels map[string]string"
     related = handle.call("get_related", GetRelatedInput(entity_id=hit.id, relationship_types=["CONTAINS"], direction="outgoing"))
     assert {r.qualified_name for r in related.results} == {hit.qualified_name + ".Get"}
+
+
+@pytest.mark.parametrize(("kind", "name"), [("record", "Line"), ("annotation", "Audited"), ("constructor", "Ledger")])
+def test_java_declarations_keep_their_own_kind(handle: ProjectHandle, kind: str, name: str) -> None:
+    hits = handle.call("code_search", CodeSearchInput(query=name, kind=kind, limit=10)).results
+    assert name in {h.name for h in hits} and all(h.kind == kind for h in hits), [(h.name, h.kind) for h in hits]
+
+
+def test_an_annotation_type_contains_its_elements(handle: ProjectHandle) -> None:
+    [hit] = [h for h in handle.call("code_search", CodeSearchInput(query="Audited", kind="annotation")).results if h.name == "Audited"]
+    related = handle.call("get_related", GetRelatedInput(entity_id=hit.id, relationship_types=["CONTAINS"], direction="outgoing"))
+    assert {(r.name, r.kind) for r in related.results} == {("reason", "method")}

@@ -3,10 +3,11 @@
 ; Namespaces are not containers; properties are not symbols.
 
 ; ---- definitions -------------------------------------------------------
-[
-  (class_declaration name: (identifier) @name)
-  (record_declaration name: (identifier) @name)
-] @def.class
+(class_declaration
+  name: (identifier) @name) @def.class
+
+(record_declaration
+  name: (identifier) @name) @def.record
 
 (interface_declaration
   name: (identifier) @name) @def.interface
@@ -17,11 +18,12 @@
 (enum_declaration
   name: (identifier) @name) @def.enum
 
-; methods (interface methods without a body included) and constructors
-[
-  (method_declaration name: (identifier) @name)
-  (constructor_declaration name: (identifier) @name)
-] @def.method
+; methods (interface methods without a body included)
+(method_declaration
+  name: (identifier) @name) @def.method
+
+(constructor_declaration
+  name: (identifier) @name) @def.constructor
 
 (local_function_statement
   name: (identifier) @name) @def.function

@@ -2,25 +2,33 @@
 ; Capture vocabulary: see pipelines/parsing/captures.py.
 
 ; ---- definitions -------------------------------------------------------
-[
-  (class_declaration name: (identifier) @name)
-  (record_declaration name: (identifier) @name)
-] @def.class
+(class_declaration
+  name: (identifier) @name) @def.class
 
-[
-  (interface_declaration name: (identifier) @name)
-  (annotation_type_declaration name: (identifier) @name)
-] @def.interface
+(record_declaration
+  name: (identifier) @name) @def.record
+
+(interface_declaration
+  name: (identifier) @name) @def.interface
+
+(annotation_type_declaration
+  name: (identifier) @name) @def.annotation
+
+; annotation elements (`String value() default "";`) are its methods
+(annotation_type_element_declaration
+  name: (identifier) @name) @def.method
 
 (enum_declaration
   name: (identifier) @name) @def.enum
 
-; methods (interface methods without a body included) and constructors
+; methods (interface methods without a body included)
+(method_declaration
+  name: (identifier) @name) @def.method
+
 [
-  (method_declaration name: (identifier) @name)
   (constructor_declaration name: (identifier) @name)
   (compact_constructor_declaration name: (identifier) @name)
-] @def.method
+] @def.constructor
 
 ; ---- inheritance --------------------------------------------------------
 (class_declaration
