@@ -111,6 +111,12 @@ def _normalize(path: str) -> str:
     return "/".join(parts)
 
 
+def _definition_order(symbol: SymbolRow) -> int:
+    """1 for a name's first definition in a file, n for its ``#n``-th (overloads, redefinitions)."""
+    _, _, count = symbol.local_name.rpartition("#")
+    return int(count) if count.isdigit() else 1
+
+
 def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]]) -> Resolution:
     """Compute every cross-file edge of the repository.
 
@@ -125,16 +131,48 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
     by_id = {s.id: s for s in symbols}
     by_name: dict[str, list[SymbolRow]] = defaultdict(list)
     by_path_name: dict[tuple[str, str], list[SymbolRow]] = defaultdict(list)
+    classes: dict[tuple[str, str], SymbolRow] = {}
     for s in symbols:
         by_name[s.name].append(s)
         by_path_name[(s.path, s.name)].append(s)
+        if s.kind in CLASS_KINDS:
+            classes[(s.path, s.local_name)] = s
     modules = _ModuleIndex(list(refs))
+    bases: dict[str, list[SymbolRow]] = defaultdict(list)
+    """Class id → the classes it extends or implements, as resolved."""
 
     def pick(candidates: list[SymbolRow], want_class: bool | None = None) -> SymbolRow | None:
         if want_class is not None:
             candidates = [c for c in candidates if (c.kind in CLASS_KINDS) == want_class]
-        return candidates[0] if len(candidates) == 1 else None
+        if len(candidates) == 1:
+            return candidates[0]
+        if candidates and len({(c.path, c.qualified_name) for c in candidates}) == 1:
+            # one name defined several times in one place (typing overloads, one definition per
+            # platform): the last definition is the one that runs
+            return max(candidates, key=_definition_order)
+        return None
 
+    def member(path: str, owner: str, name: str) -> SymbolRow | None:
+        """Method ``name`` of class ``owner`` (file-local name, in ``path``), or of the nearest
+        class it inherits from (breadth first through the resolved EXTENDS/IMPLEMENTS)."""
+        own = pick([s for s in by_path_name.get((path, name), []) if s.container == owner])
+        start = classes.get((path, owner))
+        if own is not None or start is None:
+            return own
+        seen = {start.id}
+        queue = list(bases.get(start.id, []))
+        while queue:
+            base = queue.pop(0)
+            if base.id in seen:
+                continue
+            seen.add(base.id)
+            found = pick([s for s in by_path_name.get((base.path, name), []) if s.container == base.local_name])
+            if found is not None:
+                return found
+            queue += bases.get(base.id, [])
+        return None
+
+    lookups = {}
     for path, (language, file_refs) in refs.items():
         imported_names: dict[str, set[str]] = defaultdict(set)  # local name -> files
         source_file = file_id(path)
@@ -156,44 +194,53 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             imported_names[head].update(targets)
 
         def lookup(
-            name: str, head: str | None, want_class: bool | None, path: str = path, imported_names: dict[str, set[str]] = imported_names
+            name: str, head: str | None, want_class: bool | None, path: str = path,
+            imported_names: dict[str, set[str]] = imported_names, language: str = language,
         ) -> SymbolRow | None:
-            local = pick(by_path_name.get((path, name), []), want_class)
+            def named(candidates: list[SymbolRow]) -> list[SymbolRow]:
+                # a bare Python name never reaches a method: methods are not in a module's scope
+                if head is None and language == "python":
+                    return [c for c in candidates if c.kind not in ("method", "constructor")]
+                return candidates
+
+            local = pick(named(by_path_name.get((path, name), [])), want_class)
             if local is not None:
                 return local
             for key in (name, head):
                 if key and key in imported_names:
                     found = [s for p in imported_names[key] for s in by_path_name.get((p, name), [])]
-                    chosen = pick(found, want_class)
+                    chosen = pick(named(found), want_class)
                     if chosen is not None:
                         return chosen
             return pick(by_name.get(name, []), want_class)
 
-        for call in file_refs.get("calls", []):
-            caller = by_id.get(call.get("caller_id") or "")
-            if caller is None:
-                continue
-            callee: str = call["callee"]
-            name = call["callee_name"]
-            target = None
-            if callee.startswith(_SELF_PREFIXES) and caller.container:
-                owner = caller.container
-                target = next(
-                    (s for s in by_path_name.get((path, name), []) if s.container == owner), None
-                )
-            if target is None:
-                parts = [p for p in _SEPARATORS.split(callee) if p]
-                head = parts[0] if len(parts) > 1 else None
-                target = lookup(name, head, None)
-            if target is not None and target.id != caller.id:
-                result.edges.setdefault(
-                    (caller.id, "CALLS", target.id), {"line_number": call.get("line")}
-                )
-
+        lookups[path] = lookup
         for type_ref in file_refs.get("types", []):
             for relation, key in (("EXTENDS", "extends"), ("IMPLEMENTS", "implements")):
                 for written in type_ref.get(key, []):
                     parent = lookup(_base_name(written), None, True)
                     if parent is not None and parent.id != type_ref["id"]:
                         result.edges.setdefault((type_ref["id"], relation, parent.id), {})
+                        bases[type_ref["id"]].append(parent)
+
+    for path, (_, file_refs) in refs.items():
+        lookup = lookups[path]
+        for call in file_refs.get("calls", []):
+            caller = by_id.get(call.get("caller_id") or "")
+            if caller is None:
+                continue
+            callee: str = call["callee"]
+            name = call["callee_name"]
+            parts = [p for p in _SEPARATORS.split(callee) if p]
+            target = None
+            if callee.startswith(_SELF_PREFIXES) and caller.container:
+                target = member(path, caller.container, name)
+            if target is None and len(parts) == 1:  # a bare name: a function nested in the caller first
+                target = pick([s for s in by_path_name.get((path, name), []) if s.container == caller.local_name])
+            if target is None:
+                target = lookup(name, parts[0] if len(parts) > 1 else None, None)
+            if target is not None and target.id != caller.id:
+                result.edges.setdefault(
+                    (caller.id, "CALLS", target.id), {"line_number": call.get("line")}
+                )
     return result
