@@ -59,6 +59,50 @@ def _table(headers: list[str], rows: list[list[Any]]) -> MetadataValue:
     return MetadataValue.md(markdown_table(headers, rows))
 
 
+def _per_bucket(context: AssetExecutionContext, metadata: dict[str, dict[str, Any]]) -> None:
+    """Each bucket's own metadata on its own partition's materialization: a run over a range of
+    buckets (a backfill from the UI) records each bucket's files, not the run's totals."""
+    for key, values in metadata.items():
+        context.add_asset_metadata(values, partition_key=key)
+
+
+def _plan_metadata(plan: BucketPlan) -> dict[str, Any]:
+    return {
+        "files": plan.unchanged + len(plan.changed),
+        "changed": len(plan.changed),
+        "unchanged": plan.unchanged,
+        "deleted": len(plan.deleted),
+        "skipped": len(plan.skipped),
+        "changed_files": _table(["path", "language", "sha256"], [[s.path, s.language, h[:12]] for s, h in plan.changed]),
+        "skipped_files": _table(["path", "reason"], [list(r) for r in plan.skipped]),
+    }
+
+
+def _parsed_metadata(bucket: PreparedBucket) -> dict[str, Any]:
+    rows = [[p.state.path, p.state.symbol_count, p.state.error_count] for p in bucket.prepared]
+    return {
+        "files_parsed": len(rows),
+        "symbols": sum(r[1] for r in rows),
+        "files_with_syntax_errors": sum(1 for r in rows if r[2]),
+        "failed": len(bucket.failed),
+        "parsed": _table(["path", "symbols", "syntax errors"], rows),
+        "failures": _table(["path", "error"], [list(f) for f in bucket.failed]),
+    }
+
+
+def _loaded_metadata(bucket: PreparedBucket | None, reread: list[str]) -> dict[str, Any]:
+    prepared = bucket.prepared if bucket is not None else []
+    return {
+        "files_written": len(prepared),
+        "files_deleted": len(bucket.deleted) if bucket is not None else 0,
+        "nodes": sum(len(p.nodes) for p in prepared),
+        "edges": sum(len(p.edges) for p in prepared),
+        "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"],
+                                   [[p.state.path, p.state.content_hash[:12], p.state.indexed_at, p.state.symbol_count] for p in prepared]),
+        "reread_from_disk": _table(["path"], [[path] for path in reread]),
+    }
+
+
 @asset(
     partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
     description="Files of the bucket on disk, diffed by SHA-256 against what is indexed.",
@@ -82,19 +126,8 @@ def source_files(
             delegated = codemem.index_on_owner(IndexInput(paths=paths, embed=config.embed))
         for plan in out.values():
             plan.changed, plan.deleted = [], []
-    changed = [(s.path, s.language, h[:12]) for p in out.values() for s, h in p.changed]
-    skipped = [(path, reason) for p in out.values() for path, reason in p.skipped]
-    metadata = {
-        "buckets": len(keys),
-        "files": sum(p.unchanged + len(p.changed) for p in out.values()),
-        "changed": len(changed),
-        "unchanged": sum(p.unchanged for p in out.values()),
-        "deleted": sum(len(p.deleted) for p in out.values()),
-        "skipped": len(skipped),
-        "changed_files": _table(["path", "language", "sha256"], [list(r) for r in changed]),
-        "skipped_files": _table(["path", "reason"], [list(r) for r in skipped]),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    _per_bucket(context, {key: _plan_metadata(plan) for key, plan in out.items()})
+    metadata: dict[str, Any] = {"run_buckets": len(keys), "seconds": round(time.perf_counter() - started, 3)}
     if delegated is not None:
         metadata["delegated_to_owner"] = MetadataValue.json(delegated)
     return Output(out, metadata=metadata)
@@ -111,21 +144,8 @@ def parsed_files(
     started = time.perf_counter()
     timeout = codemem.settings().parse_timeout_s
     out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], timeout)
-    rows = [
-        [p.state.path, p.state.symbol_count, p.state.error_count]
-        for bucket in out.values()
-        for p in bucket.prepared
-    ]
-    failed = [[path, why] for b in out.values() for path, why in b.failed]
-    return Output(out, metadata={
-        "files_parsed": len(rows),
-        "symbols": sum(r[1] for r in rows),
-        "files_with_syntax_errors": sum(1 for r in rows if r[2]),
-        "failed": len(failed),
-        "parsed": _table(["path", "symbols", "syntax errors"], rows),
-        "failures": _table(["path", "error"], failed),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
+    _per_bucket(context, {key: _parsed_metadata(bucket) for key, bucket in out.items()})
+    return Output(out, metadata={"run_buckets": len(out), "seconds": round(time.perf_counter() - started, 3)})
 
 
 @asset(
@@ -141,20 +161,18 @@ def embedded_symbols(
     started = time.perf_counter()
     ctx = codemem.index_context()
     out: dict[str, PreparedBucket] = {}
-    reread: list[str] = []
+    reread: dict[str, list[str]] = {}
     for key, bucket in parsed_files.items():
         bucket = bucket or PreparedBucket(bucket=key)
         if ctx is not None:
-            bucket, stale = _current(context, ctx, key, bucket)
-            reread += stale
+            bucket, reread[key] = _current(context, ctx, key, bucket)
             bucket = write_bucket_vectors(ctx, bucket, embed=config.embed)
         out[key] = bucket
-    return Output(out, metadata={
-        "points_written": sum(b.points_written for b in out.values()),
-        "dense_vectors": sum(b.dense_computed for b in out.values()),
-        "reread_from_disk": _table(["path"], [[p] for p in reread]),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
+    _per_bucket(context, {key: {
+        "points_written": bucket.points_written, "dense_vectors": bucket.dense_computed,
+        "reread_from_disk": _table(["path"], [[p] for p in reread.get(key, [])]),
+    } for key, bucket in out.items()})
+    return Output(out, metadata={"run_buckets": len(out), "seconds": round(time.perf_counter() - started, 3)})
 
 
 def _in_run(context: AssetExecutionContext, asset: str) -> bool:
@@ -196,22 +214,17 @@ def graph_loaded(
     written again."""
     started = time.perf_counter()
     ctx = codemem.index_context()
-    written: list[list[Any]] = []
     loaded: dict[str, PreparedBucket] = {}
-    reread: list[str] = []
-    deleted = 0
+    reread: dict[str, list[str]] = {}
     for key, bucket in embedded_symbols.items():
         if bucket is None or ctx is None:
             loaded[key] = bucket
             continue
-        bucket, stale = _current(context, ctx, key, bucket)
-        reread += stale
-        if stale or not _in_run(context, "embedded_symbols"):  # the store's points may be another version's
+        bucket, reread[key] = _current(context, ctx, key, bucket)
+        if reread[key] or not _in_run(context, "embedded_symbols"):  # the store's points may be another version's
             bucket = write_bucket_vectors(ctx, bucket, embed=False)  # dense vectors: the background filler's
         load_bucket_graph(ctx, bucket)
         loaded[key] = bucket
-        deleted += len(bucket.deleted)
-        written += [[p.state.path, p.state.content_hash[:12], p.state.indexed_at, p.state.symbol_count] for p in bucket.prepared]
     passed, metadata = True, {"note": "stores owned by another process; checked there"}
     if ctx is not None:
         passed, metadata = files_match_disk(ctx, [(p.state.path, p.state.content_hash, len(p.symbols))
@@ -220,15 +233,8 @@ def graph_loaded(
     if not passed:
         raise Failure(description="the files written do not match the disk (a file changed during the run): "
                                   "nothing is recorded as materialized; the next run indexes the new version")
-    yield Output(loaded, metadata={
-        "files_written": len(written),
-        "files_deleted": deleted,
-        "nodes": sum(len(p.nodes) for b in loaded.values() if b for p in b.prepared),
-        "edges": sum(len(p.edges) for b in loaded.values() if b for p in b.prepared),
-        "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"], written),
-        "reread_from_disk": _table(["path"], [[p] for p in reread]),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
+    _per_bucket(context, {key: _loaded_metadata(bucket, reread.get(key, [])) for key, bucket in loaded.items()})
+    yield Output(loaded, metadata={"run_buckets": len(loaded), "seconds": round(time.perf_counter() - started, 3)})
 
 
 @asset(deps=[graph_loaded], group_name="code_index", description="Cross-file CALLS/IMPORTS/EXTENDS/IMPLEMENTS edges re-resolved for every changed node.")

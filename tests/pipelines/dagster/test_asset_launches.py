@@ -135,3 +135,40 @@ def test_a_file_changed_during_the_run_fails_the_check_and_records_no_materializ
     assert not any(e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key.to_user_string() == "graph_loaded"
                    for e in result.all_events)
     assert _latest(instance, "graph_loaded").metadata == before.metadata
+
+
+def test_a_run_over_a_range_of_buckets_records_each_buckets_own_files(tmp_path: Path) -> None:
+    """A backfill from the UI runs the per-bucket assets once over a range of buckets; each
+    partition's materialization holds its own bucket's files, not the run's (issue 24, item 1)."""
+    from pipelines.buckets import ALL_BUCKETS
+    from pipelines.dagster.assets import CODE_INDEX_ASSETS
+    from pipelines.dagster.definitions import pipeline_resources
+    from query_server.service import CodeMemService
+    from resources.settings import Settings
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPOS / "python", root)
+    files = ["client/__init__.py", SESSION]
+    first, last = sorted(bucket_of(f) for f in files)
+    assert first != last
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        with DagsterInstance.ephemeral() as instance:
+            result = materialize(
+                [a for a in CODE_INDEX_ASSETS if a.key.to_user_string() in PER_BUCKET], instance=instance,
+                resources=pipeline_resources(service.owned_stores(), io_dir=str(tmp_path / "io")),
+                tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last},
+            )
+            assert result.success
+            loaded = {e.partition: e.event_specific_data.materialization.metadata for e in result.all_events
+                      if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key.to_user_string() == "graph_loaded"}
+            assert set(loaded) == set(ALL_BUCKETS[ALL_BUCKETS.index(first):ALL_BUCKETS.index(last) + 1])
+            for path in files:
+                own = loaded[bucket_of(path)]
+                other = next(f for f in files if f != path)
+                assert own["files_written"].value == 1, (path, own["files_written"])
+                assert path in own["indexed_versions"].value and other not in own["indexed_versions"].value
+            empty = next(m for key, m in loaded.items() if key not in {first, last})
+            assert empty["files_written"].value == 0 and empty["run_buckets"].value == len(loaded)
+    finally:
+        service.close()
