@@ -11,6 +11,7 @@ and when) and checks the bucket against the disk before normalized_graph may run
 
 import time
 import warnings
+from collections import defaultdict
 from typing import Any
 
 from dagster import (
@@ -32,7 +33,7 @@ from dagster import (
 )
 
 from pipelines.bucket_records import markdown_table
-from pipelines.buckets import ALL_BUCKETS
+from pipelines.buckets import ALL_BUCKETS, bucket_of
 from pipelines.dagster.index_job import IndexRunConfig, metadata_values
 from pipelines.dagster.project import ProjectStores
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk
@@ -90,15 +91,22 @@ def _parsed_metadata(bucket: PreparedBucket) -> dict[str, Any]:
     }
 
 
-def _loaded_metadata(bucket: PreparedBucket | None, reread: list[str]) -> dict[str, Any]:
+def _loaded_metadata(bucket: PreparedBucket | None, indexed: list[Any], reread: list[str]) -> dict[str, Any]:
+    """graph_loaded's record of one bucket; ``indexed``: the manifest's states of the bucket's
+    files after the run, so a bucket the run left as it was keeps showing what is indexed."""
     prepared = bucket.prepared if bucket is not None else []
+    written = {p.state.path for p in prepared}
     return {
         "files_written": len(prepared),
+        "files_unchanged": sum(1 for state in indexed if state.path not in written),
         "files_deleted": len(bucket.deleted) if bucket is not None else 0,
         "nodes": sum(len(p.nodes) for p in prepared),
         "edges": sum(len(p.edges) for p in prepared),
-        "indexed_versions": _table(["path", "sha256", "indexed_at", "symbols"],
-                                   [[p.state.path, p.state.content_hash[:12], p.state.indexed_at, p.state.symbol_count] for p in prepared]),
+        "indexed_versions": _table(
+            ["path", "sha256", "indexed_at", "symbols", "this run"],
+            [[s.path, s.content_hash[:12], s.indexed_at, s.symbol_count, "written" if s.path in written else "unchanged"]
+             for s in sorted(indexed, key=lambda state: (state.path not in written, state.path))],
+        ),
         "reread_from_disk": _table(["path"], [[path] for path in reread]),
     }
 
@@ -233,7 +241,11 @@ def graph_loaded(
     if not passed:
         raise Failure(description="the files written do not match the disk (a file changed during the run): "
                                   "nothing is recorded as materialized; the next run indexes the new version")
-    _per_bucket(context, {key: _loaded_metadata(bucket, reread.get(key, [])) for key, bucket in loaded.items()})
+    indexed: dict[str, list[Any]] = defaultdict(list)
+    for state in (codemem.manifest().files().values() if ctx is not None else []):
+        if bucket_of(state.path) in loaded:
+            indexed[bucket_of(state.path)].append(state)
+    _per_bucket(context, {key: _loaded_metadata(bucket, indexed[key], reread.get(key, [])) for key, bucket in loaded.items()})
     yield Output(loaded, metadata={"run_buckets": len(loaded), "seconds": round(time.perf_counter() - started, 3)})
 
 

@@ -172,3 +172,13 @@ def test_a_run_over_a_range_of_buckets_records_each_buckets_own_files(tmp_path: 
             assert empty["files_written"].value == 0 and empty["run_buckets"].value == len(loaded)
     finally:
         service.close()
+
+
+def test_a_run_that_writes_nothing_in_a_bucket_keeps_showing_what_is_indexed(launched) -> None:  # noqa: ANN001
+    """Launching the bucket again with nothing changed records the files as indexed, unchanged
+    (issue 24, item 3: such a run used to blank the bucket's record)."""
+    _, _, instance, run = launched
+    assert run(list(PER_BUCKET)).success
+    record = _latest(instance, "graph_loaded").metadata
+    assert record["files_written"].value == 0 and record["files_unchanged"].value == 1
+    assert SESSION in record["indexed_versions"].value and "unchanged" in record["indexed_versions"].value
