@@ -68,13 +68,38 @@ def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
     ctx.manifest.set_meta("embedding_model", model)
 
 
+EXTRACTION_VERSION = "2"
+"""What the parsers extract: bumped when an older index lacks what they find now (2: named types
+of every underlying type, records, annotations and constructors with their own kinds)."""
+EXTRACTION_KEY = "extraction_version"
+
+
+def extraction_outdated(ctx: IndexContext) -> bool:
+    """True when the index holds files parsed by older extraction rules (an index from before the
+    version was recorded counts as older; an empty one does not)."""
+    previous = ctx.manifest.get_meta(EXTRACTION_KEY)
+    if previous is None:
+        return bool(ctx.manifest.counts().get("files"))
+    return previous != EXTRACTION_VERSION
+
+
+def _check_extraction(ctx: IndexContext, report: IndexReport) -> None:
+    """Parse every file again when the extraction rules changed (nothing is dropped: each file's
+    symbols, points and subgraph are written over its old ones, as for an edit)."""
+    if extraction_outdated(ctx):
+        count = ctx.manifest.forget_content_hashes()
+        report.notes.append(f"the parsers extract more than when this index was made: its {count} files are parsed again")
+    ctx.manifest.set_meta(EXTRACTION_KEY, EXTRACTION_VERSION)
+
+
 def prepare_stores(ctx: IndexContext, report: IndexReport, *, reembed: bool = False) -> None:
-    """Before writing: rebuild on a model or text-recipe change (or ``reembed``), make sure the
-    code collection and the graph schema exist."""
+    """Before writing: rebuild on a model or text-recipe change (or ``reembed``), parse again
+    what older extraction rules indexed, make sure the code collection and the graph schema exist."""
     if reembed:
         reset_index(ctx)
         report.notes.append("--reembed: the index was rebuilt from scratch")
     _check_embedding_model(ctx, report)
+    _check_extraction(ctx, report)
     ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES)
     ctx.graph.ensure_schema()
 

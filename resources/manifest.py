@@ -333,6 +333,12 @@ class Manifest:
                 [(s, t, d, json.dumps(p)) for s, t, d, p in added],
             )
 
+    def forget_content_hashes(self) -> int:
+        """Make every indexed file look changed (its next index parses it again, writing its
+        symbols, points and subgraph over the old ones); returns how many files."""
+        with self.transaction() as conn:
+            return conn.execute("UPDATE files SET content_hash = ''").rowcount
+
     def get_meta(self, key: str) -> str | None:
         """A metadata value."""
         with self._lock:

@@ -27,6 +27,7 @@ from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
 from pipelines.design.derive import DesignReport, derive_when_changed, design_unchanged, ingest_documents
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress
+from pipelines.index_stores import extraction_outdated
 from pipelines.indexer import finish_report, index_project
 from pipelines.stages import plan_buckets
 from resources.private_files import make_private_dir
@@ -156,7 +157,7 @@ def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
     ctx = project.index_context()
     assert ctx is not None
     plans = plan_buckets(ctx.settings, ctx.manifest, force=force)
-    if not plans or ctx.manifest.dirty() or any(plan.pending for plan in plans.values()):
+    if not plans or ctx.manifest.dirty() or any(plan.pending for plan in plans.values()) or extraction_outdated(ctx):
         return None
     idle = design_unchanged(project.design_stores())
     if idle is None:
