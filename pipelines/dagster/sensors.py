@@ -49,16 +49,19 @@ RUN_CONFIG = {
 ~180 lines per run)."""
 BUCKETS_TAG_MAX = 40
 """Pending buckets named in a run's ``codemem/buckets`` tag (the rest are counted)."""
+PATHS_TAG_MAX = 20
+"""Changed or deleted files named in a run's ``codemem/paths`` tag (the rest are counted)."""
 
 SENSOR_INTERVAL_S = 5
 
 
-def pending_buckets(previous_cursor: str | None) -> tuple[list[tuple[str, str]], str]:
-    """Buckets whose pending work is new since ``previous_cursor``, and the next cursor.
+def pending_buckets(previous_cursor: str | None) -> tuple[list[tuple[str, str]], str, list[str]]:
+    """Buckets whose pending work is new since ``previous_cursor``, the next cursor, and the
+    changed or deleted files of those buckets.
 
     Returns:
-        ``[(bucket, fingerprint)]`` to request, and the cursor (JSON ``{bucket: fingerprint}`` of
-        every bucket with pending work now).
+        ``[(bucket, fingerprint)]`` to request, the cursor (JSON ``{bucket: fingerprint}`` of
+        every bucket with pending work now), and the pending paths of the requested buckets.
     """
     settings = project_settings()
     manifest = Manifest(settings.resolved_state_dir() / "index.db")
@@ -69,7 +72,15 @@ def pending_buckets(previous_cursor: str | None) -> tuple[list[tuple[str, str]],
     seen = json.loads(previous_cursor) if previous_cursor else {}
     now = {bucket: plan.digest for bucket, plan in sorted(plans.items()) if plan.pending}
     wanted = [(bucket, digest) for bucket, digest in now.items() if seen.get(bucket) != digest]
-    return wanted, json.dumps(now, sort_keys=True)
+    paths = sorted({source.path for bucket, _ in wanted for source, _ in plans[bucket].changed} | {
+        path for bucket, _ in wanted for path in plans[bucket].deleted})
+    return wanted, json.dumps(now, sort_keys=True), paths
+
+
+def paths_tag(paths: list[str]) -> str:
+    """The ``codemem/paths`` tag of a sensor run: the changed or deleted files it was requested for."""
+    named = ",".join(paths[:PATHS_TAG_MAX])
+    return named + (f",+{len(paths) - PATHS_TAG_MAX} more" if len(paths) > PATHS_TAG_MAX else "")
 
 
 def buckets_tag(buckets: list[str]) -> str:
@@ -91,7 +102,7 @@ def file_change_sensor(context: SensorEvaluationContext) -> SensorResult | SkipR
         orphaned = fail_orphaned_runs(context.instance)
         if orphaned:
             context.log.warning(f"marked failed {len(orphaned)} run(s) whose process is gone: {orphaned}")
-    wanted, cursor = pending_buckets(context.cursor)
+    wanted, cursor, paths = pending_buckets(context.cursor)
     if not wanted:
         context.update_cursor(cursor)
         return SkipReason("the index is current")
@@ -103,7 +114,7 @@ def file_change_sensor(context: SensorEvaluationContext) -> SensorResult | SkipR
             RunRequest(
                 run_config=RUN_CONFIG,
                 tags={"codemem/trigger": "file_change_sensor", "codemem/fingerprint": fingerprint,
-                      "codemem/buckets": buckets_tag([bucket for bucket, _ in wanted])},
+                      "codemem/buckets": buckets_tag([bucket for bucket, _ in wanted]), "codemem/paths": paths_tag(paths)},
             )
         ],
         cursor=cursor,

@@ -202,6 +202,7 @@ def test_first_tick_after_downtime_catches_up_and_a_run_makes_it_current(indexed
     requests, cursor, skipped = _tick(instance, None)
     assert not skipped
     _assert_requests(requests, touched)
+    assert sorted(requests[0].tags["codemem/paths"].split(",")) == sorted([added, "client/__init__.py", "client/session.py"])
 
     # Run what the sensor asked for, as the daemon would. The stores are closed here, so the run
     # owns them for its duration; it records the buckets it touched, and no other.
