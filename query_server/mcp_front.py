@@ -135,11 +135,16 @@ class Front:
                     with self._answered_lock:
                         self._answered[message["id"]] = result
                     self._send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode() + b"\n")
-                if forward:
-                    self._forward(line)
                 if result is not None and message.get("method") == "initialize":
-                    with self._forward_lock:  # the client goes on at once; the server must finish this first
+                    # the client goes on at once; the server must finish this first: what follows is
+                    # held from the moment the server can see the initialize (set in the same locked
+                    # step, so its answer cannot be read before the hold it releases exists)
+                    with self._forward_lock:
+                        self._server_in.write(line)
+                        self._server_in.flush()
                         self._held, self._held_for = [], message["id"]
+                elif forward:
+                    self._forward(line)
         except (OSError, ValueError):
             pass  # the server's end is gone: the process is exiting
         finally:
@@ -222,7 +227,9 @@ class Front:
             sent = self._answered.pop(message["id"], None)
         if sent is None:
             return False
-        if message["id"] == self._held_for:
+        with self._forward_lock:
+            releases = message["id"] == self._held_for
+        if releases:
             self._release()
         if message.get("result") != sent:
             sys.stderr.write(
