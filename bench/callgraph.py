@@ -132,7 +132,6 @@ class Truth:
         self.trees = {p: ast.parse((root / p).read_text(encoding="utf-8", errors="replace")) for p in paths}
         self.facts = {p: module_facts(root, p, t) for p, t in self.trees.items()}
         self.by_module = {_module_of(p): p for p in paths}
-        self.sites_alternative: Symbol | None = None
         self.edges: dict[str, set[tuple[Symbol, Symbol]]] = defaultdict(set)
         self.sites: dict[tuple[Symbol, int], set[Symbol]] = defaultdict(set)
         self.unjudged: dict[tuple[Symbol, int], set[str]] = defaultdict(set)
@@ -201,32 +200,32 @@ class Truth:
                 return deeper
         return None
 
-    def _target(self, path: str, call: ast.Call, owner: str | None, nested: set[str], scope: str) -> tuple[str, Symbol] | None:
+    def _target(self, path: str, call: ast.Call, owner: str | None, nested: set[str], scope: str) -> tuple[str, Symbol, Symbol | None] | None:
+        """(kind, the target, another target Python may run instead or None), or None when ``ast``
+        cannot tell."""
         func = call.func
         facts = self.facts[path]
         if isinstance(func, ast.Name):
             if func.id in nested:
-                return "same_module", (path, f"{scope}.{func.id}")
+                return "same_module", (path, f"{scope}.{func.id}"), None
             found = self._imported(path, func.id)
             if func.id in facts.top:  # a conditional import of the same name is the other branch
-                if found is not None:
-                    self.sites_alternative = found
-                return "same_module", (path, func.id)
-            return ("across_modules", found) if found is not None else None
+                return "same_module", (path, func.id), found
+            return ("across_modules", found, None) if found is not None else None
         if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
             return None
         head, name = func.value.id, func.attr
         if head in ("self", "cls") and owner is not None:
             if name in facts.methods.get(owner, set()):
-                return "same_module", (path, f"{owner}.{name}")
+                return "same_module", (path, f"{owner}.{name}"), None
             found = self._inherited((path, owner), name)
-            return ("inherited", found) if found is not None else None
+            return ("inherited", found, None) if found is not None else None
         if head in facts.methods and name in facts.methods[head]:
-            return "same_module", (path, f"{head}.{name}")
+            return "same_module", (path, f"{head}.{name}"), None
         module = self._module_alias(path, head)
         if module is not None:
             found = self._attribute_of_module(module, name)
-            return ("across_modules", found) if found is not None else None
+            return ("across_modules", found, None) if found is not None else None
         return None
 
     def _walk(self, path: str, body: list[ast.stmt], prefix: str, owner: str | None) -> None:
@@ -237,18 +236,17 @@ class Truth:
                 scope = f"{prefix}{node.name}"
                 nested = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
                 for call in _calls_of(node):
-                    self.sites_alternative = None
                     found = self._target(path, call, owner, nested, scope)
                     site = ((path, scope), call.lineno)
                     if found is None:
                         func = call.func
                         self.unjudged[site].add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
                     elif found[1] != (path, scope):
-                        kind, target = found
+                        kind, target, also = found
                         self.edges[kind].add(((path, scope), target))
                         self.sites[site].add(target)
-                        if self.sites_alternative is not None:
-                            self.sites[site].add(self.sites_alternative)
+                        if also is not None:
+                            self.sites[site].add(also)
                 self._walk(path, node.body, f"{scope}.", None)
 
 
