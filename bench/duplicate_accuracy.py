@@ -212,15 +212,18 @@ def embedding_only(service: Any, pair: Pair, threshold: float, limit: int) -> bo
 
 def without_names(service: Any, pair: Pair, threshold: float, limit: int) -> bool:
     """The current scoring with the opposite-names rule off (mirrors ``find_duplicates``)."""
+    from pipelines.parsing.canonical import canonical_code
     from resources.code_similarity import Candidate, score_candidates
 
     snippet, vector = _snippet_query(service, pair)
     hits = _candidates(service, pair, vector, max(limit * 5, 50))
+    new_code = snippet.code if snippet else pair.code_b
     scores = score_candidates(
-        snippet.code if snippet else pair.code_b, snippet.name if snippet else None, pair.language,
-        [Candidate(h.payload.get("code") or "", h.payload.get("name"), h.payload.get("language"), h.score,
-                   bool(h.payload.get("code_truncated"))) for h in hits],
-        service.embedder.embed_documents, use_names=False,
+        canonical_code(new_code, pair.language).text, snippet.name if snippet else None, pair.language,
+        [Candidate(canonical_code(h.payload.get("code") or "", pair.language).text, h.payload.get("name"),
+                   h.payload.get("language"), h.score, bool(h.payload.get("code_truncated")), h.payload.get("code"))
+         for h in hits],
+        service.embedder.embed_documents, use_names=False, new_original=new_code,
     )
     ranked = sorted(zip(hits, scores, strict=True), key=lambda pair_: -pair_[1][0])[:limit]
     return any(score >= threshold and h.payload.get("file_path") == pair.path for h, (score, _) in ranked)

@@ -22,6 +22,7 @@ state and are abstracted like locals. The function's own name is abstracted.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections import Counter
@@ -50,11 +51,16 @@ VARIANT_PENALTY = 0.2
 """Subtracted from a variant's cosine, which puts it under the default threshold (0.85)."""
 OPPOSITE_NAMES_PENALTY = 0.15
 """Subtracted from the cosine of differently shaped functions whose names are opposites."""
-STRUCTURE_COSINE_FLOOR = 0.4
-"""Candidates below this index cosine are not compared (noise); the lowest clone seen was 0.50."""
+STRUCTURE_COSINE_FLOOR = 0.25
+"""Candidates below this index cosine are not compared (noise). A short renamed copy without its
+docstring embeds low: 0.39 for a five-line function of toolz (bench.duplicates --dev)."""
 CODE_COSINE_FLOOR = 0.6
 """Differently shaped candidates below this index cosine are not re-embedded (they keep it)."""
-MAX_CODE_EMBEDDINGS = 4
+MAX_CODE_EMBEDDINGS = 2
+MIN_REEMBED_BAG = 0.5
+"""Least token-bag overlap for a differently shaped candidate to be re-embedded: a rewrite of the
+same function keeps most tokens (0.58–0.89 on bench.duplicate_accuracy's restyles); one under this
+is other code, and keeps its index cosine."""
 """Most candidates re-embedded per query (the best by index cosine): bounds the latency and the CPU
 one check takes from concurrent calls (8 and 4 score the same on bench.duplicate_accuracy)."""
 
@@ -110,7 +116,7 @@ _STRING = (
 _QUOTED = r"|[rRbBuUfF]{0,2}'(?:\\.|[^'\\\n])*'"
 _RUST_CHAR = r"|b?'(?:\\.|[^'\\])'"
 _TAIL = (
-    r"|(?P<num>\d[\d_]*(?:\.\d[\d_]*)?(?:[eE][+-]?\d+)?\w*)"
+    r"|(?P<num>\d[\d_]*(?:\.(?![.\w])|\.\d[\d_]*)?(?:[eE][+-]?\d+)?\w*|(?<![\w)\]])\.\d[\d_]*(?:[eE][+-]?\d+)?)"
     r"|(?P<id>[^\W\d]\w*)"
     r"|(?P<op>" + "|".join(re.escape(o) for o in _OPERATORS) + r")"
     r"|(?P<ch>\S)"
@@ -125,6 +131,10 @@ _RUST_TOKEN = re.compile(_C_COMMENT + r"(?P<str>" + _STRING + _RUST_CHAR + r")|(
 _INTERPOLATION = re.compile(r"\{([^{}]*)\}")
 _WORD = re.compile(r"[^\W\d]\w*")
 _GO_RECEIVER = re.compile(r"^\s*func\s*\(\s*(\w+)\s")
+_DEFINING = frozenset({"def", "function", "func", "fn", "class"})
+"""Keywords before a name the function defines itself (a nested function is a local)."""
+_CLOSERS = frozenset({")", "]", "}"})
+_ASI = frozenset({"javascript", "typescript", "tsx"})
 _GENERIC_INSIDE = frozenset(", [ ] ? & :: . | : ( ) ... => extends super keyof".split())
 
 
@@ -135,6 +145,7 @@ class Token:
     text: str
     kind: Literal["id", "syntax", "semantic"]
     name: str | None = None
+    line: int = field(default=0, compare=False)
 
 
 def _generic_brackets(raw: list[tuple[str, str]]) -> set[int]:
@@ -202,7 +213,10 @@ def code_tokens(code: str, language: str, own_name: str | None = None) -> list[T
 def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token, ...]:
     """:func:`code_tokens`, cached: a server compares the same candidates again and again."""
     keywords = _KEYWORDS.get(language, _COMMON_KEYWORDS)
-    raw = [(m.lastgroup or "ch", m.group()) for m in _scanner(language).finditer(code) if m.lastgroup != "doc"]
+    matches = [m for m in _scanner(language).finditer(code) if m.lastgroup != "doc"]
+    raw = [(m.lastgroup or "ch", m.group()) for m in matches]
+    breaks = [m.start() for m in re.finditer("\n", code)]
+    lines = [bisect.bisect(breaks, m.start()) for m in matches]
     generics = _generic_brackets(raw) if language != "python" else set()
     receiver = _GO_RECEIVER.match(code) if language == "go" else None
     own_state = _SELF | ({receiver.group(1)} if receiver else set())
@@ -211,39 +225,62 @@ def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token,
     plain = {
         text for index, (kind, text) in enumerate(raw)
         if kind == "id" and (index == 0 or raw[index - 1][1] not in (".", "?.", "::"))
-        and (index + 1 == len(raw) or raw[index + 1][1] != "(")
+        and (index + 1 == len(raw) or raw[index + 1][1] != "(" or (index > 0 and raw[index - 1][1] in _DEFINING))
     }
     tokens: list[Token] = []
     for index, (kind, text) in enumerate(raw):
+        after = raw[index + 1][1] if index + 1 < len(raw) else ""
+        if kind == "ch" and (text == "," and after in _CLOSERS or text == ";" and language in _ASI):
+            continue  # a trailing comma, a semicolon JavaScript inserts anyway: layout
         before = raw[index - 1][1] if index else ""
         before_object = raw[index - 2][1] if index > 1 else ""
-        after = raw[index + 1][1] if index + 1 < len(raw) else ""
         if kind == "id":
             if text in keywords:
-                tokens.append(Token(text, "semantic" if text in _SEMANTIC_KEYWORDS else "syntax"))
+                tokens.append(Token(text, "semantic" if text in _SEMANTIC_KEYWORDS else "syntax", line=lines[index]))
             elif before in (".", "?.") and before_object in own_state:
-                tokens.append(Token("ID", "id", "." + text))
+                tokens.append(Token("ID", "id", "." + text, line=lines[index]))
             elif before in (".", "?.", "::"):
-                tokens.append(Token(text, "semantic"))
+                tokens.append(Token(text, "semantic", line=lines[index]))
             elif text == own_name:
-                tokens.append(Token("ID", "id", text))
+                tokens.append(Token("ID", "id", text, line=lines[index]))
             elif after == "(" and text not in plain:
-                tokens.append(Token(text, "semantic"))
+                tokens.append(Token(text, "semantic", line=lines[index]))
             else:
-                tokens.append(Token("ID", "id", text))
+                tokens.append(Token("ID", "id", text, line=lines[index]))
         elif kind == "str":
             body = re.sub(r"^[rRbBuUfF]{0,2}", "", text)[1:-1]
             body = _INTERPOLATION.sub(lambda m: "{" + _WORD.sub("ID", m.group(1)) + "}", body)
-            tokens.append(Token(f'"{body}"', "semantic"))
+            tokens.append(Token(f'"{body}"', "semantic", line=lines[index]))
         elif kind == "num":
-            tokens.append(Token(text, "semantic"))
+            tokens.append(Token(_number(text), "semantic", line=lines[index]))
         elif kind == "life":
-            tokens.append(Token("'", "syntax"))
+            tokens.append(Token("'", "syntax", line=lines[index]))
         elif index in generics:
-            tokens.extend(Token("<g" if text == "<" else ">g", "syntax") for _ in range(2 if text == ">>" else 1))
+            tokens.extend(Token("<g" if text == "<" else ">g", "syntax", line=lines[index]) for _ in range(2 if text == ">>" else 1))
         else:
-            tokens.append(Token(text, "syntax" if text in _SYNTAX else "semantic"))
+            tokens.append(Token(text, "syntax" if text in _SYNTAX else "semantic", line=lines[index]))
     return tuple(tokens)
+
+
+def _lines(tokens: Sequence[Token]) -> Counter[tuple[str, ...]]:
+    """The token texts of each line, as a multiset of lines."""
+    by_line: dict[int, list[str]] = {}
+    for token in tokens:
+        by_line.setdefault(token.line, []).append(token.text)
+    return Counter(tuple(texts) for texts in by_line.values())
+
+
+def _number(text: str) -> str:
+    """A numeric literal by its value where the spelling varies (``1_000``, ``0x3e8``, ``1.``, ``.5``)."""
+    plain = text.replace("_", "")
+    try:
+        return str(int(plain, 0))
+    except ValueError:
+        pass
+    try:
+        return repr(float(plain))
+    except ValueError:
+        return text
 
 
 def _swapped_variables(a: list[Token], b: list[Token]) -> int:
@@ -335,6 +372,7 @@ class CodeComparison:
         edits: Tokens in one multiset and not the other (both directions).
         semantic_edits: The same, counting operators, literals and API names only.
         swapped: Positions where identical sequences bind variables inconsistently.
+        rearranged: The same tokens, moved within lines rather than as whole lines.
         opposite: Why the names are opposites (``lock/unlock``), or None.
         only_existing / only_new: Up to 5 semantic tokens found in one function only.
     """
@@ -345,6 +383,7 @@ class CodeComparison:
     edits: int
     semantic_edits: int
     swapped: int = 0
+    rearranged: bool = False
     opposite: str | None = None
     only_existing: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
@@ -358,6 +397,8 @@ class CodeComparison:
             parts.append(f"{' '.join(self.only_existing) or '∅'} → {' '.join(self.only_new) or '∅'}")
         if self.swapped:
             parts.append("variables swapped")
+        if self.rearranged:
+            parts.append("operands or arguments in another order")
         if self.opposite:
             parts.append(f"opposite names ({self.opposite})")
         return "; ".join(parts) or "different structure"
@@ -394,10 +435,13 @@ def compare_code(
         if semantic_edits and edits <= MAX_VARIANT_EDIT else None
     )
     swapped = _swapped_variables(a, b) if texts_a == texts_b else 0
+    # The same tokens in another order are a clone when whole lines (statements, in canonical
+    # code) moved; tokens moved inside a line (`x < 0` vs `0 < x`) may change what it computes.
+    rearranged = texts_a != texts_b and count_a == count_b and _lines(a) != _lines(b)
     opposite = opposite_names(existing_name, new_name) if existing_name and new_name else None
     if min(len(texts_a), len(texts_b)) < MIN_TOKENS:
         verdict: Verdict = "other"
-    elif swapped >= 2 or (sequence is not None and sequence >= MIN_VARIANT_SEQUENCE):
+    elif swapped >= 2 or rearranged or (sequence is not None and sequence >= MIN_VARIANT_SEQUENCE):
         verdict = "variant"
     elif not semantic_edits and bag >= MIN_CLONE_BAG:
         verdict = "clone"
@@ -405,7 +449,7 @@ def compare_code(
         verdict = "other"
     return CodeComparison(
         verdict=verdict, bag=round(bag, 4), sequence=None if sequence is None else round(sequence, 4),
-        edits=edits, semantic_edits=semantic_edits, swapped=swapped, opposite=opposite,
+        edits=edits, semantic_edits=semantic_edits, swapped=swapped, rearranged=rearranged, opposite=opposite,
         only_existing=sorted(only_a)[:5], only_new=sorted(only_b)[:5],
     )
 
@@ -438,6 +482,8 @@ class Candidate:
         language: Its language.
         cosine: The store's cosine between its vector and the new code's.
         truncated: The payload's copy of the code is cut (structure not comparable).
+        original: The code as written when ``code`` is a canonical form of it (what is
+            embedded for differently shaped candidates); None: ``code`` itself.
     """
 
     code: str
@@ -445,6 +491,7 @@ class Candidate:
     language: str | None
     cosine: float
     truncated: bool = False
+    original: str | None = None
 
 
 def score_candidates(
@@ -455,6 +502,7 @@ def score_candidates(
     embed: Callable[[list[str]], np.ndarray],
     *,
     use_names: bool = True,
+    new_original: str | None = None,
 ) -> list[tuple[float, CodeComparison | None]]:
     """Duplicate scores of candidates for new code, in the candidates' order.
 
@@ -471,6 +519,7 @@ def score_candidates(
         candidates: The vector store's candidates.
         embed: The embedder's ``embed_documents`` (texts to unit vectors, cache first).
         use_names: Whether opposite names lower the score (off for ablations only).
+        new_original: The new code as written when ``new_code`` is a canonical form of it.
 
     Returns:
         ``(score, comparison)`` per candidate; comparison is None when the candidate's code is
@@ -493,12 +542,14 @@ def score_candidates(
     cosines = [c.cosine for c in candidates]
     reembed = sorted(
         (i for i, comp in enumerate(comparisons)
-         if comp is not None and comp.verdict == "other" and candidates[i].cosine >= CODE_COSINE_FLOOR),
+         if comp is not None and comp.verdict == "other" and candidates[i].cosine >= CODE_COSINE_FLOOR
+         and comp.bag >= MIN_REEMBED_BAG),
         key=lambda i: -candidates[i].cosine,
     )[:MAX_CODE_EMBEDDINGS]
     if reembed:
-        texts = [code_without_comments(new_code, language)]
-        texts += [code_without_comments(candidates[i].code, language) for i in reembed]
+        # the code as written: types and layout are signal the model reads (both sides have them)
+        texts = [code_without_comments(new_original or new_code, language)]
+        texts += [code_without_comments(candidates[i].original or candidates[i].code, language) for i in reembed]
         vectors = np.asarray(embed(texts), dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         for row, i in enumerate(reembed, start=1):

@@ -1,97 +1,115 @@
-"""find_duplicates: existing functions like a given snippet — dense candidates re-scored by structure
-(``resources.code_similarity``), with their location and a reuse advice."""
+"""find_duplicates: existing functions like a given snippet — dense candidates compared in canonical
+form (``pipelines.parsing.canonical``) and re-scored by structure (``resources.code_similarity``),
+with their location, what differs, and a reuse advice."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION
 from pipelines.parsing import parse_source
+from pipelines.parsing.canonical import CanonicalCode, canonical_code, wrap_member
 from pipelines.records import embedding_text
+from query_server.code.duplicate_differences import describe_differences
 from query_server.code.lookups import SUPPORTED_LANGUAGES, CodeLookups, being_rebuilt
-from query_server.paging import MAX_RESPONSE_TOKENS, ToolError, cut_text, estimate_tokens
-from resources.code_similarity import STRUCTURE_COSINE_FLOOR, Candidate, score_candidates
+from query_server.paging import (
+    MAX_RESPONSE_TOKENS,
+    ToolError,
+    cut_text,
+    estimate_tokens,
+)
+from resources.code_similarity import (
+    STRUCTURE_COSINE_FLOOR,
+    Candidate,
+    code_tokens,
+    score_candidates,
+)
 from resources.schemas.code import CALLABLE_KINDS
-from resources.schemas.tools import DuplicateHit, FindDuplicatesInput, FindDuplicatesResult
+from resources.schemas.tools import (
+    DuplicateHit,
+    FindDuplicatesInput,
+    FindDuplicatesResult,
+)
 from resources.vectors.store import PayloadFilter, VectorHit
 
 log = structlog.get_logger("codemem.service")
+
+MAX_COMPARED_CODE = 40_000
+"""Longest function read back from its file to be compared (longer ones keep their cosine)."""
+
+
+@dataclass(frozen=True)
+class _Snippet:
+    """The code about to be written: its first function (or the whole), as written and canonical."""
+
+    code: str
+    name: str | None
+    embed_text: str
+    canonical: CanonicalCode
+
+
+def read_snippet(code: str, language: str) -> _Snippet:
+    """The snippet's first function, what the dense model sees of it, and its canonical form.
+
+    A method on its own (TypeScript, JavaScript, Java, C#) is read inside a class.
+    """
+    parsed = parse_source("snippet", code.encode("utf-8"), language)  # type: ignore[arg-type]
+    functions = [s for s in parsed.symbols if s.kind in CALLABLE_KINDS]
+    wrapped = None if functions else wrap_member(code, language)
+    if wrapped is not None:
+        parsed = parse_source("snippet", wrapped.encode("utf-8"), language)  # type: ignore[arg-type]
+        functions = [s.model_copy(update={"container": None}) for s in parsed.symbols if s.kind in CALLABLE_KINDS]
+    if not functions:
+        return _Snippet(code, None, code, canonical_code(code, language))
+    first = functions[0]
+    return _Snippet(first.code, first.name, embedding_text(parsed, first, first.name), canonical_code(first.code, language))
 
 
 class DuplicateFinder(CodeLookups):
     """Functions in the index that a new one would duplicate."""
 
     def find_duplicates(self, request: FindDuplicatesInput) -> FindDuplicatesResult:
-        """Existing functions similar to the given code, with the location and a reuse advice."""
+        """Existing functions similar to the given code, with the location, what differs, and a reuse advice."""
         threshold = request.threshold if request.threshold is not None else self.settings.duplicate_threshold
         language = (request.language or "python").lower()
         if language not in SUPPORTED_LANGUAGES:
             raise ToolError(f"Unknown language {request.language!r} — use one of {', '.join(sorted(SUPPORTED_LANGUAGES))}")
-        done, total, coverage = self._dense_coverage()
-        running = self._running_job()
-        if not done and running is not None:
-            # an empty answer now would read as "no duplicates": say why there is none
-            raise ToolError(being_rebuilt(running))
-        if not total:
-            raise ToolError("nothing is indexed yet — run `codemem index` on the project first")
-        if done < total:
-            log.info("find_duplicates with partial dense coverage", coverage=coverage)
-        if not done:
-            raise ToolError("dense vectors are still being computed — retry in a moment (`index_status` shows progress)")
-        parsed = parse_source("snippet", request.code.encode("utf-8"), language)  # type: ignore[arg-type]
-        functions = [s for s in parsed.symbols if s.kind in CALLABLE_KINDS]
-        text = embedding_text(parsed, functions[0], functions[0].qualified_name) if functions else request.code
-        vector = self.embedder.embed_documents([text])[0]
-        must: dict[str, list[Any]] = {"kind": sorted(CALLABLE_KINDS)}
-        if request.language:
-            must["language"] = [language]
-        # More candidates than wanted, re-scored by structure (resources.code_similarity): the
-        # embedding alone rates renamed copies low and same-shape opposites (min/max) high.
-        dense_hits, _ = self.vectors.ranked_lists(
-            CODE_COLLECTION, dense=vector, sparse=None, candidates=max(request.limit * 5, 50),
-            payload_filter=PayloadFilter(must), with_payload=False,
-        )
-        # Code only of the candidates that can be shown or compared by structure: one under both
-        # floors keeps its cosine as its score, below the threshold (payloads cost GIL time).
-        floor = min(STRUCTURE_COSINE_FLOOR, threshold)
-        payloads = self._payloads([hit.id for hit in dense_hits if hit.score >= floor])
-        dense_hits = [VectorHit(id=hit.id, score=hit.score, payload=payloads.get(hit.id, {})) for hit in dense_hits
-                      if hit.score < floor or hit.id in payloads]
-        snippet = functions[0] if functions else None
+        self._check_dense_ready()
+        snippet = read_snippet(request.code, language)
+        candidates = self._candidates(snippet, language if request.language else None, request.limit, threshold)
+        # Both sides in canonical form (pipelines.parsing.canonical): names, annotations, comments
+        # and statements written another way no longer read as a behaviour change.
+        existing = {
+            hit.id: canonical_code(hit.payload["code"], hit.payload.get("language") or language)
+            for hit in candidates if hit.payload.get("code") and not hit.payload.get("code_truncated")
+        }
         scores = score_candidates(
-            snippet.code if snippet else request.code, snippet.name if snippet else None, language,
+            snippet.canonical.text, snippet.name, language,
             [
-                Candidate(hit.payload.get("code") or "", hit.payload.get("name"), hit.payload.get("language"),
-                          hit.score, bool(hit.payload.get("code_truncated")))
-                for hit in dense_hits
+                Candidate(existing[hit.id].text if hit.id in existing else hit.payload.get("code") or "",
+                          hit.payload.get("name"), hit.payload.get("language"),
+                          hit.score, bool(hit.payload.get("code_truncated")), hit.payload.get("code"))
+                for hit in candidates
             ],
-            self.embedder.embed_documents,
+            self.embedder.embed_documents, new_original=snippet.code,
         )
-        ranked = sorted(zip(dense_hits, scores, strict=True), key=lambda pair: -pair[1][0])
-        duplicates = []
+        ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1][0])
+        duplicates: list[DuplicateHit] = []
         budget = MAX_RESPONSE_TOKENS - 500
         truncated = False
-        for hit, (score, _comparison) in ranked[: request.limit]:
+        for hit, (score, comparison) in ranked[: request.limit]:
             if score < threshold:
                 break
-            payload = hit.payload
-            advice = (
-                "near-identical: reuse it instead of writing a new one"
-                if score >= 0.95
-                else "similar: reuse or extend it rather than duplicating it"
-            )
-            duplicates.append(
-                DuplicateHit(
-                    id=hit.id, name=payload.get("name", ""), qualified_name=payload.get("qualified_name", ""),
-                    file_path=payload.get("file_path", ""), start_line=int(payload.get("start_line", 0)),
-                    end_line=int(payload.get("end_line", 0)), signature=payload.get("signature", ""),
-                    docstring=cut_text(payload["docstring"], 1_500, "get_symbol returns the whole")[0] if payload.get("docstring") else None,
-                    similarity=round(score, 4),
-                    recommendation=f"{advice} ({payload.get('file_path')}:{payload.get('start_line')})",
-                )
-            )
+            differences = describe_differences(
+                existing[hit.id], snippet.canonical, code_tokens(existing[hit.id].text, language, hit.payload.get("name")),
+                code_tokens(snippet.canonical.text, language, snippet.name), comparison, hit.payload.get("name"),
+                snippet.name, hit.payload.get("code"), snippet.code,
+            ) if hit.id in existing else []
+            duplicates.append(_duplicate_hit(hit, score, differences))
             budget -= estimate_tokens(duplicates[-1].model_dump_json())
             if budget < 0:
                 duplicates.pop()
@@ -100,3 +118,69 @@ class DuplicateFinder(CodeLookups):
         return FindDuplicatesResult(
             threshold=threshold, duplicate_count=len(duplicates), duplicates=duplicates, truncated=truncated
         )
+
+    def _check_dense_ready(self) -> None:
+        """Refuse, saying why, while no dense vector can be searched (an empty answer would read as "none")."""
+        done, total, coverage = self._dense_coverage()
+        running = self._running_job()
+        if not done and running is not None:
+            raise ToolError(being_rebuilt(running))
+        if not total:
+            raise ToolError("nothing is indexed yet — run `codemem index` on the project first")
+        if done < total:
+            log.info("find_duplicates with partial dense coverage", coverage=coverage)
+        if not done:
+            raise ToolError("dense vectors are still being computed — retry in a moment (`index_status` shows progress)")
+
+    def _candidates(self, snippet: _Snippet, language: str | None, limit: int, threshold: float) -> list[VectorHit]:
+        """Functions near the snippet's vector — more than wanted, to be re-scored by structure (the
+        embedding alone rates renamed copies low and same-shape opposites high) — with the payloads
+        of those that can be shown or compared, a long one's whole code read from its file."""
+        vector = self.embedder.embed_documents([snippet.embed_text])[0]
+        must: dict[str, list[Any]] = {"kind": sorted(CALLABLE_KINDS)}
+        if language:
+            must["language"] = [language]
+        hits, _ = self.vectors.ranked_lists(
+            CODE_COLLECTION, dense=vector, sparse=None, candidates=max(limit * 5, 50),
+            payload_filter=PayloadFilter(must), with_payload=False,
+        )
+        # one under both floors keeps its cosine as its score, below the threshold (payloads cost GIL time)
+        floor = min(STRUCTURE_COSINE_FLOOR, threshold)
+        payloads = self._payloads([hit.id for hit in hits if hit.score >= floor])
+        stale_cache: dict[str, bool] = {}
+        for payload in payloads.values():
+            if payload.get("code_truncated"):  # the payload holds the start: the file has the rest
+                self._whole_code(payload, stale_cache)
+        return [VectorHit(id=hit.id, score=hit.score, payload=payloads.get(hit.id, {})) for hit in hits
+                if hit.score < floor or hit.id in payloads]
+
+    def _whole_code(self, payload: dict[str, Any], stale: dict[str, bool]) -> None:
+        """Put a long function's whole code in its payload, read from its file while the file is
+        as indexed (else the payload stays cut and the candidate keeps its cosine)."""
+        path, content_hash = payload.get("file_path"), payload.get("content_hash")
+        if not path or not content_hash or self._is_stale(path, content_hash, stale):
+            return
+        try:
+            lines = confine_path(self.settings.resolved_root(), path).read_text("utf-8", errors="replace").splitlines()
+        except (OSError, DiscoveryError):
+            return
+        code = "\n".join(lines[int(payload.get("start_line", 1)) - 1 : int(payload.get("end_line", 0))])
+        if code and len(code) <= MAX_COMPARED_CODE:
+            payload["code"], payload["code_truncated"] = code, False
+
+
+def _duplicate_hit(hit: VectorHit, score: float, differences: list[str]) -> DuplicateHit:
+    """One reported duplicate, with its reuse advice."""
+    payload = hit.payload
+    advice = (
+        "near-identical: reuse it instead of writing a new one" if score >= 0.95
+        else "similar: reuse or extend it rather than duplicating it"
+    )
+    return DuplicateHit(
+        id=hit.id, name=payload.get("name", ""), qualified_name=payload.get("qualified_name", ""),
+        file_path=payload.get("file_path", ""), start_line=int(payload.get("start_line", 0)),
+        end_line=int(payload.get("end_line", 0)), signature=payload.get("signature", ""),
+        docstring=cut_text(payload["docstring"], 1_500, "get_symbol returns the whole")[0] if payload.get("docstring") else None,
+        similarity=round(score, 4), differences=differences,
+        recommendation=f"{advice} ({payload.get('file_path')}:{payload.get('start_line')})",
+    )

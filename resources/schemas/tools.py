@@ -156,6 +156,11 @@ class DuplicateHit(BaseModel):
     signature: str
     docstring: str | None = None
     similarity: float
+    differences: list[str] = Field(
+        default_factory=list,
+        description="What differs from the given code: names, annotations, docstring, comments, statements "
+        "written another way, or the tokens that change behaviour; empty for the same code.",
+    )
     recommendation: str
 
 

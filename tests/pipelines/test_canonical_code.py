@@ -1,0 +1,129 @@
+"""The canonical form of a function: each edit that keeps behaviour is undone, each one that
+changes it is kept (issue 19, item 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.parsing.canonical import canonical_code
+from resources.code_similarity import code_tokens, compare_code
+
+
+def same(a: str, b: str, language: str = "python") -> bool:
+    """Whether two functions have the same canonical tokens (names abstracted)."""
+    x, y = canonical_code(a, language), canonical_code(b, language)
+    return [t.text for t in code_tokens(x.text, language, "f")] == [t.text for t in code_tokens(y.text, language, "f")]
+
+
+ORIGINAL = '''def f(items: list[int], scale: float = 1.0) -> int:
+    """Sum of the positive items, scaled."""
+    total: int = 0  # running sum
+    for item in items:
+        if item > 0:
+            total = total + item * scale
+    return total
+'''
+
+
+@pytest.mark.parametrize(
+    ("kind", "clone"),
+    [
+        ("annotations", ORIGINAL.replace(": list[int]", "").replace(": float", "").replace(" -> int", "").replace(": int", "")),
+        ("docstring", ORIGINAL.replace('    """Sum of the positive items, scaled."""\n', "")),
+        ("comments", ORIGINAL.replace("  # running sum", "")),
+        ("augmented", ORIGINAL.replace("total = total + item * scale", "total += item * scale")),
+        ("comparison", ORIGINAL.replace("item > 0", "0 < item")),
+        ("defaults", ORIGINAL.replace("scale: float = 1.0", "scale: float = 1.")),
+        ("formatting", ORIGINAL.replace("    ", "  ").replace("item * scale", "item*scale")),
+    ],
+)
+def test_each_python_edit_that_keeps_behaviour_is_undone(kind: str, clone: str) -> None:
+    assert clone != ORIGINAL
+    assert same(ORIGINAL, clone), kind
+
+
+def test_a_return_through_a_temporary_is_a_direct_return() -> None:
+    direct = "def f(a, b):\n    x = a * 2\n    return x + b\n"
+    temporary = "def f(a, b):\n    x = a * 2\n    result = x + b\n    return result\n"
+    assert same(direct, temporary)
+    assert "temporary" in canonical_code(temporary, "python").rewrites
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "def f(a, b):\n    if a < b:\n        return a\n    else:\n        return b\n",
+        "def f(a, b):\n    if a < b:\n        return a\n    return b\n",
+        "def f(a, b):\n    if a < b:\n        m = a\n    else:\n        m = b\n    return m\n",
+    ],
+)
+def test_if_else_is_a_conditional_expression(variant: str) -> None:
+    assert same("def f(a, b):\n    return a if a < b else b\n", variant)
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "def f(xs):\n    out = []\n    for x in xs:\n        if x % 2:\n            out.append(x * x)\n    return out\n",
+        "def f(xs):\n    out = []\n    for x in xs:\n        if x % 2:\n            out.append(x * x)\n    res = out\n    return res\n",
+    ],
+)
+def test_a_loop_of_appends_is_a_comprehension(loop: str) -> None:
+    assert same("def f(xs):\n    return [x * x for x in xs if x % 2]\n", loop)
+
+
+def test_typescript_types_loops_and_conditionals_are_undone() -> None:
+    typed = """function f(xs: number[], limit: number = 10): number[] {
+  const out: number[] = [];
+  for (const x of xs) {
+    if (x > limit) {
+      out.push(x * 2);
+    }
+  }
+  return out;
+}"""
+    plain = "function f(xs, limit = 10) {\n  return xs.filter((x) => limit < x).map((x) => x * 2);\n}"
+    assert same(typed, plain, "typescript")
+    pick = "function f(a: number, b: number): number {\n  if (a > b) { return a; } else { return b; }\n}"
+    assert same(pick, "function f(a, b) { return b < a ? a : b; }", "typescript")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("def f(v):\n    t = 0\n    for x in v:\n        if x > 0:\n            t += x\n    return t\n",
+         "def f(v):\n    t = 0\n    for x in v:\n        if x < 0:\n            t += x\n    return t\n"),
+        ("def f(a, b):\n    return a if a < b else b\n", "def f(a, b):\n    return b if a < b else a\n"),
+        ("def f(xs):\n    return [x for x in xs if x]\n", "def f(xs):\n    return [x for x in xs if not x]\n"),
+    ],
+)
+def test_edits_that_change_behaviour_stay(a: str, b: str) -> None:
+    comparison = compare_code(canonical_code(a, "python").text, canonical_code(b, "python").text, "python", "f", "f")
+    assert comparison.verdict != "clone"
+
+
+def test_operands_swapped_inside_a_statement_are_not_a_reordering() -> None:
+    positive = "def f(values):\n    total = 0\n    for value in values:\n        if value > 0:\n            total += value\n    return total\n"
+    negative = positive.replace("value > 0", "value < 0")
+    comparison = compare_code(canonical_code(positive, "python").text, canonical_code(negative, "python").text, "python")
+    assert comparison.verdict == "variant" and comparison.rearranged
+
+
+def test_independent_statements_and_dict_keys_in_another_order_are_a_clone() -> None:
+    a = 'def f(o):\n    n = len(o.items)\n    s = sum(o.items)\n    return {"n": n, "s": s}\n'
+    b = 'def f(o):\n    s = sum(o.items)\n    n = len(o.items)\n    return {"s": s, "n": n}\n'
+    comparison = compare_code(canonical_code(a, "python").text, canonical_code(b, "python").text, "python")
+    assert comparison.verdict == "clone"
+
+
+def test_what_was_removed_is_reported() -> None:
+    canonical = canonical_code(ORIGINAL, "python")
+    assert canonical.docstring == '"""Sum of the positive items, scaled."""'
+    assert canonical.comments == 1
+    assert sorted(canonical.annotations) == sorted(["int", "list[int]", "float", "int"])
+    assert sorted(canonical.rewrites) == ["augmented", "comparison"]
+
+
+def test_broken_or_unknown_code_is_rendered_as_far_as_it_goes() -> None:
+    assert canonical_code("def f(:\n    return 1\n", "python").text
+    assert canonical_code("whatever", "cobol").text == "whatever"
