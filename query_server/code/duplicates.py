@@ -57,10 +57,11 @@ def read_snippet(code: str, language: str) -> _Snippet:
 
     A method on its own (TypeScript, JavaScript, Java, C#) is read inside a class.
     """
-    parsed = parse_source("snippet", code.encode("utf-8"), language)  # type: ignore[arg-type]
-    functions = [s for s in parsed.symbols if s.kind in CALLABLE_KINDS]
-    wrapped = None if functions else wrap_member(code, language)
-    if wrapped is not None:
+    wrapped = wrap_member(code, language)  # None unless it parses as a class member only
+    if wrapped is None:
+        parsed = parse_source("snippet", code.encode("utf-8"), language)  # type: ignore[arg-type]
+        functions = [s for s in parsed.symbols if s.kind in CALLABLE_KINDS]
+    else:
         parsed = parse_source("snippet", wrapped.encode("utf-8"), language)  # type: ignore[arg-type]
         functions = [s.model_copy(update={"container": None}) for s in parsed.symbols if s.kind in CALLABLE_KINDS]
     if not functions:

@@ -161,3 +161,18 @@ def test_a_function_longer_than_the_payload_is_compared_whole(tmp_path: Path, se
     clone = code.replace("long_weighted", "weighted_terms").replace("acc", "sum_").replace("values", "xs")
     hit = found(service, clone, "python", "long_weighted")
     assert hit is not None and hit.similarity >= 0.95
+
+
+def test_a_method_with_a_nested_function_is_read_as_the_method(service) -> None:
+    # tree-sitter reads the bare method with errors and finds the nested arrow function first
+    method = '''total(discount = 0) {
+    const priced = (it) => it.price * it.quantity;
+    let s = 0;
+    for (const it of this.items) {
+      if (it.quantity > 0) { s += priced(it); }
+    }
+    return discount > 0 ? s * (1 - discount) : s;
+}'''
+    from query_server.code.duplicates import read_snippet
+
+    assert read_snippet(method, "typescript").name == "total"
