@@ -101,7 +101,9 @@ def embed_no_path(parsed: Any, symbol: Any, qualified: str) -> str:
 def embed_words_header(parsed: Any, symbol: Any, qualified: str) -> str:
     """Header in words: name, container and module as words, then signature and squeezed body."""
     split = _records().split_identifier
-    module = _records().module_name(parsed.path).split(".")
+    from pipelines.qualified_names import module_name
+
+    module = module_name(parsed.path).split(".")
     module_words = " ".join(split(m) for m in module[-2:])
     container = f" of {split(symbol.container.split('.')[-1])}" if symbol.container else ""
     lines = [f"{split(symbol.name)}{container} ({symbol.kind} in {module_words})"]

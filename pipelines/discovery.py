@@ -60,6 +60,11 @@ class SourceFile:
     mtime_ns: int
     language: str
 
+    @property
+    def project_root(self) -> Path:
+        """The root the repo-relative ``path`` is relative to."""
+        return self.absolute_path.parents[self.path.count("/")]
+
 
 @dataclass(slots=True, frozen=True)
 class SkippedFile:

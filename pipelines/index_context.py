@@ -15,7 +15,10 @@ from resources.settings import Settings
 from resources.vectors.store import VectorStore
 
 CODE_COLLECTION = "code"
-CODE_INDEXES = ("file_path", "language", "kind", "name", "path_prefixes", "qualified_name", "container", "requirement_ids")
+CODE_INDEXES = (
+    "file_path", "language", "kind", "name", "path_prefixes", "qualified_name", "path_qualified_name", "container",
+    "requirement_ids",
+)
 """The code collection's payload indexes: the fields code_search, find_duplicates, the design
 layer and the derivations filter on."""
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipelines.discovery import SourceFile
 from pipelines.parsing import ParseTimeout, parse_source
+from pipelines.qualified_names import clear_module_cache
 from pipelines.records import build_symbol_records, file_id, graph_label
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, SymbolRow
@@ -56,7 +57,7 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
     """
     indexed_at = _now()
     parsed = parse_source(source.path, data, source.language, timeout_s=timeout_s)  # type: ignore[arg-type]
-    records = build_symbol_records(parsed, content_hash, indexed_at)
+    records = build_symbol_records(parsed, content_hash, indexed_at, source.project_root)
     fid = file_id(source.path)
     local_to_id = {}
     for record in records:
@@ -82,7 +83,7 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
         label = graph_label(symbol.kind)
         props = {
             "memory_id": record.id, "name": symbol.name, "qualified_name": record.qualified_name,
-            "file_path": source.path, "language": source.language, "kind": symbol.kind,
+            "path_qualified_name": record.path_qualified_name, "file_path": source.path, "language": source.language, "kind": symbol.kind,
             "start_line": symbol.start_line, "end_line": symbol.end_line, "signature": symbol.signature,
         }
         nodes.append(GraphNode(id=record.id, label=label, properties=props))  # type: ignore[arg-type]
@@ -93,6 +94,7 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
                 id=record.id, path=source.path, name=symbol.name, local_name=record.local_name,
                 qualified_name=record.qualified_name, kind=symbol.kind, container=symbol.container,
                 language=source.language, embed_text=record.embed_text, has_dense=False,
+                path_qualified_name=record.path_qualified_name,
             )
         )
         if symbol.extends or symbol.implements:
@@ -171,6 +173,7 @@ def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) ->
     Parsing, extraction and sparse vectors are CPU-bound Python; the store writes stay in this
     process, so the workers prepare the next files while the current batch is written.
     """
+    clear_module_cache()  # go.mod / Cargo.toml may have changed since the last run (workers start empty)
     workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if len(changed) < PARALLEL_THRESHOLD or workers < 2:
         for source, _ in changed:

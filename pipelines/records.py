@@ -2,6 +2,8 @@
 
 Ids are deterministic (UUIDv5 of repo-relative path + file-local qualified name, with an
 ordinal for overloads), so re-indexing the same content writes the same points and nodes.
+Qualified names are the language's own (``pipelines.qualified_names``); the path-based name of
+earlier releases goes along as ``path_qualified_name``.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ import hashlib
 import re
 import uuid
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pipelines.qualified_names import file_module, language_qualified_name, path_qualified_name
 from resources.schemas.code import CLASS_KINDS, ParsedFile, ParsedSymbol
 from resources.text.identifiers import identifier_words
 
@@ -27,7 +30,6 @@ MAX_PAYLOAD_DOC = 2_000
 MAX_EMBED_BODY_CHARS = 300
 EMBEDDING_TEXT_VERSION = 3  # 3: payloads carry requirement_ids, is_test and symbol_hash
 _LEADING_DOCSTRING = re.compile(r'^\s*[rRuUbB]{0,2}("""|\'\'\'|"|\')(?:.|\n)*?(?<!\\)\1', re.DOTALL)
-_MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
 REQUIREMENT_ID = re.compile(r"\bREQ-[A-Z0-9]+(?:-[A-Z0-9]+)*-\d{3,}\b", re.I)
 """Requirement ids cited in code (comments, docstrings, markers); documents use the settings' patterns."""
 _REQUIREMENT_IN_NAME = re.compile(r"(?:^|_)req_([a-z0-9]+(?:_[a-z0-9]+)*?)_(\d{3,})(?=_|$)", re.I)
@@ -50,15 +52,6 @@ def module_id(name: str, language: str) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"module::{language}::{name}"))
 
 
-def module_name(path: str) -> str:
-    """Dotted module name of a file: ``src/pkg/util.py`` → ``src.pkg.util``."""
-    pure = PurePosixPath(path)
-    parts = list(pure.with_suffix("").parts)
-    if len(parts) > 1 and parts[-1] in _MODULE_TAILS:
-        parts.pop()
-    return ".".join(parts)
-
-
 def split_identifier(name: str) -> str:
     """``getHTTPResponse`` / ``get_http_response`` → ``get http response``."""
     return " ".join(identifier_words(name))
@@ -78,6 +71,7 @@ class SymbolRecord:
     symbol: ParsedSymbol
     local_name: str
     qualified_name: str
+    path_qualified_name: str
     payload: dict[str, Any]
     embed_text: str
     sparse_text: str
@@ -177,18 +171,23 @@ def cited_requirements(parsed: ParsedFile, symbol: ParsedSymbol) -> list[str]:
 
 
 def build_symbol_records(
-    parsed: ParsedFile, content_hash: str, indexed_at: str
+    parsed: ParsedFile, content_hash: str, indexed_at: str, root: Path | None = None
 ) -> list[SymbolRecord]:
-    """Store records for every symbol of a parsed file (overloads get ``#2``, ``#3`` ids)."""
+    """Store records for every symbol of a parsed file (overloads get ``#2``, ``#3`` ids).
+
+    ``root``: the project root, where a Go file's ``go.mod`` and a Rust file's ``Cargo.toml``
+    are looked for (None: the names follow the repo-relative path alone).
+    """
     records: list[SymbolRecord] = []
     seen: dict[str, int] = {}
-    module = module_name(parsed.path)
+    module = file_module(parsed.path, parsed.language, root)
     prefixes = path_prefixes(parsed.path)
     for symbol in parsed.symbols:
         count = seen.get(symbol.qualified_name, 0) + 1
         seen[symbol.qualified_name] = count
         local = symbol.qualified_name if count == 1 else f"{symbol.qualified_name}#{count}"
-        qualified = f"{module}.{symbol.qualified_name}" if module else symbol.qualified_name
+        qualified = language_qualified_name(parsed.language, module, symbol.namespace, symbol.qualified_name)
+        by_path = path_qualified_name(parsed.path, symbol.qualified_name)
         sid = symbol_id(parsed.path, local)
         code = symbol.code
         payload = {
@@ -196,6 +195,7 @@ def build_symbol_records(
             "kind": symbol.kind,
             "name": symbol.name,
             "qualified_name": qualified,
+            "path_qualified_name": by_path,
             "local_name": local,
             "container": symbol.container,
             "file_path": parsed.path,
@@ -222,6 +222,7 @@ def build_symbol_records(
                 symbol=symbol,
                 local_name=local,
                 qualified_name=qualified,
+                path_qualified_name=by_path,
                 payload=payload,
                 embed_text=embedding_text(parsed, symbol, qualified),
                 sparse_text=sparse_text(parsed, symbol),

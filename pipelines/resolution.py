@@ -15,7 +15,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from resources.manifest import SymbolRow
-from pipelines.records import file_id, module_id, module_name
+from pipelines.qualified_names import module_name
+from pipelines.records import file_id, module_id
 from resources.schemas.code import CLASS_KINDS
 
 _GENERIC = re.compile(r"<.*>|\[.*\]|\(.*\)")

@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS symbols (
     container TEXT,
     language TEXT NOT NULL,
     embed_text TEXT NOT NULL,
-    has_dense INTEGER NOT NULL DEFAULT 0
+    has_dense INTEGER NOT NULL DEFAULT 0,
+    path_qualified_name TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
@@ -97,6 +98,11 @@ class SymbolRow:
     language: str
     embed_text: str
     has_dense: bool
+    path_qualified_name: str = ""
+    """The path-based name of earlier releases (``pipelines.qualified_names``), still looked up."""
+
+
+_PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
 
 
 class Manifest:
@@ -106,7 +112,20 @@ class Manifest:
         """Open (creating if needed) the manifest at ``path``."""
         self._conn = open_database(path, synchronous="NORMAL")
         self._conn.executescript(SCHEMA)
+        self._add_path_qualified_name()
         self._lock = threading.RLock()
+
+    def _add_path_qualified_name(self) -> None:
+        """Give a manifest from before issue 19 its ``path_qualified_name`` column (filled when
+        its files are parsed again: the extraction version changed with it)."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(symbols)")}
+        if "path_qualified_name" not in columns:
+            try:
+                self._conn.execute("ALTER TABLE symbols ADD COLUMN path_qualified_name TEXT NOT NULL DEFAULT ''")
+            except sqlite3.OperationalError as exc:  # another process added it meanwhile
+                if "duplicate column" not in str(exc):
+                    raise
+        self._conn.execute(_PATH_QUALIFIED)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -180,11 +199,12 @@ class Manifest:
                 ),
             )
             conn.executemany(
-                "INSERT OR REPLACE INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO symbols (id, path, name, local_name, qualified_name, kind, container, "
+                "language, embed_text, has_dense, path_qualified_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
-                        s.embed_text, int(s.has_dense),
+                        s.embed_text, int(s.has_dense), s.path_qualified_name,
                     )
                     for s in symbols
                 ],
@@ -218,33 +238,42 @@ class Manifest:
             conn.execute("DELETE FROM in_flight WHERE path = ?", (path,))
 
     def find_symbols(self, *, symbol_id: str | None = None, qualified_name: str | None = None) -> list[SymbolRow]:
-        """Symbols by id or by global qualified name (overloads share a name)."""
-        column, value = ("id", symbol_id) if symbol_id is not None else ("qualified_name", qualified_name)
+        """Symbols by id or by global qualified name (overloads share a name); a name no symbol
+        has is looked up as a path-based name of earlier releases (``path_qualified_name``)."""
+        if symbol_id is not None:
+            return self._symbols_where("id", symbol_id)
+        return self._symbols_where("qualified_name", qualified_name) or self._symbols_where("path_qualified_name", qualified_name)
+
+    def _symbols_where(self, column: str, value: str | None) -> list[SymbolRow]:
+        """Up to 20 symbols whose ``column`` equals ``value``."""
+        if not value:
+            return []
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense "
+                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, path_qualified_name "
                 f"FROM symbols WHERE {column} = ? ORDER BY path, local_name LIMIT 20",
                 (value,),
             ).fetchall()
-        return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
+        return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
 
     def find_symbols_in(self, path: str) -> list[SymbolRow]:
         """The symbols of one file."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense "
+                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, path_qualified_name "
                 "FROM symbols WHERE path = ?",
                 (path,),
             ).fetchall()
-        return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
+        return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
 
     def all_symbols(self) -> list[SymbolRow]:
         """Every symbol (for cross-file resolution)."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense FROM symbols"
+                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, "
+                "path_qualified_name FROM symbols"
             ).fetchall()
-        return [SymbolRow(*row[:9], has_dense=bool(row[9])) for row in rows]
+        return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
 
     def all_refs(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Per file: (language, refs) where refs holds imports, calls and inheritance."""

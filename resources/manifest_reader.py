@@ -47,7 +47,16 @@ class ManifestReader:
         ).fetchall()
 
     def qualified_names(self, path: str, limit: int) -> list[str]:
-        """Qualified names of up to ``limit`` symbols of the repo-relative file ``path``."""
-        return [row[0] for row in self.conn.execute(
-            "SELECT qualified_name FROM symbols WHERE path = ? LIMIT ?", (path, limit)
-        )]
+        """Up to ``limit`` qualified names of the symbols of the repo-relative file ``path``: their
+        own names first, then their path-based names of earlier releases, which anchors may still
+        use (a manifest from before that column: their own names alone)."""
+        import sqlite3
+
+        try:
+            rows = self.conn.execute(
+                "SELECT qualified_name, path_qualified_name FROM symbols WHERE path = ? LIMIT ?", (path, limit)
+            ).fetchall()
+        except sqlite3.OperationalError:
+            rows = self.conn.execute("SELECT qualified_name, '' FROM symbols WHERE path = ? LIMIT ?", (path, limit)).fetchall()
+        names = dict.fromkeys(row[0] for row in rows) | dict.fromkeys(row[1] for row in rows if row[1])
+        return list(names)[:limit]

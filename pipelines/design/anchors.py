@@ -11,13 +11,21 @@ from pipelines.index_context import CODE_COLLECTION
 from resources.vectors.store import PayloadFilter, VectorStore
 
 
+QUALIFIED_NAME_FIELDS = ("qualified_name", "path_qualified_name")
+"""The payload fields a qualified name is looked up in: the language's own name first, then the
+path-based name of earlier releases (anchors and reports made before issue 19 use it)."""
+
+
 def symbols_by_qualified_name(vectors: VectorStore, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """qualified name (or file-local name) → the indexed symbol's payload."""
+    """qualified name (the language's own or the path-based one) → the indexed symbol's payload."""
     found: dict[str, dict[str, Any]] = {}
     names = sorted(set(names))
-    for start in range(0, len(names), 500):
-        for field_name in ("qualified_name",):
-            for hit in vectors.scroll(CODE_COLLECTION, PayloadFilter({field_name: names[start:start + 500]}), limit=100_000):
+    for field_name in QUALIFIED_NAME_FIELDS:
+        for start in range(0, len(names), 500):
+            wanted = [name for name in names[start:start + 500] if name not in found]
+            if not wanted:
+                continue
+            for hit in vectors.scroll(CODE_COLLECTION, PayloadFilter({field_name: wanted}), limit=100_000):
                 found.setdefault(hit.payload.get(field_name, ""), hit.payload)
     return found
 

@@ -7,9 +7,10 @@ Public API:
 
 Extraction rules (documented heuristics):
     * Qualified names are file-local dotted container paths; namespaces/packages/modules
-      (C# ``namespace``, TS ``namespace``, Rust ``mod``) are not containers. Go methods use the
-      receiver's base type (``Server.Start``); Rust impl blocks are not symbols, their functions
-      get the implementing type as container (``Circle.new``).
+      (Java ``package``, C# ``namespace``, TS ``namespace``, Rust inline ``mod``) are not
+      containers: the ones around a symbol, joined, are its ``namespace`` (``Shop.Inventory``,
+      ``a::b``). Go methods use the receiver's base type (``Server.Start``); Rust impl blocks
+      are not symbols, their functions get the implementing type as container (``Circle.new``).
     * A function directly in a class/interface/struct/trait/enum/impl body is a ``method``;
       body-less interface/trait/abstract members are extracted as methods too. Functions nested
       in functions are ``function`` with the enclosing function as container.

@@ -25,6 +25,11 @@ Calls (role ``call``)
     ``@call.new`` the constructed type of ``new T(...)``; ``@call.args`` the argument list.
 Imports (role ``import``)
     ``@import`` an import statement, split into ``ImportRef``s by the language hook.
+Namespaces (role ``namespace``)
+    ``@namespace`` a declaration whose body holds its members (C# ``namespace A { }``, Rust
+    ``mod a { }``, TypeScript ``namespace A { }``), or ``@namespace.file`` one that covers the
+    rest of the file (Java ``package``, C# ``namespace A;``); ``@namespace.name`` its name. The
+    names enclosing a definition, joined, are its ``namespace``; they are not containers.
 """
 
 from __future__ import annotations
@@ -41,9 +46,12 @@ class PatternRole(NamedTuple):
     """What one query pattern extracts.
 
     Attributes:
-        role: One of ``def``, ``inherit``, ``impl``, ``call``, ``import`` or ``""`` (unused).
+        role: One of ``def``, ``inherit``, ``impl``, ``call``, ``import``, ``namespace`` or
+            ``""`` (unused).
         kind: For ``def`` patterns, the declared symbol kind; for ``call`` patterns, the capture
-            naming the callee (``call.callee``, ``call.new`` or ``call.name``); else ``""``.
+            naming the callee (``call.callee``, ``call.new`` or ``call.name``); for
+            ``namespace`` patterns, the capture of the declaration (``namespace`` or
+            ``namespace.file``); else ``""``.
     """
 
     role: str
@@ -81,6 +89,8 @@ def pattern_roles(query: Query, source: str) -> list[PatternRole]:
             roles.append(PatternRole("impl", ""))
         elif "import" in names:
             roles.append(PatternRole("import", ""))
+        elif names & {"namespace", "namespace.file"}:
+            roles.append(PatternRole("namespace", "namespace.file" if "namespace.file" in names else "namespace"))
         else:
             roles.append(PatternRole("", ""))
     return roles

@@ -18,7 +18,7 @@ from resources.schemas.code import ImportRef, Language, ParsedFile
 from pipelines.parsing.calls import RawCall, build_calls
 from pipelines.parsing.errors import ParseTimeout
 from pipelines.parsing.languages import LanguageSpec, get_parser, get_spec
-from pipelines.parsing.symbols import DefCapture, build_symbols
+from pipelines.parsing.symbols import DefCapture, NamespaceRange, build_symbols
 from pipelines.parsing.text import decode, strip_type_args
 from pipelines.parsing.tree import count_errors, parse_tree
 
@@ -92,6 +92,7 @@ def _extract(
     raw_calls: list[RawCall] = []
     args: list[tuple[int, int]] = []
     import_nodes: dict[int, Node] = {}
+    namespaces: list[NamespaceRange] = []
 
     # No progress_callback on the query cursor: py-tree-sitter 0.26.1 segfaults with one on real
     # files (measured); the parse itself has the deadline, and the result is checked after.
@@ -153,6 +154,13 @@ def _extract(
                 bases.setdefault(owner.id, []).append(
                     (base.start_byte, hooks.classify_base(relation, text), text)
                 )
+        elif role == "namespace":
+            node = caps[kind][0]
+            name = caps["namespace.name"][0]
+            end = len(source) if kind == "namespace.file" else node.end_byte
+            namespaces.append(
+                NamespaceRange(node.start_byte, end, "".join(decode(source, name.start_byte, name.end_byte).split()))
+            )
         elif role == "impl":
             node = caps["impl"][0]
             trait = caps.get("impl.trait")
@@ -165,7 +173,7 @@ def _extract(
                 )
             )
 
-    symbols, scopes, claimed = build_symbols(defs, bases, source, hooks)
+    symbols, scopes, claimed = build_symbols(defs, bases, source, hooks, namespaces)
     calls = build_calls(raw_calls, args, scopes, source)
     imports: list[ImportRef] = []
     for node in sorted(import_nodes.values(), key=lambda n: n.start_byte):

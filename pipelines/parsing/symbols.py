@@ -3,12 +3,14 @@
 Nesting is computed from byte ranges with one sort and a stack (no tree walk): each
 definition's container is the innermost definition (or Rust impl block) whose range encloses
 it. A ``function`` directly inside a type (class/interface/struct/trait/enum/impl) becomes a
-``method``.
+``method``. The namespaces enclosing a definition (package, namespace, inline module) are
+swept the same way and joined into its ``namespace``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tree_sitter import Node
 
@@ -57,11 +59,42 @@ class Scope:
     qualified_name: str
 
 
+class NamespaceRange(NamedTuple):
+    """A namespace declaration: the bytes it covers and its name as written (``A.B``)."""
+
+    start: int
+    end: int
+    name: str
+
+
+class _NamespaceSweep:
+    """The namespaces enclosing increasing byte offsets, in one pass (declarations nest)."""
+
+    def __init__(self, ranges: list[NamespaceRange], separator: str) -> None:
+        self._pending = sorted(ranges, key=lambda r: (r.start, -r.end))
+        self._next = 0
+        self._open: list[NamespaceRange] = []
+        self._separator = separator
+
+    def at(self, offset: int) -> str | None:
+        """The joined names of the namespaces around ``offset`` (not smaller than the last one
+        asked for), outermost first, or None."""
+        while self._open and self._open[-1].end <= offset:
+            self._open.pop()
+        while self._next < len(self._pending) and self._pending[self._next].start <= offset:
+            declared = self._pending[self._next]
+            self._next += 1
+            if declared.end > offset:
+                self._open.append(declared)
+        return self._separator.join(r.name for r in self._open) or None
+
+
 def build_symbols(
     defs: list[DefCapture],
     bases: dict[int, list[tuple[int, str, str]]],
     source: bytes,
     hooks: LanguageHooks,
+    namespaces: list[NamespaceRange] | None = None,
 ) -> tuple[list[dict[str, object]], list[Scope], set[int]]:
     """Build symbols from definition captures in one sorted pass.
 
@@ -70,6 +103,7 @@ def build_symbols(
         bases: ``node.id`` of a definition -> ``(position, relation, base name)`` entries.
         source: The file's bytes.
         hooks: The language's hooks.
+        namespaces: The file's namespace declarations (``@namespace`` captures), if any.
 
     Returns:
         ``(ParsedSymbol field dicts in source order, function body scopes, start bytes of claimed
@@ -92,6 +126,7 @@ def build_symbols(
     claimed: set[int] = set()
     top_types: dict[str, dict[str, object]] = {}
     impls: list[tuple[str, Node]] = []
+    sweep = _NamespaceSweep(namespaces or [], hooks.namespace_separator)
     # open containers: (start, end, qualified_name, kind)
     stack: list[tuple[int, int, str, str]] = []
     for start, neg_end, _, cap, start_node, docs in located:
@@ -155,6 +190,7 @@ def build_symbols(
             "start_line": start_node.start_point[0] + 1,
             "end_line": end_row(node) + 1,
             "container": container,
+            "namespace": sweep.at(start),
             "is_async": is_function and hooks.is_async(signature),
             "extends": extends,
             "implements": implements,

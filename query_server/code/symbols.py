@@ -64,8 +64,9 @@ class SymbolTools(CodeLookups):
         if running is not None:
             raise ToolError(f"Entity not found: {entity!r} — {being_rebuilt(running)}")
         raise ToolError(
-            f"Entity not found: {entity!r} — pass an id from code_search, a qualified name such as "
-            "'pkg.module.Class.method', or a repo-relative file path that is indexed"
+            f"Entity not found: {entity!r} — pass an id from code_search, a qualified name as code_search "
+            "shows it ('pkg.module.Class.method', 'com.acme.Invoice.total', 'crate::a::Type::method'), or a "
+            "repo-relative file path that is indexed"
         )
 
     def _code_target(self, entity: str) -> tuple[str, str, str | None] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pipelines.design.anchors import QUALIFIED_NAME_FIELDS
 from pipelines.design.patterns import requirement_citations
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.index_context import CODE_COLLECTION
@@ -38,7 +39,7 @@ class ChangeImpact(DesignLookups):
                 if spans is None or any(a <= payload["end_line"] and payload["start_line"] <= b for a, b in spans):
                     changed[payload["id"]] = payload
         for raw in request.symbols or []:
-            for payload in self._code(qualified_name=[raw]) or self._code(id=[raw]) or self._code(name=[raw]):
+            for payload in self._code_named(raw) or self._code(id=[raw]) or self._code(name=[raw]):
                 changed[payload["id"]] = payload
         if not changed and not ranges:
             raise ToolError("none of the given symbols is indexed — pass ids or qualified names from code_search, or changed files")
@@ -82,7 +83,7 @@ class ChangeImpact(DesignLookups):
                     "why": "the base class changed: every implementation may need the change" if base_changed else "an implementation changed: keep it consistent (check_consistency)",
                     "implementations": [i.get("name") for i in (impls if base_changed else hit)][:50],
                 })
-        names = {p["qualified_name"] for p in every.values()}
+        names = {p.get(field) for p in every.values() for field in QUALIFIED_NAME_FIELDS} - {None, ""}
         anchored = [
             {"memory_id": row.id, "memory_type": row.memory_type, "preview": row.content[:200], "anchors": [a.get("qualified_name") for a in row.metadata.get("anchors") or []]}
             for row in self.ledger.anchored_memories()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pipelines.design.anchors import QUALIFIED_NAME_FIELDS
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.index_context import CODE_COLLECTION
 from query_server.paging import cut_text
@@ -35,6 +36,15 @@ class DesignLookups:
     def _code(self, **match: list[Any]) -> list[dict[str, Any]]:
         return [h.payload for h in self.vectors.scroll(CODE_COLLECTION, PayloadFilter(dict(match)), limit=100_000)]
 
+    def _code_named(self, name: str, **match: list[Any]) -> list[dict[str, Any]]:
+        """The symbols with qualified name ``name``: the language's own, else the path-based one
+        of earlier releases (and ``match``)."""
+        for field_name in QUALIFIED_NAME_FIELDS:
+            found = self._code(**match, **{field_name: [name]})
+            if found:
+                return found
+        return []
+
     def _component_paths(self, component_id: str) -> tuple[str | None, str | None]:
         """(file, directory) that a component id names, if it is a path or a component memory."""
         raw = component_id.strip().rstrip("/")
@@ -52,7 +62,7 @@ class DesignLookups:
     def _classes_for(self, component_id: str) -> list[dict[str, Any]]:
         """The classes a component id names: a class (name or qualified name), a file, a directory."""
         raw = component_id.strip()
-        found = self._code(kind=CLASS_KINDS, qualified_name=[raw]) or self._code(kind=CLASS_KINDS, name=[raw])
+        found = self._code_named(raw, kind=CLASS_KINDS) or self._code(kind=CLASS_KINDS, name=[raw])
         if found:
             return found
         file, directory = self._component_paths(raw)

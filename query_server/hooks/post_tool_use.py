@@ -70,7 +70,8 @@ def post_tool_use(project: Project, payload: dict) -> dict | None:
 
 
 def module_name(rel: str) -> str:
-    """Dotted module name of a repo-relative file, as ``pipelines.records.module_name`` computes it."""
+    """Dotted module name of a repo-relative file, as ``pipelines.qualified_names.module_name`` computes it
+    (the path-based form: a Python symbol's qualified name starts with it)."""
     stem, _, _ = rel.rpartition(".")
     parts = (stem or rel).split("/")
     if len(parts) > 1 and parts[-1] in _MODULE_TAILS:

@@ -48,8 +48,9 @@ CODE_TOOLS: tuple[Tool, ...] = (
             Run a read-only Cypher query over the code graph.
 
             Nodes: File {path, language, content_hash, indexed_at}, Function and Class {id,
-            name, qualified_name, file_path, language, kind, signature, start_line, end_line},
-            Module {name, language}. Relationships: CONTAINS (File/Class -> Function/Class), CALLS
+            name, qualified_name (as the language writes it), path_qualified_name (the dotted
+            file path + name of earlier releases), file_path, language, kind, signature,
+            start_line, end_line}, Module {name, language}. Relationships: CONTAINS (File/Class -> Function/Class), CALLS
             (Function -> Function, line_number), IMPORTS (File -> File/Module, items), EXTENDS and
             IMPLEMENTS (Class -> Class). Example: callers of a function:
             MATCH (c:Function)-[:CALLS]->(f:Function {name: $name}) RETURN c.qualified_name, c.file_path.

@@ -67,8 +67,8 @@ FILE_PATH_PROPERTY: Final[dict[NodeLabel, str]] = {
 INDEXED_PROPERTIES: Final[dict[NodeLabel, tuple[str, ...]]] = {
     "File": ("id", "path", "language"),
     "Module": ("id", "name", "file_path"),
-    "Class": ("id", "memory_id", "name", "qualified_name", "file_path"),
-    "Function": ("id", "memory_id", "name", "qualified_name", "file_path"),
+    "Class": ("id", "memory_id", "name", "qualified_name", "path_qualified_name", "file_path"),
+    "Function": ("id", "memory_id", "name", "qualified_name", "path_qualified_name", "file_path"),
     **{label: ("id",) for label in MEMORY_LABELS},
     "Requirement": ("id", "requirement_id"),
 }

@@ -108,8 +108,10 @@ class GraphNode(BaseModel):
 
     ``properties`` always ends up holding ``id`` (equal to :attr:`id`); ``Function`` and
     ``Class`` nodes also get ``memory_id`` (the same id, as in the seed). Label-specific
-    properties: Function ``name, qualified_name, file_path, signature, language, start_line,
-    end_line, kind``; Class ``name, qualified_name, file_path, language, kind``; File ``path``
+    properties: Function ``name, qualified_name, path_qualified_name, file_path, signature,
+    language, start_line, end_line, kind``; Class ``name, qualified_name, path_qualified_name,
+    file_path, language, kind`` (``qualified_name`` as the language writes it,
+    ``path_qualified_name`` the dotted path-based name of earlier releases); File ``path``
     (repo-relative), ``language, content_hash, indexed_at``; Module ``name, language, file_path``
     (``""`` for external modules).
 

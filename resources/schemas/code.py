@@ -2,8 +2,10 @@
 
 These are produced by ``pipelines.parsing`` and consumed by the indexer, the vector store
 payloads and the graph loader. Qualified names here are *file-local*: ``Session.request`` for a
-method, ``outer.inner`` for a nested function. The indexer prefixes the module name to make the
-global qualified name, and the deterministic id is derived from ``(file_path, qualified_name)``.
+method, ``outer.inner`` for a nested function. The indexer prefixes the module, package or
+namespace to make the global qualified name as the language writes it
+(``pipelines.qualified_names``), and the deterministic id is derived from
+``(file_path, qualified_name)``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class ParsedSymbol(BaseModel):
         start_line: 1-based first line of the definition (decorators/attributes included).
         end_line: 1-based last line of the definition.
         container: File-local qualified name of the enclosing class/struct/trait/function, or None.
+        namespace: The package/namespace/inline module the file declares around the symbol, as
+            written (Java ``package com.acme``, C# ``namespace A.B``, nested ones joined: ``A.B``;
+            Rust ``mod a { mod b { } }``: ``a::b``; TypeScript ``namespace A``), or None.
         is_async: True for async functions/methods.
         extends: Base classes / super types as written (``BaseAdapter``, ``ns.Base``).
         implements: Implemented interfaces / traits as written.
@@ -58,6 +63,7 @@ class ParsedSymbol(BaseModel):
     start_line: int
     end_line: int
     container: str | None = None
+    namespace: str | None = None
     is_async: bool = False
     extends: list[str] = Field(default_factory=list)
     implements: list[str] = Field(default_factory=list)

@@ -48,6 +48,7 @@ class LanguageHooks:
             (Java ``modifiers``).
         comment_types: Comment node types.
         async_capable: Whether the language has ``async`` functions.
+        namespace_separator: What joins nested namespace names (``A.B``; Rust ``a::b``).
     """
 
     wrapper_types: frozenset[str] = frozenset()
@@ -55,6 +56,7 @@ class LanguageHooks:
     modifier_types: frozenset[str] = frozenset()
     comment_types: frozenset[str] = frozenset({"comment"})
     async_capable: bool = False
+    namespace_separator: str = "."
 
     # ---- location ---------------------------------------------------------------------------
 

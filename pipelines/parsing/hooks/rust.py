@@ -25,6 +25,7 @@ class RustHooks(LanguageHooks):
     decorator_types = frozenset({"attribute_item"})
     comment_types = frozenset({"line_comment", "block_comment"})
     async_capable = True
+    namespace_separator = "::"
 
     def is_doc_comment(self, head: str) -> bool:
         """Outer doc comments: ``///`` (not ``////``) and ``/** */``."""

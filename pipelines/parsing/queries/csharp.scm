@@ -1,6 +1,6 @@
 ; C# — definitions, calls, imports, inheritance.
 ; Capture vocabulary: see pipelines/parsing/captures.py.
-; Namespaces are not containers; properties are not symbols.
+; Namespaces are not containers (they make the symbols' `namespace`); properties are not symbols.
 
 ; ---- definitions -------------------------------------------------------
 (class_declaration
@@ -48,3 +48,10 @@
 
 ; ---- imports ------------------------------------------------------------
 (using_directive) @import
+
+; ---- namespaces (not containers): blocks nest, `namespace A.B;` covers the rest of the file --
+(namespace_declaration
+  name: (_) @namespace.name) @namespace
+
+(file_scoped_namespace_declaration
+  name: (_) @namespace.name) @namespace.file

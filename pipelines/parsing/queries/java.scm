@@ -55,3 +55,7 @@
 
 ; ---- imports ------------------------------------------------------------
 (import_declaration) @import
+
+; ---- namespace: the package covers the rest of the file -----------------
+(package_declaration
+  [(scoped_identifier) (identifier)] @namespace.name) @namespace.file

@@ -41,3 +41,8 @@
 
 ; ---- imports ------------------------------------------------------------
 (use_declaration) @import
+
+; ---- inline modules (`mod a { }`; `mod a;` is another file) --------------
+(mod_item
+  name: (identifier) @namespace.name
+  body: (declaration_list)) @namespace

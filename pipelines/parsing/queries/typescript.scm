@@ -87,3 +87,9 @@
   value: (call_expression
     function: (identifier)
     arguments: (arguments . (string) .))) @import
+
+; ---- namespaces (`namespace A.B { }`, `module M { }`; not `declare module "x"`) --
+[
+  (internal_module name: [(identifier) (nested_identifier)] @namespace.name body: (_))
+  (module name: [(identifier) (nested_identifier)] @namespace.name body: (_))
+] @namespace

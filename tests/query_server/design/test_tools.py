@@ -19,7 +19,8 @@ from anyio.from_thread import start_blocking_portal
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from pipelines.records import module_name
+from pipelines.parsing import language_for_path
+from pipelines.qualified_names import file_module
 from query_server.ownership import ProjectHandle
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
@@ -59,8 +60,9 @@ def mcp(design_project: Path) -> Iterator[StdioSession]:
 
 
 def _local(item: dict[str, Any]) -> str:
-    """``file::LocalQualifiedName`` (the fixture truth's form) of a traced symbol."""
-    module = module_name(item["file_path"])
+    """``file::LocalQualifiedName`` (the fixture truth's form) of a traced symbol (the fixture
+    declares no Java/C# namespace, Rust module or go.mod: the module is the path's)."""
+    module = file_module(item["file_path"], language_for_path(item["file_path"]) or "python")
     name = item["qualified_name"].removeprefix(module + ".") if module else item["qualified_name"]
     return f"{item['file_path']}::{name}"
 
