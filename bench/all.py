@@ -206,6 +206,24 @@ def b_duplicate_accuracy(quick: bool) -> list[Row]:
     ]
 
 
+def b_duplicates(quick: bool) -> list[Row]:
+    import bench.duplicates as bench
+
+    out = OUT_DIR / "duplicates.json"
+    bench.main(["--output", str(out)] + (["--per-kind", "10", "--pad", "0"] if quick else []))
+    r = json.loads(out.read_text())
+    rows = []
+    for name, target, figure, passed in bench.verdicts(r["codemem"]):
+        group = name.split(", ", 1)[1]
+        metric = "recall" if name.startswith("recall") else "false_flags"
+        base = r["baseline_raw_code"].get(group, {}).get("all", {}).get(metric)
+        rows.append(_row(f"duplicates of edited clones: {name} (baseline: raw-code scoring)", figure, target, passed, base))
+    for size, p95 in r["p95_ms"].items():
+        rows.append(_row(f"duplicates of edited clones: p95 ms at {int(size):,} symbols", p95, f"<= {bench.P95_MS:g} ms",
+                         p95 <= bench.P95_MS))
+    return rows
+
+
 def b_hooks(quick: bool) -> list[Row]:
     import bench.hooks as bench
 
@@ -244,7 +262,7 @@ def b_load(quick: bool) -> list[Row]:
 BENCHMARKS: dict[str, Callable[[bool], list[Row]]] = {
     "quality": b_quality, "throughput": b_throughput, "latency": b_latency, "mcp_overhead": b_mcp_overhead,
     "memory": b_memory, "normalization": b_normalization, "pipeline": b_pipeline, "freshness": b_freshness,
-    "duplicate_accuracy": b_duplicate_accuracy, "hooks": b_hooks, "load": b_load,
+    "duplicate_accuracy": b_duplicate_accuracy, "duplicates": b_duplicates, "hooks": b_hooks, "load": b_load,
 }
 
 

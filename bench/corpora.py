@@ -52,9 +52,11 @@ class Corpus:
 def download_sdist(package: str, version: str | None) -> Path:
     """The sdist tarball of ``package`` (from the cache, else ``pip download``)."""
     SDIST_DIR.mkdir(parents=True, exist_ok=True)
+    names = {package, package.replace("-", "_")}  # sdists are named after the normalized project name
     if version:
-        for candidate in SDIST_DIR.glob(f"{package}-{version}.tar.gz"):
-            return candidate
+        for name in names:
+            for candidate in SDIST_DIR.glob(f"{name}-{version}.tar.gz"):
+                return candidate
     spec = f"{package}=={version}" if version else package
     before = set(SDIST_DIR.glob("*.tar.gz"))
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
@@ -66,7 +68,8 @@ def download_sdist(package: str, version: str | None) -> Path:
         result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"pip download {spec} failed:\n{result.stderr[-2000:]}")
-    found = sorted(SDIST_DIR.glob(f"{package}-{version or '*'}.tar.gz"), key=lambda p: p.stat().st_mtime)
+    found = sorted((p for name in names for p in SDIST_DIR.glob(f"{name}-{version or '*'}.tar.gz")),
+                   key=lambda p: p.stat().st_mtime)
     new = [p for p in found if p not in before] or found
     if not new:
         raise RuntimeError(f"pip download {spec} left no {package}-*.tar.gz in {SDIST_DIR}")

@@ -29,7 +29,7 @@ The baseline, in the same run on the same candidates: the structural re-scoring 
 (the scoring before the canonical form). ``find_duplicates`` p95 is measured on the corpus index and
 again after padding the code collection to ``--pad`` symbols (standard-library code with random
 unit vectors, as ``bench.latency`` does: exact and HNSW search time do not depend on the values;
-recall at that size is not claimed). Targets: recall ≥ 0.90 for every edit kind alone, ≥ 0.85
+recall at that size is not claimed), on 200 of the cases with every cache emptied. Targets: recall ≥ 0.90 for every edit kind alone, ≥ 0.85
 combined, false flags ≤ 0.05 on each hard-negative set, p95 ≤ 100 ms at 100k symbols. Results go to
 ``bench/results/duplicates.json``; the exit status is 1 when a target fails.
 """
@@ -269,6 +269,26 @@ def score(cases: list[Case], answers: list[list[Any]]) -> dict[str, dict[str, An
     return table
 
 
+def _errors(cases: list[Case], answers: list[list[Any]]) -> list[dict[str, Any]]:
+    """Each missed clone and each false flag: the case and what was returned (for diagnostics)."""
+    out = []
+    for case, hits in zip(cases, answers, strict=True):
+        if case.expect is not None:
+            wrong = not any(_matches(h, case.expect) for h in hits)
+        elif case.avoid is not None:
+            wrong = any(_matches(h, case.avoid) for h in hits)
+        else:
+            wrong = bool(hits)
+        if wrong:
+            out.append({
+                "group": case.group, "language": case.language, "expect": case.expect, "avoid": case.avoid,
+                "returned": [{"file": h.file_path, "name": h.name, "line": h.start_line, "similarity": h.similarity,
+                              "differences": h.differences} for h in hits[:3]],
+                "code": case.code[:800],
+            })
+    return out
+
+
 def verdicts(table: dict[str, dict[str, Any]]) -> list[tuple[str, str, float, bool]]:
     """``(row, target text, figure, passed)`` for every target."""
     rows = []
@@ -285,7 +305,7 @@ def verdicts(table: dict[str, dict[str, Any]]) -> list[tuple[str, str, float, bo
 
 # -- padding for the latency row -------------------------------------------------------------------
 
-def pad_code_collection(service: Any, total: int, rng: random.Random, log: Callable[[str], None]) -> int:
+def pad_code_collection(service: Any, total: int, rng: np.random.Generator, log: Callable[[str], None]) -> int:
     """Add standard-library functions (real code, random unit vectors) until the collection holds ``total``."""
     from pipelines.indexer import CODE_COLLECTION
     from pipelines.parsing import parse_source
@@ -323,6 +343,15 @@ def pad_code_collection(service: Any, total: int, rng: random.Random, log: Calla
 
 
 # -- the run ---------------------------------------------------------------------------------------
+
+def _clear_caches() -> None:
+    """Forget the canonical forms and tokens computed so far (they are cached per process)."""
+    from pipelines.parsing.canonical import canonical_code
+    from resources.code_similarity import _code_tokens
+
+    canonical_code.cache_clear()
+    _code_tokens.cache_clear()
+
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     started = time.perf_counter()
@@ -378,17 +407,21 @@ def run(dev: bool, per_kind: int, pad: int, log: Callable[[str], None] = print) 
                 if number % 100 == 0:
                     log(f"  {number}/{len(cases)} queries")
             table, before = score(cases, answers), score(cases, baseline)
+            errors = _errors(cases, answers)
             out: dict[str, Any] = {
                 "corpora": {"indexed": [p for _, p in plan["index"]], "other_package": [p for _, p in plan["other"]],
                             "held_out": not dev},
                 "symbols": symbols, "threshold": threshold, "cases": len(cases),
-                "codemem": table, "baseline_raw_code": before, "examples": examples,
+                "codemem": table, "baseline_raw_code": before, "examples": examples, "errors": errors,
                 "p95_ms": {f"{symbols}": _p95(latencies)},
             }
             if pad:
-                rng = random.Random(7)
-                padded = pad_code_collection(service, pad, rng, log)
+                log(f"accuracy done ({len(cases)} cases); padding for the latency row")
+                padded = pad_code_collection(service, pad, np.random.default_rng(7), log)
                 sample = random.Random(3).sample(cases, min(200, len(cases)))
+                # cold, as the first pass was: no embedding cache, no parse caches
+                service.embedder = getattr(service.embedder, "inner", service.embedder)
+                _clear_caches()
                 timed = [_timed(lambda case=case: service.find_duplicates(
                     FindDuplicatesInput(code=case.code, language=case.language)))[1] for case in sample]
                 out["p95_ms"][f"{padded}"] = _p95(timed)
@@ -413,9 +446,7 @@ def report(out: dict[str, Any], log: Callable[[str], None] = print) -> bool:
             log(f"{group:<16}{language:<12}{row[metric]:>9.3f}{base if base is not None else '-':>19}{row['n']:>6}")
     rows = verdicts(out["codemem"])
     for size, p95 in out["p95_ms"].items():
-        at_target = int(size) >= PAD_SYMBOLS
-        rows.append((f"find_duplicates p95 ms at {int(size):,} symbols", f"≤ {P95_MS:.0f}" + ("" if at_target else " (at 100k)"),
-                     p95, p95 <= P95_MS))
+        rows.append((f"find_duplicates p95 ms at {int(size):,} symbols", f"≤ {P95_MS:.0f}", p95, p95 <= P95_MS))
     log("")
     for row, target, figure, passed in rows:
         log(f"{row:<44}{target:<16}{figure:>8}  {'PASS' if passed else 'FAIL'}")
@@ -427,11 +458,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev", action="store_true", help="the development corpora (toolz, rxjs)")
     parser.add_argument("--per-kind", type=int, default=40, help="originals per edit kind and language")
     parser.add_argument("--pad", type=int, default=PAD_SYMBOLS, help="symbols for the latency row (0: skip)")
+    parser.add_argument("--output", type=Path, help="where the figures go (default bench/results/duplicates[_dev].json)")
     args = parser.parse_args(argv)
     out = run(args.dev, args.per_kind, args.pad)
     passed = report(out)
-    RESULT_PATH.parent.mkdir(parents=True, exist_ok=True)
-    RESULT_PATH.with_name("duplicates_dev.json" if args.dev else RESULT_PATH.name).write_text(json.dumps(out, indent=2))
+    target = args.output or RESULT_PATH.with_name("duplicates_dev.json" if args.dev else RESULT_PATH.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out, indent=2))
     return 0 if passed else 1
 
 

@@ -56,7 +56,11 @@ STRUCTURE_COSINE_FLOOR = 0.25
 docstring embeds low: 0.39 for a five-line function of toolz (bench.duplicates --dev)."""
 CODE_COSINE_FLOOR = 0.6
 """Differently shaped candidates below this index cosine are not re-embedded (they keep it)."""
-MAX_CODE_EMBEDDINGS = 2
+MAX_CODE_EMBEDDINGS = 1
+MAX_CODE_EMBED_CHARS = 400
+"""Code re-embedded per function: its start (~150 word pieces). The model reads 256 at most, and
+the encoding time grows with the length; 600 and the whole score the same on
+bench.duplicate_accuracy and bench.duplicates --dev."""
 MIN_REEMBED_BAG = 0.5
 """Least token-bag overlap for a differently shaped candidate to be re-embedded: a rewrite of the
 same function keeps most tokens (0.58–0.89 on bench.duplicate_accuracy's restyles); one under this
@@ -548,8 +552,9 @@ def score_candidates(
     )[:MAX_CODE_EMBEDDINGS]
     if reembed:
         # the code as written: types and layout are signal the model reads (both sides have them)
-        texts = [code_without_comments(new_original or new_code, language)]
-        texts += [code_without_comments(candidates[i].original or candidates[i].code, language) for i in reembed]
+        texts = [code_without_comments(new_original or new_code, language)[:MAX_CODE_EMBED_CHARS]]
+        texts += [code_without_comments(candidates[i].original or candidates[i].code, language)[:MAX_CODE_EMBED_CHARS]
+                  for i in reembed]
         vectors = np.asarray(embed(texts), dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         for row, i in enumerate(reembed, start=1):
