@@ -145,6 +145,10 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
     def pick(candidates: list[SymbolRow], want_class: bool | None = None) -> SymbolRow | None:
         if want_class is not None:
             candidates = [c for c in candidates if (c.kind in CLASS_KINDS) == want_class]
+        types = [c for c in candidates if c.kind in CLASS_KINDS]
+        if len(types) == 1 and all(c is types[0] or (c.kind == "constructor" and c.path == types[0].path
+                                   and c.container == types[0].local_name) for c in candidates):
+            return types[0]  # `new T()`: the class and its constructors share the name; the class stands for them
         if len(candidates) == 1:
             return candidates[0]
         if candidates and len({(c.path, c.qualified_name) for c in candidates}) == 1:
