@@ -71,7 +71,8 @@ def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
 EXTRACTION_VERSION = "3"
 """What the parsers extract: bumped when an older index lacks what they find now (2: named types
 of every underlying type, records, annotations and constructors with their own kinds; 3:
-qualified names as each language writes them, the path-based ones kept as ``path_qualified_name``)."""
+qualified names as each language writes them, the path-based ones kept as ``path_qualified_name``,
+and Java's ``this(...)``/``super(...)`` as calls)."""
 EXTRACTION_KEY = "extraction_version"
 
 

@@ -21,6 +21,8 @@ from resources.schemas.code import CLASS_KINDS
 
 _GENERIC = re.compile(r"<.*>|\[.*\]|\(.*\)")
 _SEPARATORS = re.compile(r"::|\.|/|\\")
+_CONSTRUCTOR_CALLS = frozenset({"this", "super"})
+"""Java's explicit constructor calls, as the parser writes their callee."""
 _SELF_PREFIXES = ("self.", "this.", "cls.", "base.", "super.", "Self::", "self::")
 _SOURCE_EXTENSIONS = (".py", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".go", ".rs", ".java", ".cs")
 
@@ -110,6 +112,14 @@ def _normalize(path: str) -> str:
             continue
         parts.append(part)
     return "/".join(parts)
+
+
+def _constructor_call(callee: str, own: SymbolRow | None, bases: dict[str, list[SymbolRow]]) -> SymbolRow | None:
+    """The class a constructor's ``this(...)`` (its own) or ``super(...)`` (the class it extends) runs
+    a constructor of; the class stands for its constructors, as for ``new T()``."""
+    if own is None or callee == "this":
+        return own
+    return next((base for base in bases.get(own.id, []) if base.kind == "class"), None)
 
 
 def _definition_order(symbol: SymbolRow) -> int:
@@ -238,7 +248,9 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             name = call["callee_name"]
             parts = [p for p in _SEPARATORS.split(callee) if p]
             target = None
-            if callee.startswith(_SELF_PREFIXES) and caller.container:
+            if callee in _CONSTRUCTOR_CALLS and caller.kind == "constructor" and caller.container:
+                target = _constructor_call(callee, classes.get((path, caller.container)), bases)
+            elif callee.startswith(_SELF_PREFIXES) and caller.container:
                 target = member(path, caller.container, name)
             if target is None and len(parts) == 1:  # a bare name: a function nested in the caller first
                 target = pick([s for s in by_path_name.get((path, name), []) if s.container == caller.local_name])

@@ -116,7 +116,7 @@ def test_self_calls_reach_a_method_inherited_from_another_module(calls: set[tupl
     assert ("Settings.load", "Loader.read") in calls
 
 
-def test_new_of_a_class_with_declared_constructors_links_to_the_class(tmp_path: Path) -> None:
+def test_new_this_and_super_of_a_java_constructor_link_to_the_class(tmp_path: Path) -> None:
     # `new Order(1)` names both the class Order and its constructors Order(int), Order(): before,
     # that ambiguity left the call unlinked (bench.callgraph_java: 145 of 244 `new T()` sites)
     write_files(tmp_path / "p", {
@@ -124,6 +124,8 @@ def test_new_of_a_class_with_declared_constructors_links_to_the_class(tmp_path: 
                                "    public Order(int n) { this.n = n; }\n\n    public Order() { this(0); }\n}\n",
         "src/shop/Cart.java": "package shop;\n\npublic class Cart {\n    public Order add() {\n"
                               "        return new Order(1);\n    }\n}\n",
+        "src/shop/RushOrder.java": "package shop;\n\npublic class RushOrder extends Order {\n"
+                                   "    public RushOrder() { super(1); }\n}\n",
     })
     service = CodeMemService(Settings(project_root=tmp_path / "p", dense_embeddings=False))
     try:
@@ -133,3 +135,6 @@ def test_new_of_a_class_with_declared_constructors_links_to_the_class(tmp_path: 
     finally:
         service.close()
     assert ("Cart.add", "Order") in calls
+    # explicit constructor calls: `this(0)` runs the class's own constructor, `super(1)` its base's
+    assert any(caller.startswith("Order.Order") and callee == "Order" for caller, callee in calls)
+    assert ("RushOrder.RushOrder", "Order") in calls

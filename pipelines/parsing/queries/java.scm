@@ -53,6 +53,11 @@
   type: (_) @call.new
   arguments: (argument_list) @call.args)
 
+; `this(...)` / `super(...)` in a constructor: callee `this` / `super`
+(explicit_constructor_invocation
+  constructor: [(this) (super)] @call.name
+  arguments: (argument_list) @call.args) @call
+
 ; ---- imports ------------------------------------------------------------
 (import_declaration) @import
 
