@@ -309,12 +309,15 @@ def _names_used(root: ast.AST) -> set[str]:
 _RESERVED = set(keyword.kwlist) | set(getattr(keyword, "softkwlist", [])) | set(dir(builtins))
 
 
-def _fresh(used: set[str], candidates: tuple[str, ...], rng: random.Random | None = None) -> str:
+def fresh_name(used: set[str], candidates: tuple[str, ...], reserved: set[str],
+               rng: random.Random | None = None) -> str:
+    """A name of ``candidates`` (shuffled by ``rng``), else one with a number appended, that is
+    neither in ``used`` nor ``reserved``; it is added to ``used``."""
     pool = list(candidates)
     if rng is not None:
         rng.shuffle(pool)
     for name in pool:
-        if name not in used and name not in _RESERVED:
+        if name not in used and name not in reserved:
             used.add(name)
             return name
     i = 2
@@ -416,7 +419,7 @@ def _py_renamed(code: str, rng: random.Random) -> str | None:
         return None
     used.add(fn_new)
     for name in candidates:
-        mapping[name] = _fresh(used, _WORDS, rng)
+        mapping[name] = fresh_name(used, _WORDS, _RESERVED, rng)
     edits: list[tuple[int, int, str]] = []
     m = re.match(r"\s*(?:async\s+)?def\s+(\w+)", code)
     if not m or m.group(1) != fn.name:
@@ -847,7 +850,7 @@ def _py_temporary(code: str, rng: random.Random) -> str | None:
                     edits.append(e)
     if not edits:
         used = _names_used(tree)
-        name = _fresh(used, _RESULT_NAMES)
+        name = fresh_name(used, _RESULT_NAMES, _RESERVED)
         for n in ast.walk(fn):
             if isinstance(n, ast.Return) and n.value is not None and not isinstance(n.value, (ast.Name, ast.Constant)):
                 new = [ast.Assign(targets=[ast.Name(name, ast.Store())], value=n.value),
@@ -938,7 +941,7 @@ def _py_comprehension(code: str, rng: random.Random) -> str | None:
             continue
         if target is not None and any(isinstance(x, ast.Name) and x.id == target for x in ast.walk(comp)):
             continue
-        name = target or _fresh(used, ("out", "result", "items", "acc", "collected", "values"), rng)
+        name = target or fresh_name(used, ("out", "result", "items", "acc", "collected", "values"), _RESERVED, rng)
         append = ast.Expr(ast.Call(ast.Attribute(ast.Name(name, ast.Load()), "append", ast.Load()), [comp.elt], []))
         body = [ast.If(test=gen.ifs[0], body=[append], orelse=[])] if gen.ifs else [append]
         new = [ast.Assign(targets=[ast.Name(name, ast.Store())], value=ast.List([], ast.Load())),

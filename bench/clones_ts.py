@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 import tree_sitter_typescript as _ts
 from tree_sitter import Language, Node, Parser
 
+from bench.clones import fresh_name
+
 _PARSER = Parser(Language(_ts.language_typescript()))
 _WRAP = (b"class __Clone__ {\n", b"\n}\n")
 
@@ -208,23 +210,6 @@ def functions(rel: str, text: str, min_statements: int, factory: Callable) -> li
 
 # -- edit kinds ----------------------------------------------------------------------------------
 
-def _fresh(used: set[str], pool: tuple[str, ...], rng: random.Random | None = None) -> str:
-    names = list(pool)
-    if rng is not None:
-        rng.shuffle(names)
-    for name in names:
-        if name not in used and name not in _RESERVED:
-            used.add(name)
-            return name
-    i = 2
-    while True:
-        for name in names:
-            if f"{name}{i}" not in used:
-                used.add(f"{name}{i}")
-                return f"{name}{i}"
-        i += 1
-
-
 def _used(c: _Code) -> set[str]:
     return {c.text(n) for n in _walk(c.decl) if n.child_count == 0 and n.is_named}
 
@@ -279,7 +264,7 @@ def _ts_renamed(c: _Code, rng: random.Random) -> str | None:
     candidates = list(dict.fromkeys(x for x in candidates if x not in excluded))
     if not candidates:
         return None
-    mapping = {name: _fresh(used, _WORDS, rng) for name in candidates}
+    mapping = {name: fresh_name(used, _WORDS, _RESERVED, rng) for name in candidates}
     edits = []
     fn_name = c.text(c.name_node) if c.name_node is not None else None
     if c.name_node is not None and c.name_node.type in ("identifier", "property_identifier") \
@@ -607,28 +592,35 @@ _TRIVIAL = {"identifier", "number", "string", "true", "false", "null", "undefine
 _RESULT_NAMES = ("result", "res", "out", "ret", "rv", "retval", "value", "answer")
 
 
+def _declared_then(c: _Code, following: str) -> Iterator[tuple[Node, Node, Node, Node]]:
+    """``(declaration, next statement, name, value)`` for each ``const name = value;`` (one
+    declarator, a plain name) directly followed in its block by a statement of type ``following``."""
+    for block in (n for n in _walk(c.fn) if n.type == "statement_block"):
+        kids = [k for k in block.named_children if k.type != "comment"]
+        for a, b in zip(kids, kids[1:]):
+            if a.type != "lexical_declaration" or b.type != following:
+                continue
+            decls = [d for d in a.named_children if d.type == "variable_declarator"]
+            if len(decls) != 1:
+                continue
+            name, value = decls[0].child_by_field_name("name"), decls[0].child_by_field_name("value")
+            if name is not None and value is not None and name.type == "identifier":
+                yield a, b, name, value
+
+
 def _ts_temporary(c: _Code, rng: random.Random) -> str | None:
     edits = []
     ids: dict[str, int] = {}
     for n in _walk(c.fn):
         if n.type in ("identifier", "shorthand_property_identifier"):
             ids[c.text(n)] = ids.get(c.text(n), 0) + 1
-    for block in (n for n in _walk(c.fn) if n.type == "statement_block"):
-        kids = [k for k in block.named_children if k.type != "comment"]
-        for a, b in zip(kids, kids[1:]):
-            if a.type != "lexical_declaration" or b.type != "return_statement":
-                continue
-            decls = [d for d in a.named_children if d.type == "variable_declarator"]
-            if len(decls) != 1:
-                continue
-            name, value = decls[0].child_by_field_name("name"), decls[0].child_by_field_name("value")
-            ret = _expr_child(b)
-            if name is None or value is None or name.type != "identifier" or ret is None \
-                    or ret.type != "identifier" or c.text(ret) != c.text(name) or ids.get(c.text(name)) != 2:
-                continue
-            edits.append((a.start_byte, b.end_byte, f"return {c.text(value)};"))
+    for a, b, name, value in _declared_then(c, "return_statement"):
+        ret = _expr_child(b)
+        if ret is None or ret.type != "identifier" or c.text(ret) != c.text(name) or ids.get(c.text(name)) != 2:
+            continue
+        edits.append((a.start_byte, b.end_byte, f"return {c.text(value)};"))
     if not edits:
-        name = _fresh(_used(c), _RESULT_NAMES)
+        name = fresh_name(_used(c), _RESULT_NAMES, _RESERVED)
         for n in _walk(c.fn):
             if n.type != "return_statement":
                 continue
@@ -780,44 +772,36 @@ def _arrow_parts(c: _Code, arrow: Node) -> tuple[str, Node] | None:
 
 def _ts_comprehension(c: _Code, rng: random.Random) -> str | None:
     edits = []
-    for block in (n for n in _walk(c.fn) if n.type == "statement_block"):
-        kids = [k for k in block.named_children if k.type != "comment"]
-        for a, b in zip(kids, kids[1:]):
-            if a.type != "lexical_declaration" or b.type != "for_in_statement":
+    for a, b, name, value in _declared_then(c, "for_in_statement"):
+        if c.text(value).replace(" ", "") != "[]":
+            continue
+        out = c.text(name)
+        left, right = b.child_by_field_name("left"), b.child_by_field_name("right")
+        kw = [ch.type for ch in b.children if ch.type in ("const", "let", "var", "of", "in", "await")]
+        if left is None or right is None or left.type != "identifier" or kw[:2] not in (["const", "of"],
+                                                                                      ["let", "of"]):
+            continue
+        body = b.child_by_field_name("body")
+        stmt = _single_stmt(body, "if_statement") or _single_stmt(body, "expression_statement")
+        cond = None
+        if stmt is not None and stmt.type == "if_statement":
+            if stmt.child_by_field_name("alternative") is not None:
                 continue
-            decls = [d for d in a.named_children if d.type == "variable_declarator"]
-            if len(decls) != 1:
-                continue
-            name, value = decls[0].child_by_field_name("name"), decls[0].child_by_field_name("value")
-            if name is None or name.type != "identifier" or value is None or c.text(value).replace(" ", "") != "[]":
-                continue
-            out = c.text(name)
-            left, right = b.child_by_field_name("left"), b.child_by_field_name("right")
-            kw = [ch.type for ch in b.children if ch.type in ("const", "let", "var", "of", "in", "await")]
-            if left is None or right is None or left.type != "identifier" or kw[:2] not in (["const", "of"],
-                                                                                          ["let", "of"]):
-                continue
-            body = b.child_by_field_name("body")
-            stmt = _single_stmt(body, "if_statement") or _single_stmt(body, "expression_statement")
-            cond = None
-            if stmt is not None and stmt.type == "if_statement":
-                if stmt.child_by_field_name("alternative") is not None:
-                    continue
-                cond = stmt.child_by_field_name("condition")
-                stmt = _single_stmt(stmt.child_by_field_name("consequence"), "expression_statement")
-            elt = _push_arg(c, stmt, out)
-            if elt is None:
-                continue
-            parts = [right, elt] + ([cond] if cond is not None else [])
-            if _mentions(c, parts, out) or _has(parts, {"await_expression", "yield_expression", "comment"}):
-                continue
-            x = c.text(left)
-            xs = _paren(c, right) if right.type != "call_expression" or not c.text(right).startswith("new ") \
-                else f"({c.text(right)})"
-            e = _branch(c, elt)
-            chain = f"{xs}.filter(({x}) => {_cond_text(c, cond)})" if cond is not None else xs
-            decl_head = c.full[a.start_byte:value.start_byte].decode()
-            edits.append((a.start_byte, b.end_byte, f"{decl_head}{chain}.map(({x}) => {e});"))
+            cond = stmt.child_by_field_name("condition")
+            stmt = _single_stmt(stmt.child_by_field_name("consequence"), "expression_statement")
+        elt = _push_arg(c, stmt, out)
+        if elt is None:
+            continue
+        parts = [right, elt] + ([cond] if cond is not None else [])
+        if _mentions(c, parts, out) or _has(parts, {"await_expression", "yield_expression", "comment"}):
+            continue
+        x = c.text(left)
+        xs = _paren(c, right) if right.type != "call_expression" or not c.text(right).startswith("new ") \
+            else f"({c.text(right)})"
+        e = _branch(c, elt)
+        chain = f"{xs}.filter(({x}) => {_cond_text(c, cond)})" if cond is not None else xs
+        decl_head = c.full[a.start_byte:value.start_byte].decode()
+        edits.append((a.start_byte, b.end_byte, f"{decl_head}{chain}.map(({x}) => {e});"))
     if not edits:
         unit = c.unit()
         for n in _walk(c.fn):

@@ -57,16 +57,17 @@ docstring embeds low: 0.39 for a five-line function of toolz (bench.duplicates -
 CODE_COSINE_FLOOR = 0.6
 """Differently shaped candidates below this index cosine are not re-embedded (they keep it)."""
 MAX_CODE_EMBEDDINGS = 1
+"""Most candidates re-embedded per query (the best by index cosine): bounds the latency and the CPU
+one check takes from concurrent calls (8, 4, 2 and 1 score the same on bench.duplicate_accuracy;
+2 and 1 on bench.duplicates --dev)."""
 MAX_CODE_EMBED_CHARS = 400
-"""Code re-embedded per function: its start (~150 word pieces). The model reads 256 at most, and
-the encoding time grows with the length; 600 and the whole score the same on
+"""Code re-embedded per function: its start (~100 word pieces). The model reads 256 at most, and
+the encoding time grows with the length; 400, 600 and the whole score the same on
 bench.duplicate_accuracy and bench.duplicates --dev."""
 MIN_REEMBED_BAG = 0.5
 """Least token-bag overlap for a differently shaped candidate to be re-embedded: a rewrite of the
 same function keeps most tokens (0.58–0.89 on bench.duplicate_accuracy's restyles); one under this
 is other code, and keeps its index cosine."""
-"""Most candidates re-embedded per query (the best by index cosine): bounds the latency and the CPU
-one check takes from concurrent calls (8 and 4 score the same on bench.duplicate_accuracy)."""
 
 _COMMON_KEYWORDS = frozenset(
     "if else for while do return break continue switch case default try catch finally throw "
@@ -232,6 +233,10 @@ def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token,
         and (index + 1 == len(raw) or raw[index + 1][1] != "(" or (index > 0 and raw[index - 1][1] in _DEFINING))
     }
     tokens: list[Token] = []
+
+    def add(text: str, kind: Literal["id", "syntax", "semantic"], name: str | None = None) -> None:
+        tokens.append(Token(text, kind, name, line=lines[index]))
+
     for index, (kind, text) in enumerate(raw):
         after = raw[index + 1][1] if index + 1 < len(raw) else ""
         if kind == "ch" and (text == "," and after in _CLOSERS or text == ";" and language in _ASI):
@@ -240,29 +245,30 @@ def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token,
         before_object = raw[index - 2][1] if index > 1 else ""
         if kind == "id":
             if text in keywords:
-                tokens.append(Token(text, "semantic" if text in _SEMANTIC_KEYWORDS else "syntax", line=lines[index]))
+                add(text, "semantic" if text in _SEMANTIC_KEYWORDS else "syntax")
             elif before in (".", "?.") and before_object in own_state:
-                tokens.append(Token("ID", "id", "." + text, line=lines[index]))
+                add("ID", "id", "." + text)
             elif before in (".", "?.", "::"):
-                tokens.append(Token(text, "semantic", line=lines[index]))
+                add(text, "semantic")
             elif text == own_name:
-                tokens.append(Token("ID", "id", text, line=lines[index]))
+                add("ID", "id", text)
             elif after == "(" and text not in plain:
-                tokens.append(Token(text, "semantic", line=lines[index]))
+                add(text, "semantic")
             else:
-                tokens.append(Token("ID", "id", text, line=lines[index]))
+                add("ID", "id", text)
         elif kind == "str":
             body = re.sub(r"^[rRbBuUfF]{0,2}", "", text)[1:-1]
             body = _INTERPOLATION.sub(lambda m: "{" + _WORD.sub("ID", m.group(1)) + "}", body)
-            tokens.append(Token(f'"{body}"', "semantic", line=lines[index]))
+            add(f'"{body}"', "semantic")
         elif kind == "num":
-            tokens.append(Token(_number(text), "semantic", line=lines[index]))
+            add(_number(text), "semantic")
         elif kind == "life":
-            tokens.append(Token("'", "syntax", line=lines[index]))
+            add("'", "syntax")
         elif index in generics:
-            tokens.extend(Token("<g" if text == "<" else ">g", "syntax", line=lines[index]) for _ in range(2 if text == ">>" else 1))
+            for _ in range(2 if text == ">>" else 1):
+                add("<g" if text == "<" else ">g", "syntax")
         else:
-            tokens.append(Token(text, "syntax" if text in _SYNTAX else "semantic", line=lines[index]))
+            add(text, "syntax" if text in _SYNTAX else "semantic")
     return tuple(tokens)
 
 

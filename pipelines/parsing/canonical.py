@@ -47,8 +47,6 @@ _ECMA = frozenset({"javascript", "typescript", "tsx"})
 _BLOCKS = frozenset({"block", "statement_block"})
 _LOCAL_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
 """A name not reached through ``.``: a local, a parameter or a global (abstracted when ordering)."""
-_ENTRIES = {"dictionary": "pair", "object": "pair"}
-"""Literals whose entries are written in any order (a dict, an object), and their entry type."""
 
 
 def _holds_block(node: Node) -> bool:
@@ -97,6 +95,12 @@ class _Renderer:
     docstrings: set[int] = field(default_factory=set)
     memo: dict[int, str] = field(default_factory=dict)
     folded: dict[int, list[_Statement]] = field(default_factory=dict)
+    rules: dict[str, Callable[[Node], str | None]] = field(init=False)
+    code: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rules = self._rules()
+        self.code = self.source.decode("utf-8", "replace")
 
     # -- generic ---------------------------------------------------------------------------
 
@@ -108,7 +112,7 @@ class _Renderer:
         known = self.memo.get(node.id)
         if known is not None:
             return known
-        rule = self._rules().get(node.type)
+        rule = self.rules.get(node.type)
         out = rule(node) if rule is not None else None
         if out is None:
             out = self.splice(node)
@@ -181,7 +185,7 @@ class _Renderer:
 
     def _first_seen(self, name: str) -> int:
         """Byte offset of a name's first appearance in the code (-1 when absent)."""
-        found = re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.source.decode("utf-8", "replace"))
+        found = re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.code)
         return found.start() if found else -1
 
     def _python_comparison(self, node: Node) -> str | None:
@@ -386,7 +390,7 @@ class _Renderer:
                 (child for child in node.named_children if child.type not in _COMMENTS), None
             )
             return self._only_statement(body)
-        if node.type in ("block", "statement_block"):
+        if node.type in _BLOCKS:
             self.render(node)  # folds the block's statements
             inner = self.folded.get(node.id, [])
             return inner[0] if len(inner) == 1 else None
@@ -440,7 +444,7 @@ class _Renderer:
         if node is None:
             return None
         inner = [child for child in node.named_children if child.type not in _COMMENTS] \
-            if node.type in ("block", "statement_block") else [node]
+            if node.type in _BLOCKS else [node]
         if len(inner) != 1:
             return None
         statement = inner[0]
@@ -511,19 +515,31 @@ def _member(root: Node) -> Node | None:
     return None
 
 
+def _parse(code: str, language: str) -> tuple[bytes, Node, bool]:
+    """``(source, node to render, wrapped)``: the code's tree, or, for a class member that does not
+    parse on its own (a TypeScript, JavaScript, Java or C# method), its tree inside a class.
+
+    Raises:
+        ValueError: For an unsupported language.
+    """
+    parser = get_parser(language)  # type: ignore[arg-type]
+    source = code.encode("utf-8")
+    root = parser.parse(source).root_node
+    if root.has_error and language in _CLASS_MEMBERS:
+        wrapped_source = (_WRAPPER_OPEN + code + _WRAPPER_CLOSE).encode("utf-8")
+        wrapped = parser.parse(wrapped_source).root_node
+        if not wrapped.has_error:
+            return wrapped_source, _member(wrapped) or wrapped, True
+    return source, root, False
+
+
 def wrap_member(code: str, language: str) -> str | None:
     """The code inside a class, when it is a class member that does not parse on its own
     (a TypeScript, JavaScript, Java or C# method), else None."""
     if language not in _CLASS_MEMBERS:
         return None
-    try:
-        parser = get_parser(language)  # type: ignore[arg-type]
-    except ValueError:
-        return None
-    if not parser.parse(code.encode("utf-8")).root_node.has_error:
-        return None
-    wrapped = _WRAPPER_OPEN + code + _WRAPPER_CLOSE
-    return None if parser.parse(wrapped.encode("utf-8")).root_node.has_error else wrapped
+    source, _, wrapped = _parse(code, language)
+    return source.decode("utf-8") if wrapped else None
 
 
 @lru_cache(maxsize=8192)
@@ -542,17 +558,9 @@ def canonical_code(code: str, language: str) -> CanonicalCode:
     if code[:1].isspace():
         code = textwrap.dedent(code)
     try:
-        parser = get_parser(language)  # type: ignore[arg-type]
+        source, root, _ = _parse(code, language)
     except ValueError:
         return CanonicalCode(code)
-    source = code.encode("utf-8")
-    root = parser.parse(source).root_node
-    if root.has_error and language in _CLASS_MEMBERS:
-        # a method on its own is not a program in these languages: read it as a class member
-        source = (_WRAPPER_OPEN + code + _WRAPPER_CLOSE).encode("utf-8")
-        wrapped = parser.parse(source).root_node
-        if not wrapped.has_error:
-            root = _member(wrapped) or wrapped
     renderer = _Renderer(source, language)
     try:
         text = renderer.render(root)

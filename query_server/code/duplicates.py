@@ -62,12 +62,9 @@ def read_snippet(code: str, language: str) -> _Snippet:
     A method on its own (TypeScript, JavaScript, Java, C#) is read inside a class.
     """
     wrapped = wrap_member(code, language)  # None unless it parses as a class member only
-    if wrapped is None:
-        parsed = parse_source("snippet", code.encode("utf-8"), language)  # type: ignore[arg-type]
-        functions = [s for s in parsed.symbols if s.kind in CALLABLE_KINDS]
-    else:
-        parsed = parse_source("snippet", wrapped.encode("utf-8"), language)  # type: ignore[arg-type]
-        functions = [s.model_copy(update={"container": None}) for s in parsed.symbols if s.kind in CALLABLE_KINDS]
+    parsed = parse_source("snippet", (wrapped or code).encode("utf-8"), language)  # type: ignore[arg-type]
+    functions = [s if wrapped is None else s.model_copy(update={"container": None})  # not the wrapper's
+                 for s in parsed.symbols if s.kind in CALLABLE_KINDS]
     if not functions:
         return _Snippet(code, None, code, canonical_code(code, language))
     first = functions[0]
@@ -107,13 +104,13 @@ class DuplicateFinder(CodeLookups):
         duplicates: list[DuplicateHit] = []
         budget = MAX_RESPONSE_TOKENS - 500
         truncated = False
+        snippet_tokens = code_tokens(snippet.canonical.text, language, snippet.name)
         for hit, (score, comparison) in ranked[: request.limit]:
             if score < threshold:
                 break
             differences = describe_differences(
                 existing[hit.id], snippet.canonical, code_tokens(existing[hit.id].text, language, hit.payload.get("name")),
-                code_tokens(snippet.canonical.text, language, snippet.name), comparison, hit.payload.get("name"),
-                snippet.name, hit.payload.get("code"), snippet.code,
+                snippet_tokens, comparison, hit.payload.get("name"), snippet.name, hit.payload.get("code"), snippet.code,
             ) if hit.id in existing else []
             duplicates.append(_duplicate_hit(hit, score, differences))
             budget -= estimate_tokens(duplicates[-1].model_dump_json())
