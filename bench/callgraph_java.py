@@ -55,7 +55,9 @@ CORPORA: dict[str, tuple[str, tuple[str, ...]]] = {
     "JPype1": ("1.5.0", ("native/java/", "test/harness/")),
     "jep": ("4.3.2", ("src/main/java/", "src/test/java/")),
 }
-"""package → (pinned version, the sdist folders whose ``.java`` files form the corpus)."""
+"""package → (pinned version, the sdist folders whose ``.java`` files form the corpus). JPype1 is the
+development corpus of the resolution rules (declared receiver types were written from its misses);
+jep is held out: its misses are reported, not read while developing."""
 TARGETS = {"same_file": 0.95, "across_files": 0.90, "precision": 0.95}
 KINDS = ("same_file", "same_package", "other_package")
 JAVA_SOURCE = Path(__file__).resolve().parent / "callgraph_java" / "CallsOf.java"

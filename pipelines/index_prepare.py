@@ -22,6 +22,7 @@ from pipelines.qualified_names import clear_module_cache
 from pipelines.records import build_symbol_records, file_id, graph_label
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, SymbolRow
+from resources.schemas.code import CallSite, ParsedSymbol
 from resources.vectors import sparse
 from resources.vectors.store import VectorPoint
 
@@ -97,19 +98,11 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
                 path_qualified_name=record.path_qualified_name,
             )
         )
-        if symbol.extends or symbol.implements:
-            types.append({"id": record.id, "extends": symbol.extends, "implements": symbol.implements})
+        if symbol.extends or symbol.implements or symbol.fields:
+            types.append(_type_ref(record.id, symbol))
     refs = {
         "imports": [imp.model_dump() for imp in parsed.imports],
-        "calls": [
-            {
-                "caller_id": local_to_id.get(call.caller) if call.caller else None,
-                "callee": call.callee,
-                "callee_name": call.callee_name,
-                "line": call.line,
-            }
-            for call in parsed.calls
-        ],
+        "calls": [_call_ref(call, local_to_id) for call in parsed.calls],
         "types": types,
     }
     state = FileState(
@@ -118,6 +111,27 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
         error_count=parsed.error_count,
     )
     return _Prepared(state, refs, symbols, points, nodes, edges)
+
+
+def _type_ref(symbol_id: str, symbol: ParsedSymbol) -> dict[str, Any]:
+    """A type's bases (and, where the parser states them, its fields) as resolution reads them."""
+    ref: dict[str, Any] = {"id": symbol_id, "extends": symbol.extends, "implements": symbol.implements}
+    if symbol.fields:
+        ref["fields"] = symbol.fields
+    return ref
+
+
+def _call_ref(call: CallSite, local_to_id: dict[str, str]) -> dict[str, Any]:
+    """A call as resolution reads it (``receiver_type`` only where the parser set one)."""
+    ref: dict[str, Any] = {
+        "caller_id": local_to_id.get(call.caller) if call.caller else None,
+        "callee": call.callee,
+        "callee_name": call.callee_name,
+        "line": call.line,
+    }
+    if call.receiver_type is not None:
+        ref["receiver_type"] = call.receiver_type
+    return ref
 
 
 def _hash_file(path: Path) -> str:

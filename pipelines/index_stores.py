@@ -68,11 +68,12 @@ def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
     ctx.manifest.set_meta("embedding_model", model)
 
 
-EXTRACTION_VERSION = "3"
+EXTRACTION_VERSION = "4"
 """What the parsers extract: bumped when an older index lacks what they find now (2: named types
 of every underlying type, records, annotations and constructors with their own kinds; 3:
 qualified names as each language writes them, the path-based ones kept as ``path_qualified_name``,
-and Java's ``this(...)``/``super(...)`` as calls)."""
+and Java's ``this(...)``/``super(...)`` as calls; 4: Java receivers' declared types and classes'
+field types, which Java calls resolve through)."""
 EXTRACTION_KEY = "extraction_version"
 
 

@@ -3,7 +3,8 @@
 Runs after the per-file work over everything the manifest holds. A name is linked only when it
 resolves with some confidence: the same class (``self.x``/``this.x``), the same file, an
 imported name or module, or a name that is unique in the repository. Ambiguous names stay
-unlinked rather than linked wrongly.
+unlinked rather than linked wrongly. Java calls go through the receiver's declared type where the
+source states it (``pipelines.java_types``); a type outside the repository links nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from resources.manifest import SymbolRow
+from pipelines.java_types import OUTSIDE, UNKNOWN, JavaTypeNames, TypeRef
+from pipelines.parsing.declared import UNSTATED, Receiver
+from pipelines.parsing.hooks.java import receiver_of
 from pipelines.qualified_names import module_name
 from pipelines.records import file_id, module_id
 from resources.schemas.code import CLASS_KINDS
@@ -151,6 +155,8 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
     modules = _ModuleIndex(list(refs))
     bases: dict[str, list[SymbolRow]] = defaultdict(list)
     """Class id → the classes it extends or implements, as resolved."""
+    field_types: dict[str, dict[str, str]] = {}
+    """Class id → its fields' declared types as written (Java)."""
 
     def pick(candidates: list[SymbolRow], want_class: bool | None = None) -> SymbolRow | None:
         if want_class is not None:
@@ -167,26 +173,34 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             return max(candidates, key=_definition_order)
         return None
 
-    def member(path: str, owner: str, name: str) -> SymbolRow | None:
+    def ancestry(start: SymbolRow) -> list[SymbolRow]:
+        """A class, then the classes it inherits from, breadth first through the resolved
+        EXTENDS/IMPLEMENTS."""
+        order: list[SymbolRow] = []
+        seen: set[str] = set()
+        queue = [start]
+        while queue:
+            cls = queue.pop(0)
+            if cls.id not in seen:
+                seen.add(cls.id)
+                order.append(cls)
+                queue += bases.get(cls.id, [])
+        return order
+
+    def member(path: str, owner: str, name: str, inherited_only: bool = False) -> SymbolRow | None:
         """Method ``name`` of class ``owner`` (file-local name, in ``path``), or of the nearest
-        class it inherits from (breadth first through the resolved EXTENDS/IMPLEMENTS)."""
-        own = pick([s for s in by_path_name.get((path, name), []) if s.container == owner])
+        class it inherits from; only the latter when ``inherited_only`` (``super.m()``)."""
+        own = None if inherited_only else pick([s for s in by_path_name.get((path, name), []) if s.container == owner])
         start = classes.get((path, owner))
         if own is not None or start is None:
             return own
-        seen = {start.id}
-        queue = list(bases.get(start.id, []))
-        while queue:
-            base = queue.pop(0)
-            if base.id in seen:
-                continue
-            seen.add(base.id)
+        for base in ancestry(start)[1:]:
             found = pick([s for s in by_path_name.get((base.path, name), []) if s.container == base.local_name])
             if found is not None:
                 return found
-            queue += bases.get(base.id, [])
         return None
 
+    java_types = JavaTypeNames(symbols, refs, CLASS_KINDS)
     lookups = {}
     for path, (language, file_refs) in refs.items():
         imported_names: dict[str, set[str]] = defaultdict(set)  # local name -> files
@@ -231,14 +245,100 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
 
         lookups[path] = lookup
         for type_ref in file_refs.get("types", []):
+            if "fields" in type_ref:
+                field_types[type_ref["id"]] = type_ref["fields"]
             for relation, key in (("EXTENDS", "extends"), ("IMPLEMENTS", "implements")):
                 for written in type_ref.get(key, []):
-                    parent = lookup(_base_name(written), None, True)
+                    declared = java_types.resolve(path, written) if language == "java" else UNKNOWN
+                    parent = declared.symbol if declared != UNKNOWN else lookup(_base_name(written), None, True)
                     if parent is not None and parent.id != type_ref["id"]:
                         result.edges.setdefault((type_ref["id"], relation, parent.id), {})
                         bases[type_ref["id"]].append(parent)
 
-    for path, (_, file_refs) in refs.items():
+    def field_type(owner: TypeRef, name: str) -> TypeRef:
+        """The declared type of field ``name`` of a type (or of the nearest one it inherits);
+        a type outside the repository has its fields' types outside too."""
+        if owner.symbol is None:
+            return owner
+        for cls in ancestry(owner.symbol):
+            written = field_types.get(cls.id, {}).get(name)
+            if written is not None:
+                return UNKNOWN if written == UNSTATED else java_types.resolve(cls.path, written)
+        return UNKNOWN
+
+    def through_type(found: TypeRef, name: str) -> TypeRef:
+        """Method ``name`` of a resolved type (or of the nearest one it inherits); ``OUTSIDE``
+        when the type, or every declaration of ``name`` it can reach, is outside the repository."""
+        if found.symbol is None:
+            return found
+        method = member(found.symbol.path, found.symbol.local_name, name)
+        return OUTSIDE if method is None else TypeRef(method, False)
+
+    def enclosing_classes(path: str, caller: SymbolRow) -> list[SymbolRow]:
+        """The classes around a caller, innermost first."""
+        around: list[SymbolRow] = []
+        owner = caller.container or ""
+        while owner:
+            if (path, owner) in classes:
+                around.append(classes[(path, owner)])
+            owner = owner.rpartition(".")[0]
+        return around
+
+    def receiver_start(path: str, call: dict[str, Any], caller: SymbolRow, receiver: Receiver) -> tuple[TypeRef, tuple[str, ...]]:
+        """The type a receiver chain starts from, and the fields it reads after that: the
+        declared type the parser found, else an inherited field (``f``, ``this.f``), else a
+        type name (``Type``, ``Outer.Inner``, ``Type.FIELD``)."""
+        written = call.get("receiver_type")
+        if written is not None:
+            return (UNKNOWN if written == UNSTATED else java_types.resolve(path, written)), receiver.fields
+        around = enclosing_classes(path, caller)
+        if receiver.member:
+            return (TypeRef(around[0], False) if around else UNKNOWN), (receiver.variable or "", *receiver.fields)
+        for cls in around:
+            inherited = field_type(TypeRef(cls, False), receiver.variable or "")
+            if inherited != UNKNOWN:
+                return inherited, receiver.fields
+        names = [receiver.variable or "", *receiver.fields]
+        found, used = java_types.resolve_prefix(path, names)
+        return found, tuple(names[used:])
+
+    def java_bare_call(path: str, caller: SymbolRow, name: str) -> TypeRef:
+        """Java: ``T()`` of ``new T()`` is the type ``T`` names; ``m()`` is a method of the
+        caller's class, of a class around it, or of one they inherit; else a static import's
+        (``UNKNOWN``: the name lookup finds it), else declared outside the repository
+        (``getClass()``). Inside an anonymous class, whose supertype is not recorded, an unfound
+        name stays ``UNKNOWN``."""
+        constructed = java_types.resolve(path, name, stated=False)
+        if constructed != UNKNOWN:
+            return constructed
+        owner = caller.container or ""
+        while owner:
+            method = member(path, owner, name)
+            if method is not None:
+                return TypeRef(method, False)
+            owner = owner.rpartition(".")[0]
+        imports = refs[path][1].get("imports", [])
+        if (path, caller.container) not in classes or any(name in imp.get("items", []) or "*" in imp.get("items", []) for imp in imports):
+            return UNKNOWN
+        return OUTSIDE
+
+    def java_call(path: str, call: dict[str, Any], caller: SymbolRow, parts: list[str]) -> TypeRef:
+        """Java: the method a call binds to through its receiver's declared type (``x.m()``,
+        ``x.f.m()``, ``this.f.m()``, ``((T) e).m()``), a type name (``Type.m()``) or ``super``;
+        ``UNKNOWN`` when the receiver's type is not stated."""
+        name = call["callee_name"]
+        if parts[:-1] == ["super"] and caller.container:
+            method = member(path, caller.container, name, inherited_only=True)
+            return TypeRef(method, method is None)
+        receiver = receiver_of(call["callee"])
+        if receiver is None:
+            return UNKNOWN
+        found, fields = receiver_start(path, call, caller, receiver)
+        for field_name in fields:
+            found = field_type(found, field_name)
+        return through_type(found, name)
+
+    for path, (language, file_refs) in refs.items():
         lookup = lookups[path]
         for call in file_refs.get("calls", []):
             caller = by_id.get(call.get("caller_id") or "")
@@ -248,13 +348,18 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             name = call["callee_name"]
             parts = [p for p in _SEPARATORS.split(callee) if p]
             target = None
-            if callee in _CONSTRUCTOR_CALLS and caller.kind == "constructor" and caller.container:
+            typed = UNKNOWN
+            if language == "java" and callee not in _CONSTRUCTOR_CALLS:
+                typed = java_call(path, call, caller, parts) if len(parts) > 1 else java_bare_call(path, caller, name)
+            if typed != UNKNOWN:  # the declared type decides: no guess by name
+                target = typed.symbol
+            elif callee in _CONSTRUCTOR_CALLS and caller.kind == "constructor" and caller.container:
                 target = _constructor_call(callee, classes.get((path, caller.container)), bases)
             elif callee.startswith(_SELF_PREFIXES) and caller.container:
                 target = member(path, caller.container, name)
-            if target is None and len(parts) == 1:  # a bare name: a function nested in the caller first
+            if target is None and typed == UNKNOWN and len(parts) == 1:  # a bare name: a function nested in the caller first
                 target = pick([s for s in by_path_name.get((path, name), []) if s.container == caller.local_name])
-            if target is None:
+            if target is None and typed == UNKNOWN:
                 target = lookup(name, parts[0] if len(parts) > 1 else None, None)
             if target is not None and target.id != caller.id:
                 result.edges.setdefault(

@@ -24,9 +24,10 @@ Extraction rules (documented heuristics):
     * Docstrings: Python body strings (``inspect.cleandoc``); otherwise the doc comment block
       directly above the definition or its decorators (``/** */`` for JS/TS/Java, ``///`` for
       Rust/C#, any ``//`` block for Go). C# ``<summary>`` tags are removed, other XML is kept.
-    * Calls: see ``calls`` (inner argument lists shortened to ``()``); macros, ``super(...)``/
-      ``this(...)`` constructor chaining and anonymous immediately-invoked functions are not
-      calls. The caller is the innermost enclosing named function's body.
+    * Calls: see ``calls`` (inner argument lists shortened to ``()``); macros and anonymous
+      immediately-invoked functions are not calls; Java's ``this(...)``/``super(...)`` are.
+      The caller is the innermost enclosing named function's body. Java calls carry the
+      declared type of their receiver, and Java types their fields' (``declared``).
     * Imports: one ``ImportRef`` per statement (per module for multi-module statements); the
       ``alias`` of a multi-name import is set only when exactly one name is imported (or from
       a JS default/namespace binding).

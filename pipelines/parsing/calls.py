@@ -9,6 +9,7 @@ callee's last character (where the called name is), and calls are ordered by tha
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 
 from pipelines.parsing.symbols import Scope
 from pipelines.parsing.text import callee_name, strip_type_args
@@ -17,6 +18,8 @@ RawCall = tuple[int, int, int, bool]
 """A call as captured (a plain tuple, for speed): ``(end, start, row, is_new)`` = the byte one
 past the callee, the callee's first byte, the 0-based row of the callee's end, and whether it is
 ``new T(...)`` (whose type arguments are stripped)."""
+ReceiverTyper = Callable[[str, int], "str | None"]
+"""(callee, byte offset of the call) -> the receiver's declared type, or None (``declared``)."""
 
 
 def _elide_inner_args(
@@ -59,6 +62,7 @@ def build_calls(
     args: list[tuple[int, int]],
     scopes: list[Scope],
     source: bytes,
+    receiver_type: ReceiverTyper | None = None,
 ) -> list[dict[str, object]]:
     """Build call sites, attributing each to the innermost enclosing function body.
 
@@ -70,6 +74,8 @@ def build_calls(
         args: Byte ranges of every captured argument list.
         scopes: Function/method body ranges with qualified names.
         source: The file's bytes.
+        receiver_type: Types the receiver of a call with one (``receiver_type`` is set only
+            where it answers).
 
     Returns:
         ``CallSite`` field dicts (validated later, in bulk, with the ParsedFile), ordered by the
@@ -113,12 +119,15 @@ def build_calls(
             else:
                 callee = _clean_callee(raw, is_new)
                 hit = memo[key] = (callee, callee_name(callee))
-        append(
-            {
-                "caller": open_names[-1] if open_names else None,
-                "callee": hit[0],
-                "callee_name": hit[1],
-                "line": row + 1,
-            }
-        )
+        call: dict[str, object] = {
+            "caller": open_names[-1] if open_names else None,
+            "callee": hit[0],
+            "callee_name": hit[1],
+            "line": row + 1,
+        }
+        if receiver_type is not None and "." in hit[0]:
+            typed = receiver_type(hit[0], pos)
+            if typed is not None:
+                call["receiver_type"] = typed
+        append(call)
     return out

@@ -23,6 +23,11 @@ Calls (role ``call``)
     ``@call.callee`` the called expression, or ``@call`` + ``@call.name`` (Java
     ``method_invocation``: the callee runs from the call start to the end of the name), or
     ``@call.new`` the constructed type of ``new T(...)``; ``@call.args`` the argument list.
+Declared types (role ``decl``, see ``declared``)
+    ``@decl.name`` a declared name, ``@decl.type`` its stated type (absent: not stated),
+    optional ``@decl.value`` its initializer; ``@decl.scope`` the node it is visible in (from the
+    name on: a local, a parameter), or ``@decl.member`` the type declaration of a field (visible
+    throughout) with ``@decl.owner`` that type's name.
 Imports (role ``import``)
     ``@import`` an import statement, split into ``ImportRef``s by the language hook.
 Namespaces (role ``namespace``)
@@ -46,10 +51,11 @@ class PatternRole(NamedTuple):
     """What one query pattern extracts.
 
     Attributes:
-        role: One of ``def``, ``inherit``, ``impl``, ``call``, ``import``, ``namespace`` or
-            ``""`` (unused).
+        role: One of ``def``, ``inherit``, ``impl``, ``call``, ``decl``, ``import``,
+            ``namespace`` or ``""`` (unused).
         kind: For ``def`` patterns, the declared symbol kind; for ``call`` patterns, the capture
-            naming the callee (``call.callee``, ``call.new`` or ``call.name``); for
+            naming the callee (``call.callee``, ``call.new`` or ``call.name``); for ``decl``
+            patterns, the capture of the scope (``decl.scope`` or ``decl.member``); for
             ``namespace`` patterns, the capture of the declaration (``namespace`` or
             ``namespace.file``); else ``""``.
     """
@@ -83,6 +89,8 @@ def pattern_roles(query: Query, source: str) -> list[PatternRole]:
                 n for n in ("call.callee", "call.new", "call.name") if n in names
             )
             roles.append(PatternRole("call", callee))
+        elif "decl.name" in names:
+            roles.append(PatternRole("decl", "decl.member" if "decl.member" in names else "decl.scope"))
         elif "inherit" in names:
             roles.append(PatternRole("inherit", ""))
         elif "impl" in names:

@@ -15,8 +15,10 @@ from tree_sitter import Node, QueryCursor
 
 from resources.schemas.code import ImportRef, Language, ParsedFile
 
-from pipelines.parsing.calls import RawCall, build_calls
+from pipelines.parsing.calls import RawCall, ReceiverTyper, build_calls
+from pipelines.parsing.declared import Declaration, DeclaredTypes, fields_by_type
 from pipelines.parsing.errors import ParseTimeout
+from pipelines.parsing.hooks.base import LanguageHooks
 from pipelines.parsing.languages import LanguageSpec, get_parser, get_spec
 from pipelines.parsing.symbols import DefCapture, NamespaceRange, build_symbols
 from pipelines.parsing.text import decode, strip_type_args
@@ -93,6 +95,7 @@ def _extract(
     args: list[tuple[int, int]] = []
     import_nodes: dict[int, Node] = {}
     namespaces: list[NamespaceRange] = []
+    declarations: list[Declaration] = []
 
     # No progress_callback on the query cursor: py-tree-sitter 0.26.1 segfaults with one on real
     # files (measured); the parse itself has the deadline, and the result is checked after.
@@ -142,6 +145,8 @@ def _extract(
                     receiver[0] if receiver else None,
                 )
             )
+        elif role == "decl":
+            declarations.append(_declaration(kind, caps, source, hooks))
         elif role == "import":
             node = caps["import"][0]
             import_nodes[node.id] = node
@@ -173,8 +178,8 @@ def _extract(
                 )
             )
 
-    symbols, scopes, claimed = build_symbols(defs, bases, source, hooks, namespaces)
-    calls = build_calls(raw_calls, args, scopes, source)
+    symbols, scopes, claimed = build_symbols(defs, bases, source, hooks, namespaces, fields_by_type(declarations))
+    calls = build_calls(raw_calls, args, scopes, source, _receiver_typer(declarations, hooks))
     imports: list[ImportRef] = []
     for node in sorted(import_nodes.values(), key=lambda n: n.start_byte):
         imports.extend(hooks.parse_import(node, source))
@@ -189,3 +194,33 @@ def _extract(
             "module_docstring": hooks.module_docstring(root, source, claimed),
         }
     )
+
+
+def _declaration(kind: str, caps: dict[str, list[Node]], source: bytes, hooks: LanguageHooks) -> Declaration:
+    """A ``decl`` match as a ``Declaration``: a field is visible in its whole type, a local or a
+    parameter from its name to the end of its scope."""
+    scope = caps[kind][0]
+    name = caps["decl.name"][0]
+    type_node = caps.get("decl.type")
+    value = caps.get("decl.value")
+    owner = caps.get("decl.owner")
+    return Declaration(
+        decode(source, name.start_byte, name.end_byte),
+        hooks.declared_type(type_node[0] if type_node else None, value[0] if value else None, source),
+        scope.start_byte if owner else name.end_byte,
+        scope.end_byte,
+        decode(source, owner[0].start_byte, owner[0].end_byte) if owner else None,
+    )
+
+
+def _receiver_typer(declarations: list[Declaration], hooks: LanguageHooks) -> ReceiverTyper | None:
+    """What types a call's receiver in this file (None when the file declares nothing)."""
+    if not declarations:
+        return None
+    declared = DeclaredTypes(declarations)
+
+    def receiver_type(callee: str, position: int) -> str | None:
+        receiver = hooks.receiver(callee)
+        return None if receiver is None else declared.receiver_type(receiver, position)
+
+    return receiver_type

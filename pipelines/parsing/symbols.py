@@ -95,6 +95,7 @@ def build_symbols(
     source: bytes,
     hooks: LanguageHooks,
     namespaces: list[NamespaceRange] | None = None,
+    fields: dict[tuple[int, int], dict[str, str]] | None = None,
 ) -> tuple[list[dict[str, object]], list[Scope], set[int]]:
     """Build symbols from definition captures in one sorted pass.
 
@@ -104,6 +105,8 @@ def build_symbols(
         source: The file's bytes.
         hooks: The language's hooks.
         namespaces: The file's namespace declarations (``@namespace`` captures), if any.
+        fields: The fields each type declares with their stated types, keyed by the type
+            declaration's byte range (``declared.fields_by_type``).
 
     Returns:
         ``(ParsedSymbol field dicts in source order, function body scopes, start bytes of claimed
@@ -194,6 +197,7 @@ def build_symbols(
             "is_async": is_function and hooks.is_async(signature),
             "extends": extends,
             "implements": implements,
+            "fields": (fields or {}).get((node.start_byte, node.end_byte), {}),
             "code": source[start:end].decode("utf-8", "replace"),
         }
         symbols.append(symbol)

@@ -52,6 +52,8 @@ class ParsedSymbol(BaseModel):
         is_async: True for async functions/methods.
         extends: Base classes / super types as written (``BaseAdapter``, ``ns.Base``).
         implements: Implemented interfaces / traits as written.
+        fields: A type's fields and their declared types as written, type arguments stripped
+            (Java; ``var`` where not stated), for resolving calls through them.
         code: The exact source text of the definition.
     """
 
@@ -67,6 +69,7 @@ class ParsedSymbol(BaseModel):
     is_async: bool = False
     extends: list[str] = Field(default_factory=list)
     implements: list[str] = Field(default_factory=list)
+    fields: dict[str, str] = Field(default_factory=dict)
     code: str = ""
 
 
@@ -98,12 +101,17 @@ class CallSite(BaseModel):
             ``requests.get``, ``fmt.Println``, ``Vec::new``).
         callee_name: The last identifier of the callee (``send``, ``get``, ``Println``, ``new``).
         line: 1-based line of the call.
+        receiver_type: The type the source declares for the receiver (Java: the parameter,
+            local, field or cast ``callee`` starts with, before the fields it reads; type
+            arguments stripped; ``var`` when the receiver is a variable whose type is not
+            stated), or None (no declared receiver, or a language that types none).
     """
 
     caller: str | None = None
     callee: str
     callee_name: str
     line: int
+    receiver_type: str | None = None
 
 
 class ParsedFile(BaseModel):

@@ -13,7 +13,8 @@ from tree_sitter import Node
 
 from resources.schemas.code import ImportRef
 
-from pipelines.parsing.text import clean_block_comment, clean_line_comments, decode
+from pipelines.parsing.declared import UNSTATED, Receiver
+from pipelines.parsing.text import clean_block_comment, clean_line_comments, decode, strip_type_args
 
 _ASYNC = re.compile(r"\basync\b")
 
@@ -247,6 +248,32 @@ class LanguageHooks:
             ``extends`` or ``implements``.
         """
         return relation
+
+    # ---- declared types ---------------------------------------------------------------------
+
+    def declared_type(self, type_node: Node | None, value: Node | None, source: bytes) -> str:
+        """The type a declaration states (``@decl.type``, with ``@decl.value`` its initializer).
+
+        Args:
+            type_node: The declared type, or None when the grammar has none (inferred).
+            value: The initializer, if captured.
+            source: The file's bytes.
+
+        Returns:
+            The type with type arguments stripped, or ``var`` when the source does not state it.
+        """
+        return UNSTATED if type_node is None else strip_type_args(text_of(type_node, source)) or UNSTATED
+
+    def receiver(self, callee: str) -> Receiver | None:
+        """The part of a call's receiver that declarations can type (``declared.Receiver``).
+
+        Args:
+            callee: The callee as ``calls`` writes it (``a.f.m``).
+
+        Returns:
+            None by default: the language types no receivers.
+        """
+        return None
 
     # ---- imports ----------------------------------------------------------------------------
 

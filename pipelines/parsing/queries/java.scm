@@ -58,6 +58,33 @@
   constructor: [(this) (super)] @call.name
   arguments: (argument_list) @call.args) @call
 
+; ---- declared types: the receivers calls can be typed by (see parsing/declared.py) ----
+; @decl.scope: where a local or parameter is visible; @decl.member + @decl.owner: the type a field
+; belongs to; @decl.name, @decl.type (absent: not stated), @decl.value (a `var`'s initializer)
+(_ parameters: (formal_parameters
+  (formal_parameter type: (_) @decl.type name: (identifier) @decl.name))) @decl.scope
+
+(lambda_expression parameters: [
+  (identifier) @decl.name
+  (inferred_parameters (identifier) @decl.name)]) @decl.scope
+
+(_ (local_variable_declaration type: (_) @decl.type
+  declarator: (variable_declarator name: (identifier) @decl.name value: (_)? @decl.value))) @decl.scope
+
+(enhanced_for_statement type: (_) @decl.type name: (identifier) @decl.name) @decl.scope
+
+(catch_clause (catch_formal_parameter (catch_type) @decl.type name: (identifier) @decl.name)) @decl.scope
+
+(try_with_resources_statement (resource_specification
+  (resource type: (_) @decl.type name: (identifier) @decl.name value: (_) @decl.value))) @decl.scope
+
+(_ name: (identifier) @decl.owner body: [
+  (class_body (field_declaration type: (_) @decl.type declarator: (variable_declarator name: (identifier) @decl.name)))
+  (interface_body (constant_declaration type: (_) @decl.type declarator: (variable_declarator name: (identifier) @decl.name)))
+  (enum_body (enum_body_declarations
+    (field_declaration type: (_) @decl.type declarator: (variable_declarator name: (identifier) @decl.name))))
+]) @decl.member
+
 ; ---- imports ------------------------------------------------------------
 (import_declaration) @import
 
