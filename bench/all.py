@@ -259,10 +259,20 @@ def b_load(quick: bool) -> list[Row]:
     return rows
 
 
+def b_validate_fix(quick: bool) -> list[Row]:
+    import bench.validate_fix as bench
+
+    result = bench.run_validate_fix("all")  # ~10 s: the same sets in --quick
+    _save("validate_fix", result)
+    return [_row(f"validate_fix: {row}", figure, target, passed)
+            for row, target, figure, passed in bench.verdicts(result["summary"])]
+
+
 BENCHMARKS: dict[str, Callable[[bool], list[Row]]] = {
     "quality": b_quality, "throughput": b_throughput, "latency": b_latency, "mcp_overhead": b_mcp_overhead,
     "memory": b_memory, "normalization": b_normalization, "pipeline": b_pipeline, "freshness": b_freshness,
     "duplicate_accuracy": b_duplicate_accuracy, "duplicates": b_duplicates, "hooks": b_hooks, "load": b_load,
+    "validate_fix": b_validate_fix,
 }
 
 

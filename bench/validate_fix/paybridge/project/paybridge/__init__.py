@@ -1,0 +1,1 @@
+"""PayBridge: payments, refunds and payouts through one PSP."""

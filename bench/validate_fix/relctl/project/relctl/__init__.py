@@ -1,0 +1,1 @@
+"""relctl: the release engineering command-line tool."""

@@ -1,0 +1,1 @@
+"""Tidewater: gauge readings from vendors to the lake and the warehouse."""
