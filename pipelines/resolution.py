@@ -126,6 +126,19 @@ def _constructor_call(callee: str, own: SymbolRow | None, bases: dict[str, list[
     return next((base for base in bases.get(own.id, []) if base.kind == "class"), None)
 
 
+def _implicit_super_calls(symbols: list[SymbolRow], bases: dict[str, list[SymbolRow]]) -> list[tuple[SymbolRow, SymbolRow]]:
+    """Java classes that declare no constructor, each with the class it extends: the default
+    constructor's body is ``super()`` (JLS 8.8.9), a call javac compiles though no source writes it."""
+    constructed = {(s.path, s.container) for s in symbols if s.kind == "constructor"}
+    pairs = []
+    for s in symbols:
+        if s.language == "java" and s.kind == "class" and (s.path, s.local_name) not in constructed:
+            base = _constructor_call("super", s, bases)
+            if base is not None:
+                pairs.append((s, base))
+    return pairs
+
+
 def _definition_order(symbol: SymbolRow) -> int:
     """1 for a name's first definition in a file, n for its ``#n``-th (overloads, redefinitions)."""
     _, _, count = symbol.local_name.rpartition("#")
@@ -254,6 +267,9 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
                     if parent is not None and parent.id != type_ref["id"]:
                         result.edges.setdefault((type_ref["id"], relation, parent.id), {})
                         bases[type_ref["id"]].append(parent)
+
+    for cls, base in _implicit_super_calls(symbols, bases):
+        result.edges.setdefault((cls.id, "CALLS", base.id), {"line_number": None})
 
     def field_type(owner: TypeRef, name: str) -> TypeRef:
         """The declared type of field ``name`` of a type (or of the nearest one it inherits);

@@ -28,6 +28,7 @@ FILES = {
     # a second Base elsewhere: the simple name is not unique, Java's scoping finds shop.Base
     "src/other/Base.java": "package other;\n\npublic class Base {\n    public void stop() {}\n}\n",
     "src/shop/Sports.java": "package shop;\n\npublic class Sports extends Base {\n}\n",
+    "src/shop/Truck.java": "package shop;\n\npublic class Truck extends Base {\n    Truck(int axles) { stop(); }\n}\n",
     "src/shop/Part.java": "package shop;\n\npublic class Part {\n    Engine engine;\n\n"
                           "    public int size() { return 1; }\n}\n",
     "src/shop/Failure.java": "package shop;\n\npublic class Failure extends RuntimeException {\n"
@@ -125,3 +126,10 @@ def test_a_call_links_to_the_method_of_the_receivers_declared_type(
 def test_a_receiver_declared_outside_the_repository_is_not_guessed_by_name(calls: set[tuple[str, str]]) -> None:
     # names is a java.util.List: its size() is not Part.size, the only size() in the repository
     assert "Part.size" not in _targets(calls, "Car.outside")
+
+
+def test_a_class_without_a_constructor_calls_the_one_it_extends(calls: set[tuple[str, str]]) -> None:
+    # the default constructor's body is super() (JLS 8.8.9): the class stands for its constructor
+    assert _targets(calls, "Sports") == {"Base"}
+    # a declared constructor is not a default one; an exception's base is outside the repository
+    assert not _targets(calls, "Truck") and not _targets(calls, "Failure")
