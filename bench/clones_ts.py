@@ -839,7 +839,7 @@ def _ts_comprehension(c: _Code, rng: random.Random) -> str | None:
             if indent is None or src.type == "super":
                 continue
             if out is None:
-                out = _fresh(_used(c), ("out", "result", "items", "acc", "collected", "values"))
+                out = fresh_name(_used(c), ("out", "result", "items", "acc", "collected", "values"), _RESERVED)
                 head, tail = f"const {out} = ", f"\n{indent}return {out};"
             parts = [src, elt] + ([cond] if cond is not None else [])
             if _mentions(c, parts, out) or _has(parts, {"await_expression", "yield_expression", "comment"}):

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from resources.manifest import SymbolRow
 from pipelines.java_types import OUTSIDE, UNKNOWN, JavaTypeNames, TypeRef
 from pipelines.parsing.declared import UNSTATED, Receiver
 from pipelines.parsing.hooks.java import receiver_of
 from pipelines.qualified_names import module_name
 from pipelines.records import file_id, module_id
+from resources.manifest import SymbolRow
 from resources.schemas.code import CLASS_KINDS
 
 _GENERIC = re.compile(r"<.*>|\[.*\]|\(.*\)")
@@ -96,8 +96,7 @@ class _ModuleIndex:
             )
         key = module.replace("::", ".").replace("/", ".")
         for prefix in ("crate.", "self.", "super."):
-            if key.startswith(prefix):
-                key = key[len(prefix):]
+            key = key.removeprefix(prefix)
         found = set(self.by_dotted.get(key, set()))
         if not found and language in {"java", "rust", "python"}:
             for item in items:
