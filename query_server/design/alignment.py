@@ -25,39 +25,35 @@ from typing import Any
 
 import numpy as np
 
+from query_server.design.contradictions import Contradiction, contradictions, diff_lines
+from query_server.design.statements import STOPWORDS, Statement, clean, statements_of
 from resources.memory.ledger import MemoryRow
 from resources.text.identifiers import IDENTIFIER, identifier_words, suffix_stem
 
 RELEVANCE_THRESHOLD = 0.30
+NOTHING_GOVERNS = 0.75
+"""The score of a side (designs, requirements) no statement of which bears on the fix."""
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*[-*+]\s+|\n{2,}")
 _NEGATION = re.compile(
     r"\b(must not|mustn't|shall not|should not|shouldn't|never|do not|don't|not allowed|not permitted|forbidden|"
     r"prohibited|avoid|instead of|rather than)\b|(?:^|[:;]\s*)no\s+(?=\w)|\b(?:exposes?|has|have|with|uses?|contains?|takes?)\s+no\s+(?=\w)",
-    re.I,
+    re.IGNORECASE,
 )
-_REQUIRE = re.compile(r"\b(must|shall|always|only|required|requires|need to|needs to|should|are to|is to|go through|goes through|chosen option)\b", re.I)
-_CLAUSE_END = re.compile(r"[,;:()]|\.(?:\s|$)|\b(?:but|only|instead|so|because|which|and then)\b", re.I)
-_NEGATION_AFTER = re.compile(r"\b(?:is|are|be)\s+(?:never|not)\s+(?:used|allowed|permitted)\b|\b(?:forbidden|prohibited|disallowed)\b", re.I)
+_REQUIRE = re.compile(r"\b(must|shall|always|only|required|requires|need to|needs to|should|are to|is to|go through|goes through|chosen option)\b", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[,;:()]|\.(?:\s|$)|\b(?:but|only|instead|so|because|which|and then)\b", re.IGNORECASE)
+_NEGATION_AFTER = re.compile(r"\b(?:is|are|be)\s+(?:never|not)\s+(?:used|allowed|permitted)\b|\b(?:forbidden|prohibited|disallowed)\b", re.IGNORECASE)
 _PUBLIC_METHOD = re.compile(
-    r"\bpublic\s+(?:\S+\s+){0,2}?(?:method|methods|function|api)\b|\b(?:method|helper|function)\b(?:\s+\S+){0,4}?\s+public\b", re.I
+    r"\bpublic\s+(?:\S+\s+){0,2}?(?:method|methods|function|api)\b|\b(?:method|helper|function)\b(?:\s+\S+){0,4}?\s+public\b", re.IGNORECASE
 )
-_SWALLOW = re.compile(r"\bexcept\b[^:\n]{0,40}:\s*(?:pass|continue|\.\.\.)\b|\bcatch\s*\([^)]*\)\s*\{\s*\}", re.I)
-_SQL = re.compile(r"\bSELECT\b[^;]{1,200}?\bFROM\b|\bINSERT\s+INTO\b|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b|\bCREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\b", re.I)
-_PRONOUN_REMOVAL = re.compile(r"\b(?:remove|delete|drop|get rid of|rip out)\s+(?:it|them|this|that)\b", re.I)
+_SWALLOW = re.compile(r"\bexcept\b[^:\n]{0,40}:\s*(?:pass|continue|\.\.\.)\b|\bcatch\s*\([^)]*\)\s*\{\s*\}", re.IGNORECASE)
+_SQL = re.compile(r"\bSELECT\b[^;]{1,200}?\bFROM\b|\bINSERT\s+INTO\b|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b|\bCREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\b", re.IGNORECASE)
+_PRONOUN_REMOVAL = re.compile(r"\b(?:remove|delete|drop|get rid of|rip out)\s+(?:it|them|this|that)\b", re.IGNORECASE)
 _REMOVAL = re.compile(
     r"\b(remove|removes|removing|drop|drops|dropping|delete|deletes|deleting|bypass|bypasses|bypassing|skip|skips|skipping|"
     r"disable|disables|disabling|circumvent|avoid|avoiding|get rid of|instead of|rather than|without|replace|replaces|replacing|"
     r"strip|stripping|go around|going around|sidestep|sidestepping|ditch|rip out|didn't want|did not want|don't want|"
     r"no need for|not worth|skipped)\b",
-    re.I,
-)
-STOPWORDS = frozenset(
-    "a an the and or of to in on at for from by with as is are be been being it its this that these those we our you your they their "
-    "must shall should never always only not no do does don't can cannot may might will would could all any each every some one two "
-    "into onto than then there here when while where which who what why how so such also just more most less least very use uses used "
-    "using instead rather add adds added adding make makes made new fix fixes fixed change changes changed update updates call calls "
-    "called calling code file files function functions method methods class classes via through go goes going per own other same "
-    "get gets set sets have has had if else because way ones thing things need needs".split()
+    re.IGNORECASE,
 )
 CONCEPTS: dict[str, tuple[str, ...]] = {
     "database": ("database", "databases", "db", "sql", "sqlite", "sqlite3", "postgres", "postgresql", "mysql", "cursor", "orm",
@@ -70,7 +66,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
                "credentials", "bearer"),
     "hardcode": ("hard-code", "hard-coded", "hardcode", "hardcoded", "hard code", "hard coded", "literal", "inline the", "embed the key", "paste",
                  "written in the source", "in the source code", "in source code", "checked into", "committed to the repo"),
-    "environment": ("environment", "env", "os.environ", "getenv", "settings", "config", "configuration", "dotenv"),
+    "environment": ("environment", "os.environ", "getenv", "dotenv", "environ", "from_env", "env.get", "env var", "env vars"),
     "print": ("print", "prints", "printing", "print(", "stdout", "console.log", "println", "printf", "echo"),
     "logging": ("log", "logs", "logging", "logger", "structlog", "log.info", "log.warning", "log.error"),
     "raise": ("raise", "raises", "raising", "throw", "throws", "throwing", "propagate", "propagates", "bubble"),
@@ -117,9 +113,9 @@ def concepts(text: str, *, plain_words: bool = False) -> set[str]:
         found.add("database")
     for phrase, concept in _PHRASES:
         pattern = (r"\b" if phrase[0].isalnum() else "") + re.escape(phrase) + (r"\b" if phrase[-1].isalnum() else "")
-        if re.search(pattern, text, re.I):
+        if re.search(pattern, text, re.IGNORECASE):
             found.add(concept)
-            text = re.sub(pattern, " ", text, flags=re.I)
+            text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
     for raw in IDENTIFIER.findall(text):
         if raw.lower() in _TERM_CONCEPT:
             found.add(_TERM_CONCEPT[raw.lower()])
@@ -168,7 +164,7 @@ def _clauses_before(pattern: re.Pattern[str], sentence: str) -> list[str]:
 
 
 def _chosen_option(sentence: str) -> str | None:
-    match = re.search(r"chosen option:?\s*\"?([^\",]+)\"?", sentence, re.I)
+    match = re.search(r"chosen option:?\s*\"?([^\",]+)\"?", sentence, re.IGNORECASE)
     return match.group(1) if match else None
 
 
@@ -182,7 +178,7 @@ def rules_of(row: MemoryRow) -> list[Rule]:
         source = row.metadata.get("requirement_id") or row.content.splitlines()[0]
     found = []
     for sentence in _SENTENCE_SPLIT.split(text):
-        sentence = sentence.strip(" *-\n")
+        sentence = clean(sentence.strip(" *-\n"))
         if len(sentence) < 12:
             continue
         negative = _NEGATION.search(sentence) or _NEGATION_AFTER.search(sentence)
@@ -191,11 +187,11 @@ def rules_of(row: MemoryRow) -> list[Rule]:
             continue
         rule = Rule(row=row, source=str(source), sentence=sentence)
         prohibited_text = " ".join(_clauses_after(_NEGATION, sentence) + _clauses_before(_NEGATION_AFTER, sentence))
-        whole = bool(negative) and negative.start() == 0 and not re.search(r"\b(only|instead|but)\b", sentence, re.I)
+        whole = bool(negative) and negative.start() == 0 and not re.search(r"\b(only|instead|but)\b", sentence, re.IGNORECASE)
         rule.prohibited = concepts(prohibited_text)
         rule.prohibited_words = concepts(prohibited_text, plain_words=True)
         chosen = _chosen_option(sentence)
-        positive_text = re.sub(_NEGATION.pattern + r"[^,;:()]*", " ", sentence, flags=re.I)
+        positive_text = re.sub(_NEGATION.pattern + r"[^,;:()]*", " ", sentence, flags=re.IGNORECASE)
         rule.required = concepts(chosen) if chosen else (set() if whole else concepts(positive_text))
         if whole:  # "No token, password or secret is written in the source": all of it is prohibited
             rule.prohibited = concepts(sentence)
@@ -215,19 +211,10 @@ class FixReading:
     words: set[str] = field(default_factory=set)
 
 
-def diff_lines(diff: str | None, signs: str) -> str:
-    """The lines of a unified diff that start with one of ``signs`` (``+`` added, ``-`` removed,
-    ``+-`` both, in diff order), without their marker; file headers (``+++``/``---``) excluded."""
-    return "\n".join(
-        line[1:] for line in (diff or "").splitlines()
-        if line[:1] and line[0] in signs and not line.startswith(line[0] * 3)
-    )
-
-
 def read_fix(description: str, diff: str | None) -> FixReading:
     """Concepts a fix introduces and removes (its words, and its diff's added and removed lines)."""
     removed_text = " ".join(_clauses_after(_REMOVAL, description))
-    replace = re.findall(r"\breplac\w*\s+(.+?)\s+with\s+(.+?)(?:[.;,]|$)", description, re.I)
+    replace = re.findall(r"\breplac\w*\s+(.+?)\s+with\s+(.+?)(?:[.;,]|$)", description, re.IGNORECASE)
     removed = concepts(removed_text)
     introduced_text = _REMOVAL.sub(" ", description)
     for old, new in replace:
@@ -336,6 +323,37 @@ def signature_conflicts(rule: SignatureRule, text: str) -> list[str]:
     return drifted
 
 
+def _covers(rule: Rule, statement: Statement) -> bool:
+    """The rule and the statement are read from the same sentence (or one holds the other)."""
+    return rule.row.id == statement.row.id and (statement.sentence in rule.sentence or rule.sentence in statement.sentence)
+
+
+def _checked_elsewhere(rule: Rule, fix: FixReading, checkable: Sequence[Statement]) -> bool:
+    """The statement check read this rule's prohibition more exactly and found the fix clear of
+    it: the sentence forbids only names (``requests`` → http) the fix does not bring back, or an
+    action on named subjects (``POST, PUT … requests are never retried``) the fix does not name."""
+    hit = rule.prohibited & fix.introduced
+    for s in checkable:
+        if not _covers(rule, s):
+            continue
+        if s.forbidden_names and not s.action and hit <= concepts(" ".join(s.forbidden_names)):
+            return True
+        named = {n.lower() for n in s.names}
+        if s.action and s.specific and s.specific <= named and not s.specific & fix.words:
+            return True
+    return False
+
+
+def _conflict_statement(contradiction: Contradiction, relevance: float, statement_model: Any) -> Any:
+    """A contradiction as a ``conflicts`` statement that quotes the sentence and says what differs."""
+    s = contradiction.statement
+    return statement_model(
+        memory_id=s.row.id, memory_type=s.row.memory_type, source=s.source, source_document=s.row.metadata.get("source_document"),
+        statement=s.sentence, relevance=round(max(relevance, RELEVANCE_THRESHOLD), 4), verdict="conflicts",
+        reason=contradiction.differs, kind=contradiction.kind, differs=contradiction.differs,
+    )
+
+
 def assess_fix(
     embedder: Any,
     description: str,
@@ -361,9 +379,12 @@ def assess_fix(
     fix = read_fix(description, diff)
     added = diff_lines(diff, "+")
     fix_text = description + ("\n" + diff_lines(diff, "+-") if diff else "")
-    relevance = np.zeros(len(rules))
-    if rules:
-        vectors = _unit(np.asarray(embedder.embed_documents([fix_text[:4_000]] + [r.sentence for r in rules]), dtype=np.float32))
+    checkable = [s for row in [*designs, *requirements] for s in statements_of(row)]
+    found = contradictions(checkable, description, diff)
+    sentences = [r.sentence for r in rules] + [c.statement.sentence for c in found]
+    relevance = np.zeros(len(sentences))
+    if sentences:
+        vectors = _unit(np.asarray(embedder.embed_documents([fix_text[:4_000]] + sentences), dtype=np.float32))
         relevance = vectors[1:] @ vectors[0]
     component = {c.lower() for c in component_terms}
     statements: dict[str, list[Any]] = {"design": [], "requirements": []}
@@ -381,13 +402,18 @@ def assess_fix(
                 found |= other.required - GENERIC_CONCEPTS
         return found
 
-    for rule, score in zip(rules, relevance, strict=True):
+    contradicted = [(c, float(score)) for c, score in zip(found, relevance[len(rules):], strict=True)]
+    for rule, score in zip(rules, relevance[: len(rules)], strict=True):
         shared = (rule.required | rule.prohibited) & (fix.introduced | fix.removed)
         specific = (shared - GENERIC_CONCEPTS) | (shared & fix.removed)
         topical = score >= RELEVANCE_THRESHOLD or bool(specific) or any(c in rule.sentence.lower() for c in component)
         if not topical or (not specific and score < RELEVANCE_THRESHOLD + 0.1):
             continue
+        if any(_covers(rule, c.statement) for c, _ in contradicted):
+            continue  # the statement check says how the fix contradicts this sentence
         verdict, reason = judge(rule, fix, alternatives(rule))
+        if verdict == "conflicts" and _checked_elsewhere(rule, fix, checkable):
+            verdict, reason = "related", None  # the prohibition was read and checked: the fix does not break it
         statement = statement_model(
             memory_id=rule.row.id, memory_type=rule.row.memory_type, source=rule.source,
             source_document=rule.row.metadata.get("source_document"), statement=rule.sentence,
@@ -396,6 +422,10 @@ def assess_fix(
         statements[rule.row.memory_type].append(statement)
         if verdict == "conflicts":
             conflicts.append(statement)
+    for contradiction, score in contradicted:
+        statement = _conflict_statement(contradiction, score, statement_model)
+        statements[contradiction.statement.row.memory_type].append(statement)
+        conflicts.append(statement)
     for naming in naming_rules:
         names = naming_conflicts(naming, f"{description}\n{added}", known_classes or set())
         if names:
@@ -418,23 +448,26 @@ def assess_fix(
             )
             statements["design"].append(statement)
             conflicts.append(statement)
-    for kind in statements:
-        statements[kind].sort(key=lambda s: (s.verdict != "conflicts", -s.relevance))
+    for items in statements.values():
+        items.sort(key=lambda s: (s.verdict != "conflicts", -s.relevance))
 
-    def score_of(items: list[Any]) -> float:
+    def score_of(items: list[Any]) -> float | None:
         if any(s.verdict == "conflicts" for s in items):
             worst = max(s.relevance for s in items if s.verdict == "conflicts")
             return round(max(0.05, 0.35 - 0.3 * worst), 4)
         if not items:
-            return 0.75
+            return None
         support = [s.relevance for s in items if s.verdict == "supports"]
         best = max(support) if support else max(s.relevance for s in items) * 0.5
         return round(min(1.0, 0.7 + 0.3 * math.tanh(2 * best)), 4)
 
     design_score, requirement_score = score_of(statements["design"]), score_of(statements["requirements"])
-    overall = round(0.6 * design_score + 0.4 * requirement_score, 4)
+    judged = [(w, v) for w, v in ((0.6, design_score), (0.4, requirement_score)) if v is not None]
+    overall = round(sum(w * v for w, v in judged) / sum(w for w, _ in judged), 4) if judged else NOTHING_GOVERNS
     if conflicts:  # a conflict on either side caps the whole
-        overall = round(min(overall, min(design_score, requirement_score) + 0.1), 4)
+        overall = round(min(overall, min(v for _, v in judged) + 0.1), 4)
+    design_score = NOTHING_GOVERNS if design_score is None else design_score
+    requirement_score = NOTHING_GOVERNS if requirement_score is None else requirement_score
     if conflicts:
         first = conflicts[0]
         recommendation = f"Revise the fix: it conflicts with {first.source} — \"{first.statement}\"" + (f" ({first.reason})" if first.reason else "")
@@ -445,5 +478,6 @@ def assess_fix(
     return result_model(
         design_alignment_score=design_score, requirements_alignment_score=requirement_score, overall_alignment_score=overall,
         verdict="conflicts" if conflicts else "aligned", conflicts=conflicts[:20],
-        related_designs=statements["design"][:10], related_requirements=statements["requirements"][:10], recommendation=recommendation,
+        related_designs=[s for s in statements["design"] if s.verdict != "conflicts"][:10],
+        related_requirements=[s for s in statements["requirements"] if s.verdict != "conflicts"][:10], recommendation=recommendation,
     )

@@ -9,7 +9,11 @@ from typing import Any
 from pipelines.design.patterns import requirement_citations
 from query_server.design.lookups import MAX_ITEMS, DesignLookups
 from query_server.paging import ToolError, cut_text
-from resources.schemas.design import TracedSymbol, TraceRequirementsInput, TraceRequirementsResult
+from resources.schemas.design import (
+    TracedSymbol,
+    TraceRequirementsInput,
+    TraceRequirementsResult,
+)
 
 
 class RequirementTrace(DesignLookups):

@@ -88,6 +88,9 @@ class AlignmentStatement(BaseModel):
     relevance: float
     verdict: Literal["conflicts", "supports", "related"]
     reason: str | None = None
+    kind: Literal["changed_value", "negated_modality", "forbidden_name", "removed_step"] | None = Field(
+        default=None, description="For a conflict found by the statement check: how the fix contradicts the statement.")
+    differs: str | None = Field(default=None, description="For such a conflict: what differs (the statement's value, name or step and the fix's).")
 
 
 class ValidateFixResult(BaseModel):
