@@ -196,6 +196,12 @@ def code_without_comments(code: str, language: str) -> str:
     return "\n".join(line.rstrip() for line in "".join(kept).splitlines() if line.strip())
 
 
+def reembed_text(code: str, language: str) -> str:
+    """What the model reads of a function to compare it with another: its code as written (types
+    and layout are signal, both sides have them), comments and docstrings removed, its start."""
+    return code_without_comments(code, language)[:MAX_CODE_EMBED_CHARS]
+
+
 def code_tokens(code: str, language: str, own_name: str | None = None) -> list[Token]:
     """The abstracted tokens of a function's code.
 
@@ -513,6 +519,7 @@ def score_candidates(
     *,
     use_names: bool = True,
     new_original: str | None = None,
+    new_vector: np.ndarray | None = None,
 ) -> list[tuple[float, CodeComparison | None]]:
     """Duplicate scores of candidates for new code, in the candidates' order.
 
@@ -530,6 +537,8 @@ def score_candidates(
         embed: The embedder's ``embed_documents`` (texts to unit vectors, cache first).
         use_names: Whether opposite names lower the score (off for ablations only).
         new_original: The new code as written when ``new_code`` is a canonical form of it.
+        new_vector: The unit vector of :func:`reembed_text` of the new code, when the caller
+            has it already (``find_duplicates`` searches with it): not embedded again.
 
     Returns:
         ``(score, comparison)`` per candidate; comparison is None when the candidate's code is
@@ -557,12 +566,12 @@ def score_candidates(
         key=lambda i: -candidates[i].cosine,
     )[:MAX_CODE_EMBEDDINGS]
     if reembed:
-        # the code as written: types and layout are signal the model reads (both sides have them)
-        texts = [code_without_comments(new_original or new_code, language)[:MAX_CODE_EMBED_CHARS]]
-        texts += [code_without_comments(candidates[i].original or candidates[i].code, language)[:MAX_CODE_EMBED_CHARS]
-                  for i in reembed]
+        texts = [] if new_vector is not None else [reembed_text(new_original or new_code, language)]
+        texts += [reembed_text(candidates[i].original or candidates[i].code, language) for i in reembed]
         vectors = np.asarray(embed(texts), dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        if new_vector is not None:
+            vectors = np.vstack([np.asarray(new_vector, dtype=np.float32)[None, :], vectors])
         for row, i in enumerate(reembed, start=1):
             cosines[i] = float(vectors[row] @ vectors[0])
     return [

@@ -1,19 +1,19 @@
-"""find_duplicates: existing functions like a given snippet — dense candidates compared in canonical
-form (``pipelines.parsing.canonical``) and re-scored by structure (``resources.code_similarity``),
-with their location, what differs, and a reuse advice."""
+"""find_duplicates: existing functions like a given snippet — candidates by the code's vector and by
+its words, compared in canonical form (``pipelines.parsing.canonical``) and re-scored by structure
+(``resources.code_similarity``), with their location, what differs, and a reuse advice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import structlog
 
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import CODE_COLLECTION
 from pipelines.parsing import parse_source
 from pipelines.parsing.canonical import CanonicalCode, canonical_code, wrap_member
-from pipelines.records import embedding_text
 from query_server.code.duplicate_differences import describe_differences
 from query_server.code.lookups import SUPPORTED_LANGUAGES, CodeLookups, being_rebuilt
 from query_server.paging import (
@@ -26,6 +26,7 @@ from resources.code_similarity import (
     STRUCTURE_COSINE_FLOOR,
     Candidate,
     code_tokens,
+    reembed_text,
     score_candidates,
 )
 from resources.schemas.code import CALLABLE_KINDS
@@ -34,21 +35,28 @@ from resources.schemas.tools import (
     FindDuplicatesInput,
     FindDuplicatesResult,
 )
+from resources.vectors import sparse
 from resources.vectors.store import PayloadFilter, VectorHit
 
 log = structlog.get_logger("codemem.service")
 
-MAX_QUERY_CHARS = 600
-"""The snippet's embedding text is cut here: enough to bring its original among the candidates
-(bench.duplicates --dev scores the same), and the local model's time grows with the length
-(~7 ms per 100 characters of code on one core; the whole text, 256 word pieces, ~67 ms)."""
+DENSE_CANDIDATES = 50
+"""Candidates by the code's vector (or five per answer wanted, when more), re-scored by structure."""
+SPARSE_CANDIDATES = 10
+"""Candidates found by words (BM25 over the snippet as written: identifiers, strings, docstring)
+that the code's vector missed, added to the dense ones. The model reads the code alone (the
+vector is reused to re-score), and a copy that keeps a long docstring is near its original by
+words, not by that vector: toolz's ``get`` renamed was found only this way (bench.duplicates --dev)."""
 MAX_COMPARED_CODE = 40_000
 """Longest function read back from its file to be compared (longer ones keep their cosine)."""
 
 
 @dataclass(frozen=True)
 class _Snippet:
-    """The code about to be written: its first function (or the whole), as written and canonical."""
+    """The code about to be written: its first function (or the whole), as written and canonical.
+
+    ``embed_text`` is what the model reads of it (:func:`reembed_text`): the search and the
+    re-scoring share that one vector."""
 
     code: str
     name: str | None
@@ -57,7 +65,7 @@ class _Snippet:
 
 
 def read_snippet(code: str, language: str) -> _Snippet:
-    """The snippet's first function, what the dense model sees of it, and its canonical form.
+    """The snippet's first function, what the dense model reads of it, and its canonical form.
 
     A method on its own (TypeScript, JavaScript, Java, C#) is read inside a class.
     """
@@ -65,11 +73,9 @@ def read_snippet(code: str, language: str) -> _Snippet:
     parsed = parse_source("snippet", (wrapped or code).encode("utf-8"), language)  # type: ignore[arg-type]
     functions = [s if wrapped is None else s.model_copy(update={"container": None})  # not the wrapper's
                  for s in parsed.symbols if s.kind in CALLABLE_KINDS]
-    if not functions:
-        return _Snippet(code, None, code, canonical_code(code, language))
-    first = functions[0]
-    text = embedding_text(parsed, first, first.name)[:MAX_QUERY_CHARS]
-    return _Snippet(first.code, first.name, text, canonical_code(first.code, language))
+    first = functions[0] if functions else None
+    written = first.code if first else code
+    return _Snippet(written, first.name if first else None, reembed_text(written, language), canonical_code(written, language))
 
 
 class DuplicateFinder(CodeLookups):
@@ -83,7 +89,8 @@ class DuplicateFinder(CodeLookups):
             raise ToolError(f"Unknown language {request.language!r} — use one of {', '.join(sorted(SUPPORTED_LANGUAGES))}")
         self._check_dense_ready()
         snippet = read_snippet(request.code, language)
-        candidates = self._candidates(snippet, language if request.language else None, request.limit, threshold)
+        vector = self.embedder.embed_documents([snippet.embed_text])[0]
+        candidates = self._candidates(snippet, vector, language if request.language else None, request.limit, threshold)
         # Both sides in canonical form (pipelines.parsing.canonical): names, annotations, comments
         # and statements written another way no longer read as a behaviour change.
         existing = {
@@ -99,6 +106,7 @@ class DuplicateFinder(CodeLookups):
                 for hit in candidates
             ],
             self.embedder.embed_documents, new_original=snippet.code,
+            new_vector=vector,
         )
         ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1][0])
         duplicates: list[DuplicateHit] = []
@@ -135,18 +143,24 @@ class DuplicateFinder(CodeLookups):
         if not done:
             raise ToolError("dense vectors are still being computed — retry in a moment (`index_status` shows progress)")
 
-    def _candidates(self, snippet: _Snippet, language: str | None, limit: int, threshold: float) -> list[VectorHit]:
-        """Functions near the snippet's vector — more than wanted, to be re-scored by structure (the
-        embedding alone rates renamed copies low and same-shape opposites high) — with the payloads
-        of those that can be shown or compared, a long one's whole code read from its file."""
-        vector = self.embedder.embed_documents([snippet.embed_text])[0]
+    def _candidates(self, snippet: _Snippet, vector: np.ndarray, language: str | None, limit: int,
+                    threshold: float) -> list[VectorHit]:
+        """Functions near the snippet — by its code's vector, and by its words — more than wanted,
+        to be re-scored by structure (the embedding alone rates renamed copies low and same-shape
+        opposites high), with the payloads of those that can be shown or compared, a long one's
+        whole code read from its file. A candidate's score is its cosine with the snippet."""
         must: dict[str, list[Any]] = {"kind": sorted(CALLABLE_KINDS)}
         if language:
             must["language"] = [language]
-        hits, _ = self.vectors.ranked_lists(
-            CODE_COLLECTION, dense=vector, sparse=None, candidates=max(limit * 5, 50),
+        hits, by_words = self.vectors.ranked_lists(
+            CODE_COLLECTION, dense=vector, sparse=sparse.query_vector(snippet.code),
+            candidates=max(limit * 5, DENSE_CANDIDATES),
             payload_filter=PayloadFilter(must), with_payload=False,
         )
+        known = {hit.id for hit in hits}
+        extra = [hit.id for hit in by_words if hit.id not in known][:SPARSE_CANDIDATES]
+        stored = self.vectors.dense_vectors(CODE_COLLECTION, extra) if extra else {}
+        hits += [VectorHit(id=id_, score=float(np.dot(stored[id_], vector)), payload={}) for id_ in extra if id_ in stored]
         # one under both floors keeps its cosine as its score, below the threshold (payloads cost GIL time)
         floor = min(STRUCTURE_COSINE_FLOOR, threshold)
         payloads = self._payloads([hit.id for hit in hits if hit.score >= floor])

@@ -176,3 +176,37 @@ def test_a_method_with_a_nested_function_is_read_as_the_method(service) -> None:
     from query_server.code.duplicates import read_snippet
 
     assert read_snippet(method, "typescript").name == "total"
+
+
+def test_the_snippet_is_embedded_once_and_candidates_also_come_by_words(service, monkeypatch) -> None:
+    import numpy as np
+
+    from pipelines.indexer import CODE_COLLECTION
+    from query_server.code import duplicates
+    from resources.schemas.code import CALLABLE_KINDS
+    from resources.vectors import sparse
+    from resources.vectors.store import PayloadFilter
+
+    texts: list[str] = []
+    embed = service.embedder.embed_documents
+
+    def counted(batch):
+        texts.extend(batch)
+        return embed(batch)
+
+    monkeypatch.setattr(service.embedder, "embed_documents", counted)
+    hit = found(service, WEIGHTED_EDITS["renamed"], "python", "weighted_mean")
+    assert hit is not None
+    snippet = duplicates.read_snippet(WEIGHTED_EDITS["renamed"], "python")
+    assert texts.count(snippet.embed_text) == 1  # searched with, and compared with, the same vector
+    # the nearest by the vector and the nearest by words, each scored by its cosine
+    monkeypatch.setattr(duplicates, "DENSE_CANDIDATES", 1)
+    vector = embed([snippet.embed_text])[0]
+    candidates = service.duplicates._candidates(snippet, vector, "python", 0, 0.85)
+    by_vector, by_words = service.vectors.ranked_lists(
+        CODE_COLLECTION, dense=vector, sparse=sparse.query_vector(snippet.code), candidates=1, with_payload=False,
+        payload_filter=PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": ["python"]}),
+    )
+    assert {c.id for c in candidates} == {by_vector[0].id, by_words[0].id}
+    stored = service.vectors.dense_vectors(CODE_COLLECTION, [c.id for c in candidates])
+    assert all(abs(c.score - float(np.dot(stored[c.id], vector))) < 1e-3 for c in candidates)
