@@ -4,7 +4,8 @@
   and design memories (ADRs, design sections) in the ledger, and searchable doc chunks in the
   ``docs`` collection; incremental by document hash; a removed document's memories are
   soft-deleted (never hard: the ledger keeps them 30 days).
-* ``derive_links``: code and tests that cite requirements → IMPLEMENTS_REQ / TESTS edges; base
+* ``derive_links``: code and tests that cite requirements → IMPLEMENTS_REQ / TESTS edges; code,
+  tests and design documents that cite an ADR (ADR-0003, docs/adr/0003-x.md) → FOLLOWS_DESIGN; base
   classes with several implementations → code_pattern memories (Template: the contract of
   methods and signatures) with USES_PATTERN edges; directories → component memories with
   DEPENDS_ON from imports.
@@ -47,7 +48,7 @@ from resources.memory.ledger import MemoryRow
 log = structlog.get_logger("codemem.design")
 
 DERIVED_INPUTS_KEY = "design_derived_inputs"
-DERIVATION_VERSION = 1
+DERIVATION_VERSION = 2
 """Bumped when what ``derive_links`` or ``refresh_anchors`` produce changes (re-derives once)."""
 
 
@@ -57,7 +58,7 @@ def _versions(rows: Iterable[MemoryRow]) -> list[tuple[str, int, bool]]:
 
 def derivation_inputs(stores: DesignStores) -> str | None:
     """A digest of everything ``derive_links`` and ``refresh_anchors`` read: the indexed code
-    (the manifest's content signature), the requirement and anchored memories of every scope, the
+    (the manifest's content signature), the requirement, design (ADR citations) and anchored memories, the
     settings that shape the derivation. None without a manifest (no way to tell: always derive)."""
     if stores.manifest is None:
         return None
@@ -66,6 +67,7 @@ def derivation_inputs(stores: DesignStores) -> str | None:
         DERIVATION_VERSION, stores.manifest.content_signature(), settings.component_depth,
         settings.pattern_min_implementations, list(settings.requirement_id_patterns),
         _versions(stores.ledger.iter_memories(memory_types=["requirements"], include_deleted=True)),
+        _versions(stores.ledger.iter_memories(memory_types=["design"], include_deleted=True)),
     ]
     for ledger in (stores.ledger, stores.local_ledger):
         parts.append(_versions(ledger.anchored_memories()) if ledger is not None else None)

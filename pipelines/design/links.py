@@ -1,5 +1,5 @@
 """Links derived from the indexed code: code and tests that cite requirements (IMPLEMENTS_REQ,
-TESTS), code_pattern memories for base classes with several implementations (USES_PATTERN), and
+TESTS), code, tests and design documents that cite an ADR (FOLLOWS_DESIGN), code_pattern memories for base classes with several implementations (USES_PATTERN), and
 component memories for directories (DEPENDS_ON from imports); each derivation's graph edges
 replace the previous one's."""
 
@@ -9,6 +9,7 @@ import json
 from collections import defaultdict
 from pathlib import PurePosixPath
 
+from pipelines.design.citations import adr_index, citing_symbol, design_text
 from pipelines.design.memories import (
     ORIGIN,
     DesignReport,
@@ -24,9 +25,12 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
+from pipelines.discovery import resolve_project_root
 from pipelines.index_context import CODE_COLLECTION, CODE_INDEXES
+from pipelines.records import file_id
 from resources.graph.store import GraphEdge
 from resources.memory.ledger import MemoryRow
+from resources.vectors.store import PayloadFilter
 
 DERIVED_EDGES_KEY = "design_derived_edges"
 
@@ -70,6 +74,9 @@ def derive_links(stores: DesignStores) -> DesignReport:
                 edge_type = "TESTS" if hit.payload.get("is_test") else "IMPLEMENTS_REQ"
                 edges.append(GraphEdge(type=edge_type, source_id=hit.id, target_id=row.id, properties={"origin": ORIGIN}))
                 report.requirement_links += 1
+    design_edges = _design_citations(stores)
+    edges.extend(design_edges)
+    report.design_links += len(design_edges)
     existing = _pipeline_rows(stores.ledger, ["code_pattern", "component"])
     written: list[str] = []
     kept: set[str] = set()
@@ -112,6 +119,50 @@ def derive_links(stores: DesignStores) -> DesignReport:
         stores.projector.project(written + deleted)
     _replace_derived_edges(stores, edges, report)
     return report
+
+
+def _design_citations(stores: DesignStores) -> list[GraphEdge]:
+    """FOLLOWS_DESIGN edges to the ADR design memories that code, tests (from the symbol that cites,
+    or the file at its top level) and other design memories cite."""
+    designs = list(stores.ledger.iter_memories(memory_types=["design"], include_deleted=False))
+    adrs = adr_index(designs)
+    if not adrs.by_number and not adrs.by_path:
+        return []
+    edges: dict[tuple[str, str], GraphEdge] = {}
+
+    def link(source_id: str, adr_id: str, **properties: object) -> None:
+        if source_id != adr_id:
+            edges.setdefault((source_id, adr_id), GraphEdge(
+                type="FOLLOWS_DESIGN", source_id=source_id, target_id=adr_id, properties={"origin": ORIGIN, **properties},
+            ))
+
+    for row in designs:
+        for _, adr_id in adrs.cited(design_text(row)):
+            link(row.id, adr_id)
+    root = resolve_project_root(stores.settings.resolved_root())
+    _, file_rows, _ = stores.graph.read_query("MATCH (f:File) RETURN f.path AS path", limit=1_000_000)
+    cited: dict[str, tuple[list[str], list[tuple[int, str]]]] = {}
+    for row in file_rows:
+        path = str(row.get("path") or "")
+        try:
+            text = (root / path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # gone since it was indexed: the next index removes it
+        found = adrs.cited(text)
+        if found:
+            cited[path] = (text.splitlines(), found)
+    paths = sorted(cited)
+    symbols: dict[str, list[dict]] = defaultdict(list)
+    for start in range(0, len(paths), 500):
+        for hit in stores.vectors.scroll(CODE_COLLECTION, PayloadFilter({"file_path": paths[start:start + 500]}), limit=1_000_000):
+            if hit.payload.get("kind") != "doc_chunk":
+                symbols[str(hit.payload.get("file_path"))].append({**hit.payload, "id": hit.id})
+    for path in paths:
+        lines, found = cited[path]
+        for line, adr_id in found:
+            symbol = citing_symbol(lines, line, symbols.get(path, []))
+            link(symbol["id"] if symbol else file_id(path), adr_id, file_path=path, line=line)
+    return list(edges.values())
 
 
 def component_of(path: str, depth: int) -> str | None:

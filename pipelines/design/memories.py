@@ -50,6 +50,8 @@ class DesignReport:
     memories_written: int = 0
     memories_deleted: int = 0
     requirement_links: int = 0
+    design_links: int = 0
+    """FOLLOWS_DESIGN links from code, tests and design documents to the ADRs they cite."""
     patterns: int = 0
     components: int = 0
     edges_added: int = 0

@@ -5,6 +5,7 @@ names — a symbol id, a qualified name or an indexed file path."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pipelines.discovery import confine_path
@@ -106,52 +107,49 @@ class SymbolTools(CodeLookups):
         return GetSymbolResult(symbol=hit, callers=callers, callees=callees, code=code)
 
     def get_related(self, request: GetRelatedInput) -> GetRelatedResult:
-        """Entities within ``depth`` hops of a symbol or file, nearest first (breadth-first)."""
-        from resources.graph.cypher import one_hop_query
+        """Entities within ``depth`` hops of a symbol, a file or a memory, nearest first (breadth-first).
 
-        sid, label, entity = self._resolve_entity(request.entity_id)
+        One walk over the code graph and the memory graph: a memory's links (the ledger's
+        relationships, every scope) lead to memories and code, a symbol leads to the memories
+        linked to it, and the graph's edges (code edges, projected memory links, the design layer's
+        derived IMPLEMENTS_REQ / TESTS / USES_PATTERN / DEPENDS_ON / FOLLOWS_DESIGN) to the rest.
+        """
+        from resources.graph.cypher import ALL_LABELS, one_hop_query
+
+        start = self._resolve_start(request.entity_id)
         key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor"}), sort_keys=True)
         offset = _decode_cursor(request.cursor, key)
         wanted = offset + request.limit
-        types = request.relationship_types or []
-        visited = {sid}
-        frontier: dict[str, tuple[str, list[str]]] = {sid: (label, [])}  # id -> (label, relationship path)
+        types = list(request.relationship_types or [])
+        visited = {start.id}
+        frontier: dict[str, _Walked] = {start.id: _Walked(start.label, [])}
         results: list[RelatedEntity] = []
         truncated = False
         for distance in range(1, request.depth + 1):
+            steps: list[tuple[str, str, bool, dict[str, Any] | None]] = []  # (from, to, outgoing, graph row)
             by_label: dict[str, list[str]] = {}
-            for node_id, (node_label, _) in frontier.items():
-                by_label.setdefault(node_label, []).append(node_id)
-            reached: dict[str, tuple[str, list[str]]] = {}
+            for node_id, walked in frontier.items():
+                if walked.label in ALL_LABELS:  # a node of an unknown label is reported, not walked on
+                    by_label.setdefault(walked.label, []).append(node_id)
+            room = wanted + 1 - len(results)
             for node_label, ids in sorted(by_label.items()):
-                room = wanted + 1 - len(results)
-                if room <= 0:
-                    break
                 _, rows, _ = self.graph.read_query(
                     one_hop_query(node_label, types, request.direction), {"ids": ids, "limit": room * 4}, room * 4
                 )
-                for row in rows:
-                    if row["id"] in visited:
-                        continue
-                    visited.add(row["id"])
-                    node_type = (row.get("labels") or ["?"])[0]
-                    via = [*frontier[row["source"]][1], row["rel"]]
-                    reached[row["id"]] = (node_type, via)
-                    results.append(
-                        RelatedEntity(
-                            id=row["id"], label=node_type, name=row.get("name"),
-                            qualified_name=row.get("qualified_name"), file_path=row.get("file_path"),
-                            start_line=row.get("start_line"), kind=row.get("kind"), distance=distance, via=via,
-                        )
-                    )
+                steps.extend((row["source"], row["id"], bool(row.get("outgoing", True)), row) for row in rows)
+            steps.extend(self._linked(frontier, types, request.direction))
+            reached = self._describe(steps, frontier, visited, distance)
+            for item in reached:
+                visited.add(item.id)
+            results.extend(reached)
             if len(results) > wanted:
                 truncated = True
                 break
-            frontier = reached
+            frontier = {item.id: _Walked(item.label, item.via) for item in reached}
             if not frontier:
                 break
         page = results[offset:wanted]
-        budget = MAX_RESPONSE_TOKENS - 1_000 - estimate_tokens(json.dumps(entity))
+        budget = MAX_RESPONSE_TOKENS - 1_000 - estimate_tokens(json.dumps(start.entity))
         kept: list[RelatedEntity] = []
         for item in page:
             budget -= estimate_tokens(item.model_dump_json())
@@ -160,6 +158,141 @@ class SymbolTools(CodeLookups):
                 break
             kept.append(item)
         return GetRelatedResult(
-            entity=entity, results=kept, truncated=truncated,
+            entity=start.entity, results=kept, truncated=truncated,
             next_cursor=_encode_cursor(offset + len(kept), key) if truncated and kept else None,
         )
+
+    # -- the memory side of the walk -----------------------------------------------------------------
+    def _resolve_start(self, entity: str) -> _Start:
+        """Where a walk starts: a memory (by id, any scope) or a code entity (``_resolve_entity``)."""
+        from resources.memory.projection import GRAPH_LABELS, memory_title
+
+        row = self.service.memory.scopes.locate(entity.strip())
+        if row is not None:
+            if row.deleted:
+                raise ToolError(
+                    f"memory {row.id} is deleted — memory_restore it first, or start from a memory that is live"
+                )
+            return _Start(row.id, GRAPH_LABELS[row.memory_type], {
+                "id": row.id, "kind": "memory", "memory_type": row.memory_type, "scope": row.scope,
+                "title": _short(memory_title(row.metadata) or row.content),
+            })
+        sid, label, info = self._resolve_entity(entity)
+        return _Start(sid, label, info)
+
+    def _linked(
+        self, frontier: dict[str, _Walked], types: list[str], direction: str
+    ) -> list[tuple[str, str, bool, dict[str, Any] | None]]:
+        """One hop over the memories' own links (the ledger, every scope): from a memory to what it
+        links to, and from anything to the memories that link to it."""
+        steps: list[tuple[str, str, bool, dict[str, Any] | None]] = []
+        wanted_types = set(types)
+        for store in self.service.memory.scopes.opened():
+            for rel in store.ledger.relationships_touching(list(frontier)):
+                if wanted_types and rel.rel_type not in wanted_types:
+                    continue
+                target_label = rel.target_kind.split(":", 1)[1] if ":" in rel.target_kind else None
+                step = {"rel": rel.rel_type, "target_kind": rel.target_kind, "target_label": target_label}
+                if rel.source_id in frontier and direction in ("outgoing", "both"):
+                    steps.append((rel.source_id, rel.target_id, True, {**step, "ledger": True}))
+                if rel.target_id in frontier and direction in ("incoming", "both"):
+                    steps.append((rel.target_id, rel.source_id, False, {**step, "ledger": True, "target_kind": "memory:"}))
+        steps.sort(key=lambda s: (s[3]["rel"] if s[3] else "", s[1]))
+        return steps
+
+    def _describe(
+        self,
+        steps: list[tuple[str, str, bool, dict[str, Any] | None]],
+        frontier: dict[str, _Walked],
+        visited: set[str],
+        distance: int,
+    ) -> list[RelatedEntity]:
+        """The nodes first reached by ``steps`` (in order), as related entities; links to memories
+        that are deleted or gone, and to symbols no longer indexed, lead nowhere."""
+        from resources.graph.cypher import MEMORY_LABELS
+        from resources.memory.projection import GRAPH_LABELS, memory_title
+
+        fresh: list[tuple[str, str, bool, dict[str, Any]]] = []
+        seen: set[str] = set()
+        for source, target, outgoing, row in steps:
+            if target in visited or target in seen or source not in frontier or row is None:
+                continue
+            seen.add(target)
+            fresh.append((source, target, outgoing, row))
+        memory_ids = [
+            t for _, t, _, row in fresh
+            if (row.get("ledger") and str(row.get("target_kind", "")).startswith("memory:"))
+            or (not row.get("ledger") and (row.get("labels") or ["?"])[0] in MEMORY_LABELS)
+        ]
+        memories = self.service.memory.scopes.get_many(memory_ids) if memory_ids else {}
+        reached: list[RelatedEntity] = []
+        for source, target, outgoing, row in fresh:
+            via = [*frontier[source].via, row["rel"]]
+            common = {
+                "id": target, "distance": distance, "via": via, "edge": row["rel"],
+                "edge_direction": "outgoing" if outgoing else "incoming", "reached_from": source,
+            }
+            if target in memories or target in memory_ids:
+                memory = memories.get(target)
+                if memory is None or memory.deleted:
+                    continue
+                reached.append(RelatedEntity(
+                    **common, label=GRAPH_LABELS[memory.memory_type], name=memory_title(memory.metadata),
+                    file_path=memory.metadata.get("source_document") or memory.metadata.get("file_path"),
+                    node_kind="memory", memory_type=memory.memory_type,
+                    title=_short(memory_title(memory.metadata) or memory.content),
+                ))
+            elif not row.get("ledger"):
+                node_type = (row.get("labels") or ["?"])[0]
+                reached.append(RelatedEntity(
+                    **common, label=node_type, name=row.get("name"), qualified_name=row.get("qualified_name"),
+                    file_path=row.get("file_path"), start_line=row.get("start_line"), kind=row.get("kind"),
+                    node_kind=_CODE_NODE_KINDS.get(node_type, "symbol"),
+                    title=row.get("qualified_name") or row.get("file_path") or row.get("name"),
+                ))
+            else:
+                code = self._linked_code(target, row.get("target_label"))
+                if code is not None:
+                    reached.append(RelatedEntity(**common, **code))
+        return reached
+
+    def _linked_code(self, target: str, label: str | None) -> dict[str, Any] | None:
+        """What a memory's link to code points at, from the index; None when it is no longer indexed."""
+        rows = self.manifest.find_symbols(symbol_id=target)
+        if rows:
+            row = rows[0]
+            return {
+                "label": graph_label(row.kind), "name": row.name, "qualified_name": row.qualified_name,
+                "file_path": row.path, "kind": row.kind, "node_kind": "symbol", "title": row.qualified_name,
+            }
+        if label == "File":
+            path = next((p for p in self.manifest.files() if file_id(p) == target), None)
+            if path is not None:
+                return {"label": "File", "file_path": path, "node_kind": "file", "title": path}
+        return None
+
+
+@dataclass
+class _Walked:
+    """A node on the walk's frontier: its graph label and the relationship path that reached it."""
+
+    label: str
+    via: list[str]
+
+
+@dataclass
+class _Start:
+    """Where a walk starts: its id, graph label and description (the result's ``entity``)."""
+
+    id: str
+    label: str
+    entity: dict[str, Any]
+
+
+_CODE_NODE_KINDS: dict[str, str] = {"File": "file", "Module": "module", "Function": "symbol", "Class": "symbol"}
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """A one-line label of at most ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

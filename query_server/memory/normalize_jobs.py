@@ -51,6 +51,7 @@ class NormalizationJobs:
                 self.stores.ledger, self.stores.projector, state_dir=self.stores.settings.resolved_state_dir(),
                 threshold=self.stores.settings.memory_dedup_threshold, progress=progress,
                 code_exists=(lambda target: self.stores.resolve_code(target) is not None) if self.stores.resolve_code else None,
+                memory_exists=lambda memory_id: self.stores.scopes.locate(memory_id) is not None,
             )
             try:
                 report = normalizer.run(phases=request.phases, dry_run=request.dry_run)

@@ -77,11 +77,14 @@ CODE_TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "get_related", CodeMemService.get_related, GetRelatedInput, GetRelatedResult, READ,
-        route="The graph neighbourhood of a symbol or file, nearest first.",
+        route="The graph neighbourhood of a symbol, file or memory, nearest first.",
         description=describe("""
-            Walk the code graph from a function, class or file: its callers (incoming CALLS), its
-            callees (outgoing CALLS), imports, base classes and implementations, up to 5 hops, nearest
-            first. Use it to see what a change would affect or how something is used.
+            Walk the code and memory graph from a function, class, file or memory id: callers
+            (incoming CALLS), callees, imports, base classes and implementations, and the memories
+            linked to code or to each other (ADDRESSES, IMPLEMENTS_REQ, FOLLOWS_DESIGN, TESTS,
+            USES_PATTERN, DEPENDS_ON, RELATES_TO...), up to 5 hops, nearest first; each result says
+            whether it is a symbol, file or memory, the edge and its direction. Use it to see what a
+            change would affect, how something is used, or which decisions and requirements apply.
         """),
     ),
     Tool(

@@ -396,7 +396,8 @@ def one_hop_query(start_label: str, edge_types: Sequence[str], direction: str) -
     Used hop by hop for breadth-first walks: the cost stays proportional to the nodes and edges
     reached, where a variable-length pattern enumerates every path (hubs made 3-hop walks ~80 ms
     at 100k nodes). Parameters ``$ids``, ``$limit``. Returns ``source, id, labels, name,
-    qualified_name, file_path, start_line, kind, rel``.
+    qualified_name, file_path, start_line, kind, rel, outgoing`` (``outgoing``: the edge points
+    from the source node to ``id``).
     """
     check_label(start_label)
     for edge_type in edge_types:
@@ -409,7 +410,7 @@ def one_hop_query(start_label: str, edge_types: Sequence[str], direction: str) -
         f"UNWIND $ids AS source MATCH (a:{start_label} {{id: source}}){arrow}(n) "
         "RETURN DISTINCT source, n.id AS id, labels(n) AS labels, n.name AS name, "
         "n.qualified_name AS qualified_name, coalesce(n.file_path, n.path) AS file_path, "
-        "n.start_line AS start_line, n.kind AS kind, type(r) AS rel "
+        "n.start_line AS start_line, n.kind AS kind, type(r) AS rel, startNode(r) = a AS outgoing "
         "ORDER BY file_path, start_line, id LIMIT $limit"
     )
 

@@ -6,9 +6,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from resources.faults import fault_point
 from resources.memory.ledger_connection import LedgerConnection
 from resources.memory.ledger_model import COLUMNS, Merge, MemoryRow, Relationship, now_iso
 from resources.sqlite import write_meta
+
+UNLINK = "unlink"
+"""The audit operation of a relationship removed as orphaned; ``previous`` holds the relationship."""
+RELINK = "relink"
+"""The audit operation of a removed relationship put back from the audit (``restore_links``)."""
+
+
+def relationship_snapshot(rel: Relationship) -> dict[str, object]:
+    """A relationship as the audit records it (enough to put it back)."""
+    return {
+        "source_id": rel.source_id, "type": rel.rel_type, "target_id": rel.target_id,
+        "target_kind": rel.target_kind, "properties": rel.properties, "created_at": rel.created_at,
+    }
 
 
 class LedgerBulkWrites(LedgerConnection):
@@ -54,16 +68,19 @@ class LedgerBulkWrites(LedgerConnection):
         meta: dict[str, str],
         requeue: Iterable[str] = (),
         request_id: str | None = None,
+        orphan_links: Sequence[Relationship] = (),
     ) -> dict[str, int]:
         """Apply a normalization in ONE transaction: merge duplicates into their keepers
         (metadata merged, relationships re-pointed, the others soft-deleted as ``merged_into``),
-        hard-delete expired soft-deletes, set ``meta`` (the new projection generation) and queue
-        every touched memory for projection. A crash anywhere leaves the ledger as it was.
+        hard-delete expired soft-deletes, remove ``orphan_links`` (each audited as ``unlink`` with
+        the relationship as its previous value: ``restore_links(request_id)`` puts them back), set
+        ``meta`` (the new projection generation) and queue every touched memory for projection. A
+        crash anywhere leaves the ledger as it was.
 
         Returns:
-            Counts of merged, cleaned and queued memories.
+            Counts of merged, cleaned, unlinked (orphaned relationships removed) and queued memories.
         """
-        merged = cleaned = 0
+        merged = cleaned = unlinked = 0
         with self._transaction() as conn:
             at = now_iso()
             touched: set[str] = set(requeue)
@@ -118,8 +135,52 @@ class LedgerBulkWrites(LedgerConnection):
                 self._audit(conn, memory_id, "cleanup", row.snapshot(), None, at, request_id)
                 touched.add(memory_id)
                 cleaned += 1
+            for rel in orphan_links:
+                if unlinked:
+                    fault_point("normalize:orphan_removal")  # after the first removal: a crash must undo it too
+                removed = conn.execute(
+                    "DELETE FROM relationships WHERE source_id=? AND rel_type=? AND target_id=?",
+                    (rel.source_id, rel.rel_type, rel.target_id),
+                ).rowcount
+                if not removed:
+                    continue  # re-pointed by a merge above, or gone with its memory
+                self._audit(conn, rel.source_id, UNLINK, {"relationship": relationship_snapshot(rel)}, None, at, request_id)
+                if self._fetch(conn, rel.source_id) is not None:
+                    touched.add(rel.source_id)
+                unlinked += 1
             for key, value in meta.items():
                 write_meta(conn, key, value)
             for memory_id in touched:
                 self._enqueue(conn, memory_id, at)
-        return {"merged": merged, "cleaned": cleaned, "queued": len(touched)}
+        return {"merged": merged, "cleaned": cleaned, "unlinked": unlinked, "queued": len(touched)}
+
+    def restore_links(self, request_id: str, *, restore_request_id: str | None = None) -> int:
+        """Put back, in one transaction, the relationships the write with ``request_id`` removed as
+        orphaned (its ``unlink`` audit entries); each is audited as ``relink``. Ones already back
+        are skipped, so running it twice restores once.
+
+        Returns:
+            How many relationships were put back.
+        """
+        restored = 0
+        with self._transaction() as conn:
+            at = now_iso()
+            entries = conn.execute(
+                "SELECT memory_id, previous FROM audit WHERE request_id=? AND operation=? ORDER BY seq",
+                (request_id, UNLINK),
+            ).fetchall()
+            for memory_id, previous in entries:
+                rel = json.loads(previous)["relationship"]
+                added = conn.execute(
+                    "INSERT OR IGNORE INTO relationships(source_id, rel_type, target_id, target_kind, properties, created_at) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (rel["source_id"], rel["type"], rel["target_id"], rel["target_kind"], json.dumps(rel["properties"]),
+                     rel["created_at"] or at),
+                ).rowcount
+                if not added:
+                    continue
+                self._audit(conn, memory_id, RELINK, None, {"relationship": rel}, at, restore_request_id or f"relink:{request_id}")
+                if self._fetch(conn, memory_id) is not None:
+                    self._enqueue(conn, memory_id, at)
+                restored += 1
+        return restored

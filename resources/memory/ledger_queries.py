@@ -122,6 +122,24 @@ class LedgerQueries(LedgerConnection):
             )
         ]
 
+    def relationships_touching(self, ids: Sequence[str]) -> list[Relationship]:
+        """Relationships whose source or target is one of ``ids`` (memories or code entities a
+        memory links to), for walks over the memory graph; each one once."""
+        found: dict[tuple[str, str, str], Relationship] = {}
+        wanted = list(dict.fromkeys(ids))
+        with self._lock:
+            for start in range(0, len(wanted), 400):
+                chunk = wanted[start : start + 400]
+                marks = ",".join("?" * len(chunk))
+                for r in self._conn.execute(
+                    "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
+                    f"WHERE source_id IN ({marks}) UNION SELECT source_id, rel_type, target_id, target_kind, properties, "
+                    f"created_at FROM relationships WHERE target_id IN ({marks})",
+                    (*chunk, *chunk),
+                ):
+                    found.setdefault((r[0], r[1], r[2]), Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]))
+        return [found[key] for key in sorted(found)]
+
     def audit_of(self, memory_id: str) -> list[dict[str, Any]]:
         """The memory's audit trail, oldest first."""
         with self._lock:

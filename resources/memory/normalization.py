@@ -1,6 +1,11 @@
 """Memory normalization: snapshot → deduplication → orphan detection → embedding refresh →
 cleanup → validation → swap.
 
+Orphaned links (a relationship whose source memory, target memory or target code entity no
+longer exists) are reported, and removed by the swap's transaction: each removal is audited
+(``unlink``, the relationship as its previous value) under the run's request id, which
+``Ledger.restore_links`` takes to put them back.
+
 Nothing changes until the swap. The phases before it only read and plan; the next generation of
 memory collections is built beside the live one from the ledger (stored vectors copied, stale
 ones re-embedded), validated, and then one ledger transaction applies the merges and the
@@ -23,7 +28,7 @@ import numpy as np
 import structlog
 
 from resources.faults import fault_point
-from resources.memory.ledger import Ledger, MemoryRow, Merge, now_iso
+from resources.memory.ledger import Ledger, MemoryRow, Merge, Relationship, now_iso
 from resources.memory.projection import COLLECTIONS, GENERATION_KEY, MemoryProjector, collection_name, epoch
 
 log = structlog.get_logger("codemem.normalization")
@@ -52,6 +57,9 @@ class NormalizationReport:
     duplicates: int = 0
     merges: list[dict[str, Any]] = field(default_factory=list)
     orphan_links: list[dict[str, Any]] = field(default_factory=list)
+    orphan_links_removed: int = 0
+    restore_links: str | None = None
+    """How to put the removed orphaned links back (the run's request id for ``restore_links``)."""
     similar_not_merged: list[dict[str, Any]] = field(default_factory=list)
     embeddings_refreshed: int = 0
     vectors_copied: int = 0
@@ -150,6 +158,7 @@ class Normalizer:
         state_dir: Path,
         threshold: float = 0.95,
         code_exists: Callable[[str], bool] | None = None,
+        memory_exists: Callable[[str], bool] | None = None,
         progress: Progress | None = None,
     ) -> None:
         """Prepare a run.
@@ -159,7 +168,10 @@ class Normalizer:
             projector: Writes projections (and knows the live generation).
             state_dir: Where snapshots go (``state_dir/snapshots``).
             threshold: Cosine similarity at which two memories of a type are duplicates.
-            code_exists: Whether a code entity id is still in the code index (orphan detection).
+            code_exists: Whether a code entity id is still in the code index (orphan detection;
+                links to code are not checked without it).
+            memory_exists: Whether a memory id exists in any scope, deleted or not (orphan
+                detection; default: in this ledger).
             progress: Receives (phase, percent) updates.
         """
         self.ledger = ledger
@@ -167,6 +179,8 @@ class Normalizer:
         self.state_dir = state_dir
         self.threshold = threshold
         self.code_exists = code_exists
+        self.memory_exists = memory_exists or (lambda memory_id: self.ledger.get(memory_id) is not None)
+        self.orphans: list[Relationship] = []
         self.progress = progress or (lambda phase, percent: None)
         self.near_misses: list[tuple[str, str, float]] = []
 
@@ -266,16 +280,26 @@ class Normalizer:
         return merges
 
     def _orphans(self, rows: Sequence[MemoryRow]) -> list[dict[str, Any]]:
-        if self.code_exists is None:
-            return []
+        """Relationships whose source memory, target memory or target code entity no longer
+        exists (soft-deleted memories still exist: they can be restored)."""
+        present = {row.id for row in rows}
         found: list[dict[str, Any]] = []
-        for row in rows:
-            if row.deleted:
+        self.orphans = []
+        for rel in self.ledger.all_relationships():
+            if rel.source_id not in present and self.ledger.get(rel.source_id) is None:
+                reason = "source memory gone"
+            elif rel.target_kind.startswith("code:"):
+                if self.code_exists is None or self.code_exists(rel.target_id):
+                    continue
+                reason = "code no longer indexed"
+            elif rel.target_kind.startswith("memory"):
+                if rel.target_id in present or self.memory_exists(rel.target_id):
+                    continue
+                reason = "target memory gone"
+            else:
                 continue
-            outgoing, _ = self.ledger.relationships_of(row.id)
-            for rel in outgoing:
-                if rel.target_kind.startswith("code:") and not self.code_exists(rel.target_id):
-                    found.append({"memory_id": row.id, "type": rel.rel_type, "target_id": rel.target_id})
+            self.orphans.append(rel)
+            found.append({"memory_id": rel.source_id, "type": rel.rel_type, "target_id": rel.target_id, "reason": reason})
         return found
 
     def _build(self, generation: int, rows: Sequence[MemoryRow], vectors: dict[str, np.ndarray], merges: Sequence[Merge], cleanup: set[str]) -> int:
@@ -382,10 +406,14 @@ class Normalizer:
             old = self.projector.generation
             with self.projector.write_lock:
                 changed = self.ledger.changed_since(started_at)
+                request_id = f"normalize-{started_at}"
                 report.applied = self.ledger.apply_normalization(
                     merges, sorted(cleanup), meta={GENERATION_KEY: str(generation), BUILDING_KEY: ""}, requeue=changed,
-                    request_id=f"normalize-{started_at}",
+                    request_id=request_id, orphan_links=self.orphans,
                 )
+                report.orphan_links_removed = report.applied.get("unlinked", 0)
+                if report.orphan_links_removed:
+                    report.restore_links = request_id
                 self.projector.refresh_generation()
         except BaseException:
             self.projector.drop_collections(generation)

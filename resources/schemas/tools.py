@@ -126,6 +126,12 @@ class HealthResult(BaseModel):
 
 
 RelationshipType = Literal["CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS"]
+RelatedEdgeType = Literal[
+    "CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS",
+    "IMPLEMENTS_REQ", "ADDRESSES", "DEPENDS_ON", "USES_PATTERN", "TESTS", "SATISFIES", "FOLLOWS_PATTERN",
+    "FOLLOWS_DESIGN", "TESTED_BY", "RELATES_TO",
+]
+"""What get_related follows: the code graph's edges and the memories' (one walk over both)."""
 
 
 class FindDuplicatesInput(ToolInput):
@@ -174,18 +180,18 @@ class FindDuplicatesResult(BaseModel):
 
 
 class GetRelatedInput(ToolInput):
-    """A graph neighbourhood of a symbol or file."""
+    """A graph neighbourhood of a symbol, a file or a memory."""
 
-    entity_id: str = Field(min_length=1, max_length=2_000, description="An id from code_search/get_symbol, a qualified name (pkg.module.Class.method) or a repo-relative file path.")
-    relationship_types: list[RelationshipType] | None = Field(default=None, description="Only these relationship types: CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS (all when omitted).")
-    direction: Literal["outgoing", "incoming", "both"] = Field(default="both", description="outgoing (what it uses), incoming (what uses it) or both.")
+    entity_id: str = Field(min_length=1, max_length=2_000, description="An id from code_search/get_symbol, a qualified name (pkg.module.Class.method), a repo-relative file path, or a memory id (memory_search/memory_get).")
+    relationship_types: list[RelatedEdgeType] | None = Field(default=None, description="Only these relationship types: code edges CALLS, IMPORTS, EXTENDS, IMPLEMENTS, CONTAINS; memory edges ADDRESSES, IMPLEMENTS_REQ, FOLLOWS_DESIGN, TESTS, USES_PATTERN, DEPENDS_ON, SATISFIES, FOLLOWS_PATTERN, TESTED_BY, RELATES_TO (all when omitted).")
+    direction: Literal["outgoing", "incoming", "both"] = Field(default="both", description="outgoing (what it uses or links to), incoming (what uses or links to it) or both.")
     depth: int = Field(default=1, ge=1, le=5, description="Traversal depth 1-5.")
     limit: int = Field(default=50, ge=1, le=500, description="Results per page, 1-500 (nearest first).")
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
 
 
 class RelatedEntity(BaseModel):
-    """A node reached from the start entity."""
+    """A node reached from the start entity: a symbol, a file or a memory, and the edge it was reached by."""
 
     id: str
     label: str
@@ -194,8 +200,14 @@ class RelatedEntity(BaseModel):
     file_path: str | None = None
     start_line: int | None = None
     kind: str | None = None
-    distance: int
-    via: list[str]
+    distance: int = Field(description="Hops from the start entity (the depth it was reached at).")
+    via: list[str] = Field(description="The relationship types of the path from the start entity, in order.")
+    node_kind: Literal["symbol", "file", "module", "memory"] | None = Field(default=None, description="What the node is: a code symbol, a file, a module or a memory (its memory_type says which).")
+    memory_type: str | None = Field(default=None, description="The memory's type, for a memory.")
+    title: str | None = Field(default=None, description="A short label: a symbol's qualified name, a file's path, a memory's title or first words.")
+    edge: str | None = Field(default=None, description="The relationship it was reached by (the last of via).")
+    edge_direction: Literal["outgoing", "incoming"] | None = Field(default=None, description="outgoing: reached_from points at it; incoming: it points at reached_from.")
+    reached_from: str | None = Field(default=None, description="The id of the node it was reached from.")
 
 
 class GetRelatedResult(BaseModel):
