@@ -268,11 +268,20 @@ def b_validate_fix(quick: bool) -> list[Row]:
             for row, target, figure, passed in bench.verdicts(result["summary"])]
 
 
+def b_memory_extract(quick: bool) -> list[Row]:
+    import bench.memory_extract as bench
+
+    result = bench.run_memory_extract("all")  # the same 28 documents in --quick
+    _save("memory_extract", result)
+    return [_row(f"memory_extract: {row}", figure, target, passed)
+            for row, target, figure, passed in bench.verdicts(result["summary"])]
+
+
 BENCHMARKS: dict[str, Callable[[bool], list[Row]]] = {
     "quality": b_quality, "throughput": b_throughput, "latency": b_latency, "mcp_overhead": b_mcp_overhead,
     "memory": b_memory, "normalization": b_normalization, "pipeline": b_pipeline, "freshness": b_freshness,
     "duplicate_accuracy": b_duplicate_accuracy, "duplicates": b_duplicates, "hooks": b_hooks, "load": b_load,
-    "validate_fix": b_validate_fix,
+    "validate_fix": b_validate_fix, "memory_extract": b_memory_extract,
 }
 
 

@@ -23,6 +23,7 @@ from resources.schemas.memory import (
     MemoryAddInput,
     MemoryContextInput,
     MemoryDeleteInput,
+    MemoryExtractInput,
     MemoryGetInput,
     MemoryListInput,
     MemorySearchInput,
@@ -190,6 +191,37 @@ def memory_context(topic: str, project: str, as_json: bool, types: tuple[str, ..
 
     request = make_input(MemoryContextInput, topic=topic, memory_types=list(types) or None, scopes=list(scopes) or None, max_tokens=max_tokens)
     show(project, TOOLS["memory_context"], request, as_json, render)
+
+
+@memory.command(name="extract")
+@click.argument("source_file", type=click.File("r", encoding="utf-8", errors="replace"), metavar="FILE")
+@query_options
+@click.option("--source", "source_kind", type=click.Choice(["auto", "transcript", "diff", "commit", "text"]), default="auto",
+              show_default=True, help=field_help(MemoryExtractInput, "source"))
+@click.option("--commit", "store", is_flag=True, help=field_help(MemoryExtractInput, "commit"))
+@click.option("--min-confidence", type=float, default=None, help=field_help(MemoryExtractInput, "min_confidence"))
+@click.option("--max", "max_candidates", type=int, default=None, help=field_help(MemoryExtractInput, "max_candidates"))
+@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True, help=SCOPE_HELP)
+def memory_extract(source_file: Any, project: str, as_json: bool, source_kind: str, store: bool, min_confidence: float | None,
+                   max_candidates: int | None, scope: str) -> None:
+    """Propose typed memories from a transcript, a diff, a commit message or notes (FILE, or - for
+    stdin), e.g. `git show HEAD | codemem memory extract -`; nothing is stored without --commit."""
+    from query_server.tools import TOOLS
+
+    optional = {"min_confidence": min_confidence, "max_candidates": max_candidates}
+    request = make_input(MemoryExtractInput, text=source_file.read(), source=source_kind, commit=store, scope=scope,
+                         **{k: v for k, v in optional.items() if v is not None})
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        table = result_table("type", "confidence", "memory", "stored / duplicate of", title=f"candidates ({result.source})")
+        for c in result.candidates:
+            table.add_row(str(c.memory_type), cell(c.confidence), Text(c.title or c.content[:120]),
+                          Text(c.stored_id or (f"duplicate of {c.duplicate_of}" if c.duplicate_of else "")))
+        yield table
+        yield Text(f"stored {result.stored}, duplicates skipped {result.skipped_duplicates}"
+                   + (" (dry run: add --commit to store them)" if result.dry_run else ""))
+
+    show(project, TOOLS["memory_extract"], request, as_json, render)
 
 
 @memory.command(name="delete")

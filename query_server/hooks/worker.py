@@ -19,6 +19,11 @@ What the transcript gives (Claude Code writes one JSON object per line: ``type``
 * decisions — assistant text lines that decide ("decided", "chose", "will use", "going with" …);
 * memories created — ids in the results of ``memory_add`` / ``memory_bulk_add`` tool calls;
 * a summary — the first request, the files changed, the number of tool calls.
+
+After the session memory, the conversation said since the last hook goes through ``memory_extract``;
+its confident new decisions, preferences and gotchas (``HOOK_EXTRACT_TYPES``) are stored in one
+``memory_bulk_add`` (tagged ``extracted``; contradictions of stored memories are kept and flagged in
+the worker log). A failed extraction leaves the session memory stored and is retried by the next hook.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from query_server.hooks.common import session_key
+from resources.transcripts import NOT_A_REQUEST, blocks, conversation_text
 
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 DECISION = re.compile(
@@ -50,6 +56,11 @@ MAX_CONTENT = 6_000
 LIST_BUDGET_CHARS = 24_000
 """At most this much JSON per list in the session's metadata (files_modified, memories_created):
 metadata is capped at 64 KiB, and a session that touched thousands of files must still be stored."""
+HOOK_EXTRACT_TYPES = ("design", "user_preference", "code_pattern")
+"""What the hooks store from a session's conversation: decisions, preferences, gotchas and conventions
+(test outcomes come from record_test_run, requirements from documents, functions from the index)."""
+HOOK_MIN_CONFIDENCE = 0.75
+"""Only clear cues: the hooks store without anyone reviewing the candidates."""
 UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
@@ -70,15 +81,6 @@ class SessionDigest:
     def empty(self) -> bool:
         """True when there is nothing worth a memory."""
         return not (self.requests or self.files or self.decisions or self.memories or self.tools)
-
-
-def _blocks(message: Any) -> list[dict[str, Any]]:
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def _relative(path: str, root: Path) -> str:
@@ -120,17 +122,17 @@ def read_transcript(path: Path, upto: int | None, session_id: str, root: Path) -
         kind = entry.get("type")
         message = entry.get("message")
         if kind == "user":
-            for block in _blocks(message):
+            for block in blocks(message):
                 if block.get("type") == "text" and not entry.get("isMeta"):
                     text = " ".join(str(block.get("text", "")).split())
-                    if text and not text.startswith(("<command-", "<local-command", "Caveat:", "[Request interrupted")):
+                    if text and not text.startswith(NOT_A_REQUEST):
                         digest.requests.append(text)
                 elif block.get("type") == "tool_result" and block.get("tool_use_id") in memory_calls:
                     for memory_id in UUID.findall(_result_text(block)):
                         if memory_id not in digest.memories:
                             digest.memories.append(memory_id)
         elif kind == "assistant":
-            for block in _blocks(message):
+            for block in blocks(message):
                 if block.get("type") == "tool_use":
                     name = str(block.get("name", ""))
                     digest.tools[name.rsplit("__", 1)[-1]] += 1
@@ -271,12 +273,59 @@ def record(args: argparse.Namespace) -> str:
                 ))
                 memory_id = result.memory_id
                 done = f"stored {memory_id}"
+            since = int(state.get("extracted_upto") or 0)
+            try:
+                done += "; " + extract_memories(handle, args, since)
+                extracted_upto = args.upto
+            except Exception as exc:  # noqa: BLE001 - the session memory stands; the next hook extracts again
+                done += f"; extraction failed ({type(exc).__name__}: {exc})"
+                extracted_upto = since
         finally:
             handle.close()
         tmp = state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"memory_id": memory_id, "upto": args.upto, "event": args.event}), encoding="utf-8")
+        tmp.write_text(json.dumps({"memory_id": memory_id, "upto": args.upto, "event": args.event,
+                                   "extracted_upto": extracted_upto}), encoding="utf-8")
         os.replace(tmp, state_file)
     return done
+
+
+def extract_memories(handle: Any, args: argparse.Namespace, since: int) -> str:
+    """Store the decisions, preferences and gotchas said in the session since the last hook's
+    extraction (the transcript from byte ``since``): memory_extract on the conversation, then its
+    confident new candidates of ``HOOK_EXTRACT_TYPES`` in one memory_bulk_add (keyed by the
+    session and the transcript's size, so a repeated hook stores nothing twice)."""
+    from query_server.memory.extract import memory_input
+    from query_server.tools import TOOLS
+    from resources.schemas.memory import (
+        MAX_EXTRACT_CHARS,
+        MemoryBulkAddInput,
+        MemoryExtractInput,
+    )
+
+    with open(args.transcript, "rb") as transcript:
+        data = transcript.read(args.upto) if args.upto is not None else transcript.read()
+    data = data[: data.rfind(b"\n") + 1]
+    start = data.rfind(b"\n", 0, since) + 1 if since else 0
+    text = conversation_text(data[start:])[-MAX_EXTRACT_CHARS:]
+    if not text.strip():
+        return "no conversation to extract memories from"
+    result = handle.call(TOOLS["memory_extract"], MemoryExtractInput(
+        text=text, source="transcript", min_confidence=HOOK_MIN_CONFIDENCE, max_candidates=100,
+    ))
+    picked = [c for c in result.candidates if str(c.memory_type) in HOOK_EXTRACT_TYPES and c.duplicate_of is None]
+    if not picked:
+        return f"extracted nothing new ({len(result.candidates)} candidate(s))"
+    inputs = []
+    for candidate in picked:
+        add = memory_input(candidate, "transcript", "project")
+        add.metadata["extracted"].update(session_id=args.session_id, transcript_bytes=[start, len(data)])
+        inputs.append(add)
+    key = "codemem-hook-extract:" + hashlib.sha256(f"{args.session_id}\0{start}\0{len(data)}".encode()).hexdigest()[:32]
+    added = handle.call(TOOLS["memory_bulk_add"], MemoryBulkAddInput(memories=inputs, request_id=key))
+    if added.errors:
+        return f"extracted memories not stored: {added.errors[0]['error']}"
+    flagged = sum(1 for c in picked if c.conflicts_with)
+    return f"extracted {added.added_count} memories" + (f" ({flagged} contradict stored ones)" if flagged else "")
 
 
 def main(argv: list[str] | None = None) -> int:

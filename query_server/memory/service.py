@@ -4,7 +4,7 @@ record) and its projections.
 
 ``MemoryService`` is the facade the tool registry and the other faces call; each method hands
 the work to the module that does that job: ``writes`` (add, bulk add, update, delete, conflicts),
-``reads`` (get, list, search, context and their ranking), ``export_import``, ``backup``,
+``extract`` (memory_extract), ``reads`` (get, list, search, context and their ranking), ``export_import``, ``backup``,
 ``statistics`` and ``normalize_jobs``, all over the shared ``stores``.
 
 Every write commits to the ledger first, then projects; a projection that fails stays in the
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from query_server.memory import backup, export_import, statistics
+from query_server.memory.extract import MemoryExtraction
 from query_server.memory.normalize_jobs import NormalizationJobs
 from query_server.memory.reads import MemoryReads
 from query_server.memory.stores import CodeResolver, MemoryStores, SymbolLookup
@@ -41,6 +42,8 @@ from resources.schemas.memory import (
     MemoryContextResult,
     MemoryDeleteInput,
     MemoryDeleteResult,
+    MemoryExtractInput,
+    MemoryExtractResult,
     MemoryGetInput,
     MemoryListInput,
     MemoryListResult,
@@ -84,6 +87,7 @@ class MemoryService:
         self.writes = MemoryWrites(self.stores)
         self.reads = MemoryReads(self.stores)
         self.normalization = NormalizationJobs(self.stores)
+        self.extraction = MemoryExtraction(self.stores, self.writes)
         self._stop = threading.Event()
         self._sync_thread: threading.Thread | None = None
 
@@ -176,6 +180,12 @@ class MemoryService:
         """Soft-delete (kept 30 days) or hard-delete a memory in whichever scope holds it; its graph
         relationships go with it. A repeated ``request_id`` returns the first outcome."""
         return self.writes.memory_delete(request, request_id=request_id)
+
+    def memory_extract(self, request: MemoryExtractInput) -> MemoryExtractResult:
+        """Propose typed memories (decisions, requirements, preferences, test results, gotchas) from a
+        transcript, diff, commit message or text, with their source spans, duplicates and conflicts;
+        ``commit`` stores the new ones in one transaction (all or none)."""
+        return self.extraction.memory_extract(request)
 
     # -- reads -------------------------------------------------------------------------------
     def memory_get(self, request: MemoryGetInput) -> MemoryRecord:

@@ -18,6 +18,8 @@ from resources.schemas.memory import (
     MemoryContextResult,
     MemoryDeleteInput,
     MemoryDeleteResult,
+    MemoryExtractInput,
+    MemoryExtractResult,
     MemoryGetInput,
     MemoryListInput,
     MemoryListResult,
@@ -103,6 +105,19 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
         description=describe("""
             Store several memories at once, all or nothing: if one is invalid, none is stored and
             `errors` says which and why.
+        """),
+    ),
+    Tool(
+        "memory_extract", on_memory(MemoryService.memory_extract), MemoryExtractInput, MemoryExtractResult, NATURAL,
+        route="Propose typed memories from a transcript, diff, commit message or text (dry run unless commit).",
+        description=describe("""
+            Turn a piece of work into memories: pass a conversation transcript, a diff, a commit message
+            or notes, and get typed candidates — decisions (design), requirements, user preferences, test
+            results, gotchas and conventions (code_pattern) — each with a confidence and the span of the
+            text it comes from. Each candidate says whether a stored memory already says it
+            (`duplicate_of`) and which stored memories it contradicts (`conflicts_with`: review them, e.g.
+            a decision that reverses an ADR). A dry run by default; commit=true stores the new ones
+            (duplicates skipped, all or none), tagged "extracted".
         """),
     ),
     Tool(

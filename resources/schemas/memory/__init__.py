@@ -13,6 +13,13 @@ here, as before.
 
 from __future__ import annotations
 
+from resources.schemas.memory.extract import (
+    MAX_EXTRACT_CHARS,
+    ExtractedMemory,
+    ExtractSource,
+    MemoryExtractInput,
+    MemoryExtractResult,
+)
 from resources.schemas.memory.kinds import (
     MAX_CONTENT_CHARS,
     MEMORY_SCOPES,
@@ -100,6 +107,7 @@ from resources.schemas.memory.writes import (
 )
 
 __all__ = [
+    "MAX_EXTRACT_CHARS", "ExtractSource", "ExtractedMemory", "MemoryExtractInput", "MemoryExtractResult",
     "BackupInput", "BackupResult", "CodePatternMetadata", "ComponentMetadata", "ContentText", "DEFAULT_NOTES_REF",
     "DesignMetadata", "Detail", "ExportFormat", "ExportMemoryInput", "ExportMemoryResult", "FilterScalar",
     "FunctionMetadata", "IdList", "ImportMemoryInput", "ImportMemoryResult", "IsoTimestamp", "MAX_CONTENT_CHARS",

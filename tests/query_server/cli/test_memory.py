@@ -65,3 +65,18 @@ def test_memory_commands_round_trip(run) -> None:  # noqa: ANN001
     job = json.loads(run("normalize", "--dry-run", "--json").stdout)
     assert job["status"] == "done" and job["dry_run"] and job["report"]["duplicates"] == 0
     run("export", "--output", "../escape.jsonl", code=2)
+
+
+def test_memory_extract_reads_a_file_or_stdin_and_stores_only_with_commit(run, tmp_path: Path) -> None:  # noqa: ANN001
+    message = ("Switch the HTTP client to httpx\n\nWe decided to use httpx instead of requests going forward: it has "
+               "per-phase timeouts.\n\nTests: 214 passed, 2 failed before the fix; 216 passed after.\n")
+    dry = json.loads(run("memory", "extract", "-", "--source", "commit", "--json", input=message).stdout)
+    assert dry["dry_run"] and dry["stored"] == 0
+    assert "design" in {c["memory_type"] for c in dry["candidates"]}
+    note = tmp_path / "commit.txt"
+    note.write_text(message, encoding="utf-8")
+    stored = json.loads(run("memory", "extract", str(note), "--commit", "--json").stdout)
+    assert stored["stored"] >= 1 and all(c["stored_id"] or c["duplicate_of"] for c in stored["candidates"])
+    again = json.loads(run("memory", "extract", str(note), "--commit", "--json").stdout)
+    assert again["stored"] == 0  # the same text twice stores nothing new
+    assert "text is blank" in run("memory", "extract", "-", input="  \n", code=2).output

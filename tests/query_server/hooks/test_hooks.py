@@ -363,6 +363,15 @@ def test_hooks_answer_quickly(project: dict[str, Any]) -> None:
 # -- PreCompact / SessionEnd ----------------------------------------------------------------------
 
 
+def _extracted_memories(state: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    conn = sqlite3.connect(f"file:{state / 'memory.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT memory_type, content, metadata FROM memories WHERE deleted = 0").fetchall()
+    finally:
+        conn.close()
+    return [(t, c, json.loads(m)) for t, c, m in rows if "extracted" in json.loads(m)]
+
+
 def _session_memories(state: Path, session_id: str) -> list[tuple[str, str, dict[str, Any], int]]:
     conn = sqlite3.connect(f"file:{state / 'memory.db'}?mode=ro", uri=True, timeout=5)
     try:
@@ -401,6 +410,10 @@ def test_precompact_and_session_end_record_one_session_memory(project: dict[str,
     assert meta["start_time"] == "2026-01-10T09:00:00.000Z" and version == 1
     assert any("decided to use tenacity" in d for d in meta["key_decisions"])
     assert _wait_for(lambda: (state / "hooks").glob("recorded-*.json") and list((state / "hooks").glob("recorded-*.json")), 30)
+    # the decision said in the conversation is stored through memory_extract, once
+    (decision,) = _extracted_memories(state)
+    assert decision[0] == "design" and decision[1] == "I decided to use tenacity for the retries instead of a hand-written loop."
+    assert decision[2]["tags"][:2] == ["extracted", "transcript"] and decision[2]["extracted"]["session_id"] == SESSION
 
     transcript.write_text("".join(lines))  # the whole session, then it ends
     done, elapsed = run_hook("SessionEnd", payload("session_end.json", root, transcript_path=str(transcript)), cwd=root,
@@ -417,6 +430,7 @@ def test_precompact_and_session_end_record_one_session_memory(project: dict[str,
     run_hook("SessionEnd", payload("session_end.json", root, transcript_path=str(transcript)), cwd=root, env=clean_env())  # a repeat
     assert _wait_for(lambda: "already recorded" in worker_log.read_text(), 240)
     assert [m[3] for m in _session_memories(state, SESSION)] == [2]
+    assert len(_extracted_memories(state)) == 1  # later hooks read only what was said since, and skip duplicates
 
 
 # -- the mentions cache behind PostToolUse ----------------------------------------------------------
