@@ -11,7 +11,12 @@ How, with the local model only (no LLM):
 2. Each segment is classified by clear cues (decision language → design; must/shall/REQ ids →
    requirements; "I prefer / always / don't" said by the user → user_preference; "N passed, M failed",
    FAILED test ids, flaky → test_history; gotcha / turns out / convention → code_pattern; a diff adding a
-   documented function → function). The embedding's similarity to a few prototypes of each type only
+   documented function → function; the rules and their reasons are in ``extract_cues``). The words
+   around a segment count too (``annotate``, ``test_episodes``): title lines and headings name what is
+   under them (open questions are skipped), an assistant's proposal the user accepts and the user's
+   pick among options the assistant laid out are decisions, a test run with the assistant's
+   explanation of its failure and the re-run is one candidate, and sentences of one paragraph that say
+   one thing are one candidate. The embedding's similarity to a few prototypes of each type only
    strengthens weak cues or, alone, gives a low-confidence candidate: the local model measures topic,
    not intent.
 3. Each candidate is compared with the stored memories of its type in every scope (identical content,
@@ -33,6 +38,22 @@ from typing import Any
 import numpy as np
 import structlog
 
+from query_server.memory.extract_cues import (
+    ABBREVIATIONS,
+    ACK,
+    ADDRESSED,
+    AGREEMENT,
+    CUES,
+    HEADING_HINTS,
+    MEASURED,
+    OPEN_ITEM,
+    OPTION_WORD,
+    OPTIONS,
+    PROPOSAL,
+    PROTOTYPES,
+    TEST_FAILURE,
+    TOOL_LINE,
+)
 from query_server.memory.stores import MemoryStores
 from query_server.memory.writes import MemoryWrites
 from query_server.paging import ToolError
@@ -62,91 +83,9 @@ PROTOTYPE_ONLY_CAP = 0.45
 """The most confidence a segment gets from prototype similarity alone (below the default
 min_confidence: the local model measures topic, not whether something was decided)."""
 
-# -- cues ----------------------------------------------------------------------------------------
+# -- cues (query_server/memory/extract_cues.py) ----------------------------------------------------
 
 _I = re.IGNORECASE
-
-
-@dataclass(frozen=True)
-class Cue:
-    """Words that mark a segment as one memory type, with how sure they make it."""
-
-    memory_type: str
-    weight: float
-    pattern: re.Pattern[str]
-    roles: tuple[str | None, ...] | None = None
-    """Whose words it must be (``user``, ``assistant``, ``None`` for text without a speaker); None: anyone's."""
-
-
-def _cue(memory_type: str, weight: float, pattern: str, roles: tuple[str | None, ...] | None = None, flags: int = _I) -> Cue:
-    return Cue(memory_type, weight, re.compile(pattern, flags), roles)
-
-
-CUES: tuple[Cue, ...] = (
-    # decisions → design
-    _cue("design", 0.85, r"\b(we|i|team|they)\s+(have\s+|had\s+|finally\s+)?(decided|chose|agreed|settled|opted)\b|\bdecision\s*:|\bdecided (to|on|that|against)\b"),
-    _cue("design", 0.8, r"\b(going forward|from now on|henceforth)\b", ("assistant", None)),
-    _cue("design", 0.8, r"\b(we|we'll|we will|we're going to|we are going to|let's|the team will)\s*(now\s+)?(use|go with|switch to|adopt|stick with|move to|migrate to|standardi[sz]e on|keep using|rely on)\b"),
-    _cue("design", 0.75, r"\b(use[sd]?|using|switch(ed|ing)? to|adopt(ed)?|mov(e|ed|ing) to|migrat(e|ed|ing) to|replac(e|ed|ing) \S+ with|go(ing)? with)\b.{0,80}\b(instead of|rather than)\b"),
-    _cue("design", 0.75, r"\bBREAKING CHANGE\b|\bADR[- ]?\d+\b|\bno longer (use|support|rel(y|ies) on)\b", flags=0),
-    _cue("design", 0.65, r"\b(i'll|i will|i'm going to)\s+(use|go with|switch to|adopt)\b(?!.*\b(tool|command|grep|read|edit)\b)", ("assistant",)),
-    # requirements
-    _cue("requirements", 0.9, r"\bREQ-[A-Z0-9]+(-[A-Z0-9]+)*-\d{3,}\b.{0,200}\b(must|shall|required)\b|\b(must|shall)\b.{0,200}\bREQ-[A-Z0-9]+(-[A-Z0-9]+)*-\d{3,}\b", flags=0),
-    _cue("requirements", 0.85, r"^\W*(requirement|REQ-[A-Z0-9]+(-[A-Z0-9]+)*-\d{3,})\s*[:—-]"),
-    _cue("requirements", 0.75, r"\b(must|shall)( not| never| always)?\b(?!.*\b(first|now)\b)"),
-    _cue("requirements", 0.6, r"\b(is|are) required to\b|\bmust be (able|supported)\b"),
-    # preferences, in the user's own words (or reported by the assistant)
-    _cue("user_preference", 0.85, r"\bI\s+(really\s+|strongly\s+|generally\s+|always\s+)?(prefer|like|want|'d like|would like|'d rather|would rather|hate|dislike|don't like|do not like)\b", ("user", None)),
-    _cue("user_preference", 0.85, r"\b(please|pls)\s+(always|never|don't|do not|stop|avoid|keep|use|write|make sure)\b|\bmy preference\b|\bfor me\b", ("user",)),
-    _cue("user_preference", 0.8, r"^\W*(always|never|don't|do not|stop|avoid)\b", ("user",)),
-    _cue("user_preference", 0.75, r"\b(the user|you)\s+(prefers?|wants?|likes?|asked (me )?to always|asked me never)\b", ("assistant",)),
-    # test results
-    _cue("test_history", 0.85, r"\b\d+\s+(tests?\s+)?(passed|failed|failing|errors?|skipped|xfailed)\b|\bFAILED\s+\S+::\S+|\b(PASSED|FAILED|ERROR)\b\s+\S+\.py", flags=0),
-    _cue("test_history", 0.85, r"\b\d+\s+(tests?\s+)?(passed|failed|failing|errors?)\b"),
-    _cue("test_history", 0.8, r"\bflaky\b|\btest_\w+\s+(now\s+)?(fails|failed|passes|passed|is failing|was failing|times out|timed out)\b|\b(all|the)\s+(\w+\s+)?tests?\s+(now\s+)?(pass|passed|are green|fail|failed|are failing)\b|\bfixed (the )?(failing|flaky|broken) tests?\b"),
-    # gotchas and patterns
-    _cue("code_pattern", 0.8, r"\b(gotcha|pitfall|footgun|caveat|watch out|beware|be careful|careful:|the trick is|turns out|it turned out|lesson learned)\b"),
-    _cue("code_pattern", 0.7, r"\b(the|our|a|this)\s+(convention|pattern|idiom)\s+(is|here is|we use|for)\b|\b(convention|pattern|idiom)\s*:"),
-    _cue("code_pattern", 0.6, r"\b(always|never)\s+(call|use|wrap|put|import|pass|close|commit|await|mock)\b", ("assistant", None)),
-    _cue("code_pattern", 0.5, r"\b(pattern|convention|idiom)\b"),
-)
-
-HEADING_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(decisions?|adr|architecture|design)\b", _I), "design"),
-    (re.compile(r"\b(requirements?)\b", _I), "requirements"),
-    (re.compile(r"\b(preferences?)\b", _I), "user_preference"),
-    (re.compile(r"\b(gotchas?|pitfalls?|lessons?|learnings?|patterns?|conventions?)\b", _I), "code_pattern"),
-    (re.compile(r"\b(test results?|tests?)\b", _I), "test_history"),
-)
-"""A Markdown heading (or a commit trailer key) that says what the lines under it are."""
-
-PROTOTYPES: dict[str, tuple[str, ...]] = {
-    "design": (
-        "We decided to use one library instead of another for this part of the system.",
-        "Design decision: store the data in this database and accept the trade-off.",
-        "The architecture choice is that this service owns the queue.",
-    ),
-    "requirements": (
-        "The system must respond within two seconds.",
-        "The API shall reject requests without a valid token.",
-        "Every export is required to include a checksum.",
-    ),
-    "user_preference": (
-        "I prefer short functions and descriptive names.",
-        "Please always write type hints for me.",
-        "Don't add comments that restate the code.",
-    ),
-    "test_history": (
-        "12 tests passed and 1 failed in the test suite.",
-        "The flaky test is fixed now.",
-        "test_login fails with a timeout error.",
-    ),
-    "code_pattern": (
-        "Gotcha: this call deadlocks when used inside a transaction.",
-        "The convention here is to wrap every handler in a retry decorator.",
-        "Turns out the cache must be cleared before reloading the config.",
-    ),
-}
 
 _QUESTION = re.compile(r"\?\s*[)\"'`]*$|^\W*(should we|shall we|can you|could you|would you|do you|did you|what|why|how|which|is it|are there|is there)\b", _I)
 _CHITCHAT = re.compile(r"^\W*(thanks|thank you|ok(ay)?|great|sounds good|perfect|cool|nice|yes|no|sure|got it|lgtm|done|hi|hello|hey|good (morning|job))\b", _I)
@@ -157,8 +96,7 @@ _TOOL_NOISE = re.compile(
 )
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])")
-_TURN = re.compile(r"^(?:\*\*)?(User|Human|Assistant|Claude|AI|You)(?:\*\*)?\s*:\s?", re.MULTILINE)
+_TURN = re.compile(r"^(?:>\s*)?(?:\*\*)?(User|Human|Assistant|Claude|AI|You)(?:\*\*)?\s*:\s?", re.MULTILINE)
 _DIFF = re.compile(r"^(diff --git |--- \S.*\n\+\+\+ \S|@@ -\d+(,\d+)? \+\d+(,\d+)? @@)", re.MULTILINE)
 _COMMIT_HEADER = re.compile(r"^commit [0-9a-f]{7,40}\b", re.MULTILINE)
 _CONVENTIONAL = re.compile(r"^(feat|fix|chore|docs|refactor|perf|test|tests|build|ci|style|revert)(\([^)]*\))?!?:\s", _I)
@@ -207,6 +145,8 @@ class Segment:
     """The memory type its heading or trailer names."""
     facts: dict[str, Any] = field(default_factory=dict)
     """What its source says about it (a diff's file and lines)."""
+    block: Any = None
+    """The paragraph or bullet it is a sentence of (None: a block of its own)."""
 
 
 def detect_source(text: str) -> str:
@@ -232,46 +172,90 @@ def detect_source(text: str) -> str:
     return "text"
 
 
-def _spans(body: str, base: int) -> Iterable[tuple[int, int, str | None]]:
-    """Sentences and bullets of prose: ``(start, end, heading hint)`` offsets into the whole text
-    (``base`` is the offset of ``body``); code fences and headings are left out."""
+def _sentence_ends(chunk: str) -> Iterable[tuple[int, int]]:
+    """Where the sentences of ``chunk`` end: ``(end of one, start of the next)``. A period ends a
+    sentence before a capital, a digit, a quote or code, and before a lowercase word too (people type
+    lowercase in chat: "agreed. make that the rule") unless it closes an abbreviation ("e.g. this")."""
+    for match in re.finditer(r"[.!?]+\s+(?=\S)", chunk):
+        after = chunk[match.end()]
+        before = chunk[:match.start()].rsplit(None, 1)[-1] if chunk[:match.start()].strip() else ""
+        starts = after.isupper() or after.isdigit() or after in "\"'`([*_"
+        lowercase = (after.islower() and chunk[match.start()] == "." and before.lower().strip("(") not in ABBREVIATIONS
+                     and len(before) > 1 and "." not in before)
+        if starts or lowercase:
+            yield match.start() + 1, match.end()
+
+
+def _is_title(line: str, previous: str | None, following: str | None) -> bool:
+    """A line that names the section under it: at the start of a block, a numbered or capitalised short
+    line without a sentence's end ("3. Module conventions", "Compliance"), or a short line ending in a
+    colon ("Decisions:"), with text right below it."""
+    if following is None or not following.strip() or (previous is not None and previous.strip()) or _HEADING.match(line):
+        return False
+    words = _BULLET.sub("", line.strip(), count=1).strip()
+    if not words or len(words.split()) > 8:
+        return False
+    numbered = bool(re.match(r"^\s*\d+[.)]\s", line))
+    if _BULLET.match(line) and not numbered:
+        return False
+    if words.endswith(":"):
+        return True
+    if re.search(r"[.!?;,]$", words) or (numbered and re.match(r"^\s*\d+[.)]\s", following)):
+        return False
+    return numbered or words[:1].isupper()
+
+
+def _spans(body: str, base: int) -> Iterable[tuple[int, int, str | None, str, int]]:
+    """Sentences and bullets of prose: ``(start, end, heading hint, kind, block)`` offsets into the whole text
+    (``base`` is the offset of ``body``); code fences, headings and title lines are left out, and a tool
+    call with its output (a pasted Claude Code transcript: ``[Tool: ...]``, ``● Bash(...)``, ``⎿``) is
+    one ``tool`` span up to the next blank line."""
     in_fence = False
+    in_tool = False
     hint: str | None = None
     block: list[tuple[int, int]] = []  # (start, end) of the lines of one paragraph or bullet
 
-    def flush() -> Iterable[tuple[int, int, str | None]]:
+    def flush() -> Iterable[tuple[int, int, str | None, str, int]]:
         if not block:
             return
         start, end = block[0][0], block[-1][1]
-        chunk = body[start:end]
-        if _BULLET.match(chunk):
-            yield base + start, base + end, hint
+        if in_tool:
+            yield base + start, base + end, hint, "tool", base + start
             return
+        chunk = body[start:end]
         cursor = 0
-        for match in _SENTENCE_END.finditer(chunk):
-            yield base + start + cursor, base + start + match.start(), hint
-            cursor = match.end()
-        yield base + start + cursor, base + end, hint
+        for stop, resume in _sentence_ends(chunk):
+            yield base + start + cursor, base + start + stop, hint, "prose", base + start
+            cursor = resume
+        yield base + start + cursor, base + end, hint, "prose", base + start
 
+    lines = body.split("\n")
     offset = 0
-    for line in body.split("\n"):
+    for number, line in enumerate(lines):
         start, end, offset = offset, offset + len(line), offset + len(line) + 1
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             yield from flush()
-            block = []
+            block, in_tool = [], False
             in_fence = not in_fence
             continue
         if in_fence:
             continue
         heading = _HEADING.match(line)
-        if not stripped or heading:
+        following = lines[number + 1] if number + 1 < len(lines) else None
+        previous = lines[number - 1] if number else None
+        title = not in_tool and not heading and _is_title(line, previous, following)
+        if not stripped or heading or title:
             yield from flush()
-            block = []
-            if heading:
-                hint = next((kind for pattern, kind in HEADING_HINTS if pattern.search(heading.group(1))), None)
+            block, in_tool = [], False
+            if heading or title:
+                words = heading.group(1) if heading else line
+                hint = next((kind for pattern, kind in HEADING_HINTS if pattern.search(words)), None)
             continue
-        if _BULLET.match(line) and block:
+        if TOOL_LINE.match(line) and not in_tool:
+            yield from flush()
+            block, in_tool = [], True
+        elif _BULLET.match(line) and block and not in_tool:
             yield from flush()
             block = []
         block.append((start, end))
@@ -280,13 +264,13 @@ def _spans(body: str, base: int) -> Iterable[tuple[int, int, str | None]]:
 
 def _prose(text: str, body: str, base: int, role: str | None = None, kind: str = "prose") -> list[Segment]:
     segments = []
-    for start, end, hint in _spans(body, base):
+    for start, end, hint, span_kind, block in _spans(body, base):
         while start < end and text[start].isspace():
             start += 1
         while end > start and text[end - 1].isspace():
             end -= 1
         if end > start:
-            segments.append(Segment(text[start:end], start, end, role, kind, hint))
+            segments.append(Segment(text[start:end], start, end, role, span_kind if span_kind == "tool" else kind, hint, block=block))
     return segments
 
 
@@ -308,6 +292,7 @@ def _jsonl_segments(text: str) -> list[Segment]:
     for role, body, line_start, line_end in conversation_turns(text):
         line = text[line_start:line_end]
         for piece in _prose(body, body, 0, role):
+            piece.block = (line_start, piece.block)
             for ascii_only in (False, True):
                 encoded = json.dumps(piece.text, ensure_ascii=ascii_only)[1:-1]
                 at = line.find(encoded)
@@ -345,12 +330,17 @@ def _diff_segments(text: str) -> list[Segment]:
             for index, (start, end, number, line) in enumerate(run):
                 marker = _COMMENT.match(line)
                 if marker and line.strip() not in ("*/", "-->"):
-                    comment.append((start + marker.end(), end, number, line[marker.end():].rstrip(" */->")))
+                    words = line[marker.end():].rstrip(" */->")
+                    if not words.strip():  # a blank comment line ends a paragraph of the comment
+                        _comment_segment(segments, comment, path)
+                        comment = []
+                        continue
+                    comment.append((start + marker.end(), end, number, words))
                     continue
                 _comment_segment(segments, comment, path)
                 comment = []
                 definition = _DEF.match(line)
-                if definition:
+                if definition and not _is_test(path, definition.group(1)):
                     doc = _docstring(run[index + 1:])
                     last = run[-1][2]
                     segments.append(Segment(
@@ -384,6 +374,11 @@ def _diff_segments(text: str) -> list[Segment]:
                 new_line += 1
     flush()
     return segments
+
+
+def _is_test(path: str, name: str) -> bool:
+    """A test function (``test_*``, ``Test*`` or any function of a test file): a test, not an API to remember."""
+    return bool(re.match(r"(?i)test", name)) or bool(re.search(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$|Test\.\w+$", path))
 
 
 def _ext(path: str) -> str:
@@ -488,33 +483,111 @@ def _plain(segment: Segment) -> str:
 
 
 def is_noise(segment: Segment) -> bool:
-    """Questions, chit-chat, tool chatter, code and fragments: nothing to remember."""
+    """Questions, chit-chat, tool chatter, code, fragments, open items (a TODO comment, a section of open
+    questions): nothing to remember. A tool call's output counts only for the test results in it."""
     words = _plain(segment)
     if segment.kind == "def":
         return False
+    if segment.hint == "skip" or OPEN_ITEM.match(words):
+        return True
+    if segment.kind == "tool":
+        return len(words) > MAX_SEGMENT_CHARS * 2
     if len(words) < MIN_SEGMENT_CHARS or len(words) > MAX_SEGMENT_CHARS:
         return True
     if _QUESTION.search(words) or _TOOL_NOISE.match(words):
         return True
-    if _CHITCHAT.match(words) and len(words) < 60:
+    if _CHITCHAT.match(words) and len(words) < 60 and not ACK.sub("", words, count=1).strip(" .,!").count(" ") >= 3:
         return True
     letters = sum(ch.isalpha() or ch.isspace() for ch in words)
     return letters < 0.6 * len(words) or len(words.split()) < 3
 
 
+def annotate(segments: Sequence[Segment]) -> None:
+    """What the segments around each one say about it (``facts``), read in order:
+
+    * text addressed to the assistant ("@claude when you ...") is the user speaking;
+    * an assistant's proposal ("I suggest we ...") that the user's next turn opens by accepting
+      ("agreed", "yes", "sounds good") is a decision: ``facts["agreed"]``;
+    * after the assistant lays out options ("two options: X or Y", "we could X, or Y"), a statement of
+      the user's next two turns that names one of them is the user's pick: ``facts["picks"]``.
+    """
+    proposal: Segment | None = None
+    options: set[str] = set()
+    user_turns_left = 0
+    previous_role: str | None = None
+    for segment in segments:
+        words = _plain(segment)
+        if segment.role is None and ADDRESSED.match(words):
+            segment.role = "user"
+            segment.facts["addressed"] = True
+            if segment.hint == "skip":  # a word to the assistant is not part of the section it follows
+                segment.hint = None
+        if segment.role == "user" and previous_role != "user":  # a new user turn
+            if proposal is not None and AGREEMENT.match(words):
+                proposal.facts["agreed"] = True
+            proposal = None
+            user_turns_left -= 1
+        if segment.role == "assistant" and segment.kind == "prose":
+            if PROPOSAL.search(words) and not _QUESTION.search(words):
+                proposal = segment
+            if OPTIONS.search(words):
+                options = _option_words(words)
+                user_turns_left = 3  # the next two user turns (the count drops as each one starts)
+        elif segment.role == "user" and options and user_turns_left > 0 and not _QUESTION.search(words):
+            named = {w for w in options if re.search(r"(?<![\w-])" + re.escape(w) + r"(?![\w-])", words, _I)}
+            if named:
+                segment.facts["picks"] = sorted(named)
+        if segment.role is not None:
+            previous_role = segment.role
+        if user_turns_left <= 0:
+            options = set()
+
+
+def _option_words(words: str) -> set[str]:
+    """The names of the options in an options sentence ("moment-timezone", "Decimal", ``date-fns``), and
+    the head of a hyphenated name ("moment")."""
+    found: set[str] = set()
+    for match in OPTION_WORD.finditer(words):
+        name = next(g for g in match.groups() if g).strip()
+        if len(name) < 4 or name.lower() in _STOPWORDS or name.lower() in ("options", "either", "two", "three"):
+            continue
+        found.add(name)
+        head = re.split(r"[-_.]", name)[0]
+        if len(head) >= 5 and head != name:
+            found.add(head)
+    return found
+
+
 def cue_scores(segment: Segment) -> dict[str, tuple[float, str]]:
-    """Each memory type's strongest cue in the segment: ``{type: (weight, cue words)}``."""
-    words = _plain(segment)
+    """Each memory type's strongest cue in the segment: ``{type: (weight, cue words)}``. A tool call's
+    output is read only for test results; an opening acknowledgement ("ok, ...") is skipped."""
+    words = ACK.sub("", _plain(segment), count=1) if segment.role == "user" else _plain(segment)
+    if segment.facts.get("addressed"):
+        words = ADDRESSED.sub("", words, count=1)
+    tool = segment.kind == "tool"
     scores: dict[str, tuple[float, str]] = {}
     for cue in CUES:
-        if cue.roles is not None and segment.role not in cue.roles:
+        if tool and cue.memory_type != "test_history":
             continue
-        match = cue.pattern.search(words)
+        if cue.kinds is not None and segment.kind not in cue.kinds and not tool:
+            continue
+        if cue.roles is not None and segment.role not in cue.roles and not tool:
+            continue
+        match = cue.pattern.search(segment.text if tool else words)
         if match and cue.weight > scores.get(cue.memory_type, (0.0, ""))[0]:
             scores[cue.memory_type] = (cue.weight, match.group(0).strip().lower()[:40])
-    if segment.hint and segment.kind != "subject":
+    if tool:
+        return scores
+    if segment.facts.get("agreed") and scores.get("design", (0.0, ""))[0] < 0.8:
+        scores["design"] = (0.8, "proposal the user agreed to")
+    if segment.facts.get("picks") and scores.get("design", (0.0, ""))[0] < 0.75:
+        scores["design"] = (0.75, "picks " + segment.facts["picks"][0])
+    if segment.hint and segment.hint != "skip" and segment.kind != "subject":
         weight, cue = scores.get(segment.hint, (0.0, ""))
-        scores[segment.hint] = (max(weight + 0.1, 0.7), cue or "heading")
+        # a conventions/gotchas section lists rules: its "must"s are conventions; under a decision heading a
+        # "must" stays the requirement the decision sets
+        floor = 0.8 if segment.hint == "code_pattern" else 0.7
+        scores[segment.hint] = (max(weight + 0.1, floor), cue or "heading")
     if segment.kind == "subject":
         conventional = _CONVENTIONAL.match(words)
         if conventional and conventional.group(1).lower() in ("test", "tests") and "test_history" not in scores:
@@ -555,6 +628,8 @@ def decide_type(segment: Segment, scores: dict[str, tuple[float, str]], sims: di
             return "function", 0.6, "documented function added"
         return None
     ranked = sorted(((weight, kind, cue) for kind, (weight, cue) in scores.items() if weight > 0), reverse=True)
+    if segment.kind == "tool":
+        return ("test_history", round(ranked[0][0], 3), ranked[0][2]) if ranked else None
     if ranked:
         weight, kind, cue = ranked[0]
         if sims:
@@ -574,6 +649,70 @@ def decide_type(segment: Segment, scores: dict[str, tuple[float, str]], sims: di
         if sims[best] >= 0.55 and sims[best] - second >= 0.15:
             return best, round(min(PROTOTYPE_ONLY_CAP, 0.2 + sims[best] * 0.4), 3), "similar to " + best.replace("_", " ")
     return None
+
+
+EPISODE_CHARS = 1_000
+"""The longest span one test episode covers (a run, its explanation and the re-run)."""
+ROUTINE_RUN_CAP = 0.45
+"""The confidence of a session's test run that only passed and measured nothing: routine, not history."""
+
+_Decided = tuple[Segment, "tuple[str, float, str] | None", "np.ndarray | None"]
+
+
+def test_episodes(decisions: Sequence[_Decided]) -> list[tuple[list[Segment], tuple[str, float, str] | None, np.ndarray | None]]:
+    """The decided segments, with each test episode of a session made one: the assistant's test runs
+    (a tool call's output or its own words) up to the user's next turn, with the assistant's sentences
+    that follow a failure (its cause and fix) — one memory, said in several places. An episode that only
+    passed and measured nothing is a routine run (confidence at most ``ROUTINE_RUN_CAP``). Segments
+    without a speaker (commits, diffs, notes) stay as they are."""
+    groups: list[tuple[list[Segment], tuple[str, float, str] | None, np.ndarray | None]] = []
+    episode: list[Segment] | None = None
+    for segment, decided, vector in decisions:
+        is_test = decided is not None and decided[0] == "test_history"
+        if segment.role == "assistant" and episode is not None and segment.end - episode[0].start <= EPISODE_CHARS:
+            members, best, best_vector = groups[-1]
+            failed = any(TEST_FAILURE.search(m.text) for m in members)
+            explains = failed and segment.kind == "prose" and (decided is None or decided[1] < 0.75)
+            if is_test or explains or (segment.kind == "tool" and decided is None):
+                members.append(segment)
+                if is_test and best is not None and decided is not None and decided[1] > best[1]:
+                    best = decided
+                groups[-1] = (members, best, best_vector)
+                continue
+        episode = None
+        groups.append(([segment], decided, vector))
+        if is_test and segment.role == "assistant":
+            episode = groups[-1][0]
+    for index, (members, decided, vector) in enumerate(groups):
+        if decided is None or decided[0] != "test_history" or members[0].role != "assistant":
+            continue
+        words = " ".join(m.text for m in members)
+        if not TEST_FAILURE.search(words) and not MEASURED.search(words) and not any(m.kind == "prose" and "flaky" in m.text.lower() for m in members):
+            groups[index] = (members, (decided[0], min(decided[1], ROUTINE_RUN_CAP), decided[2]), vector)
+    return _paragraphs(groups)
+
+
+CONTINUATION_WEIGHT = 0.7
+"""A sentence classified less surely than this, right after a candidate of its paragraph, continues it."""
+
+
+def _paragraphs(groups: list[tuple[list[Segment], tuple[str, float, str] | None, np.ndarray | None]]) -> list[tuple[list[Segment], tuple[str, float, str] | None, np.ndarray | None]]:
+    """Sentences of one paragraph (or bullet) in a row that say one memory, made one: the next sentence
+    of the same type ("please don't run the whole suite every time. just the billing tests."), or one
+    that only weakly says anything ("keep a retry too, but at most 3 attempts") after a candidate."""
+    merged: list[tuple[list[Segment], tuple[str, float, str] | None, np.ndarray | None]] = []
+    for members, decided, vector in groups:
+        if merged and decided is not None:
+            previous, before, before_vector = merged[-1]
+            last = previous[-1]
+            if (before is not None and last.block is not None and last.block == members[0].block and last.kind == members[0].kind == "prose"
+                    and last.role == members[0].role and members[-1].end - previous[0].start <= EPISODE_CHARS
+                    and (decided[0] == before[0] or decided[1] < CONTINUATION_WEIGHT)):
+                best = decided if decided[0] == before[0] and decided[1] > before[1] else before
+                merged[-1] = (previous + members, best, before_vector)
+                continue
+        merged.append((members, decided, vector))
+    return merged
 
 
 # -- the memory a candidate would be -------------------------------------------------------------
@@ -719,7 +858,9 @@ class MemoryExtraction:
 
     # -- candidates ------------------------------------------------------------------------------
     def _drafts(self, text: str, source: str, request: MemoryExtractInput) -> list[_Draft]:
-        segments = [s for s in segments_of(text, source) if not is_noise(s)]
+        every = segments_of(text, source)
+        annotate(every)
+        segments = [s for s in every if not is_noise(s)]
         scored = [(segment, cue_scores(segment)) for segment in segments]
         order = sorted(range(len(scored)), key=lambda i: -max((w for w, _ in scored[i][1].values()), default=0.0))[:MAX_EMBEDDED]
         vectors: dict[int, np.ndarray] = {}
@@ -731,28 +872,34 @@ class MemoryExtraction:
                 vectors = {i: np.asarray(embedded[n], dtype=np.float32) for n, i in enumerate(order)}
             except Exception as exc:  # noqa: BLE001 - cues alone still classify; the log says why the model was not used
                 log.warning("memory_extract: embedding failed; classifying by cues only", error=str(exc))
-        drafts: list[_Draft] = []
-        seen: set[str] = set()
+        decisions = []
         for index, (segment, scores) in enumerate(scored):
             sims = _similarities(vectors[index], prototypes) if prototypes is not None and index in vectors else None
-            decided = decide_type(segment, scores, sims)
+            decisions.append((segment, decide_type(segment, scores, sims), vectors.get(index)))
+        drafts: list[_Draft] = []
+        seen: set[str] = set()
+        for members, decided, vector in test_episodes(decisions):
             if decided is None:
                 continue
             memory_type, confidence, cue = decided
             if confidence < request.min_confidence:
                 continue
-            content = _plain(segment) if segment.kind != "def" else self._function_content(segment)
+            first, last = members[0], members[-1]
+            if first.kind == "def":
+                content = self._function_content(first)
+            else:
+                content = " ".join(_plain(m) for m in members)[:MAX_SEGMENT_CHARS]
             key = re.sub(r"\W+", " ", content.lower()).strip()
             if key in seen:
                 continue
             seen.add(key)
             tags = ["extracted", source] + ([cue] if cue and not cue.startswith("similar to") else [])
             candidate = ExtractedMemory(
-                memory_type=memory_type, title=_title(content) if segment.kind != "def" else segment.facts["name"], content=content,
-                confidence=confidence, source_start=segment.start, source_end=segment.end,
-                quote=text[segment.start:segment.end][:QUOTE_CHARS], tags=tags,
+                memory_type=memory_type, title=_title(content) if first.kind != "def" else first.facts["name"], content=content,
+                confidence=confidence, source_start=first.start, source_end=last.end,
+                quote=text[first.start:last.end][:QUOTE_CHARS], tags=tags,
             )
-            drafts.append(_Draft(candidate, {**segment.facts}, vectors.get(index)))
+            drafts.append(_Draft(candidate, {**first.facts}, vector))
         drafts.sort(key=lambda d: -d.candidate.confidence)
         return drafts[: request.max_candidates]
 

@@ -250,3 +250,152 @@ def test_bad_inputs_are_refused_with_what_to_do(fields: dict, message: str) -> N
 def test_text_without_anything_to_remember_gives_no_candidates(memory) -> None:
     result = _extract(memory, "Can you check the build? Thanks!\n\nOk, looks fine to me.", commit=True)
     assert result.candidates == [] and result.stored == 0 and result.source == "text"
+
+
+# -- the rules of issue 20, item 3 (recall without losing precision) ----------------------------
+
+SESSION = """> User: the nightly export job times out on big tenants. can you look?
+
+Assistant: The exporter loads every row into memory before writing. A first idea would be to raise the timeout, but that only hides it. I suggest we stream the rows with a server-side cursor in pages of 1,000, so memory stays flat.
+
+> User: agreed. and please keep your answers short, I don't need the whole analysis every time.
+
+Assistant: Streaming it now.
+
+[Tool: Bash pytest exports/tests -q]
+..F.
+FAILED exports/tests/test_stream.py::test_empty_tenant - TypeError: 'NoneType' object is not iterable
+1 failed, 3 passed in 0.52s
+
+Assistant: The cursor returns None for a tenant without rows; the generator now yields nothing in that case.
+
+[Tool: Bash pytest exports/tests -q]
+4 passed in 0.48s
+
+> User: thanks.
+"""
+
+
+def test_a_session_agreement_a_standing_instruction_and_one_test_episode(memory) -> None:
+    result = _extract(memory, SESSION)
+    assert result.source == "transcript"
+    found = _by_type(result)
+    assert set(found) == {"design", "user_preference", "test_history"}, found
+    (design,) = found["design"]  # the assistant's proposal, accepted by the user's "agreed"
+    assert design.startswith("I suggest we stream the rows")
+    (preference,) = found["user_preference"]  # a lowercase "agreed." ends a sentence; "every time" makes it standing
+    assert preference.startswith("and please keep your answers short")
+    (episode,) = [c for c in result.candidates if c.memory_type == "test_history"]  # run, cause and re-run: one memory
+    span = SESSION[episode.source_start:episode.source_end]
+    assert "FAILED exports/tests/test_stream.py::test_empty_tenant" in span and "4 passed in 0.48s" in span
+    assert "returns None for a tenant without rows" in episode.content
+    assert not any("raise the timeout" in c.content for c in result.candidates)  # an idea rejected in the same breath
+
+
+def test_a_routine_green_run_in_a_session_is_not_history_and_the_users_pick_of_options_is_a_decision(memory) -> None:
+    text = """User: which queue client should the worker use?
+
+Assistant: We could use `aio-pika` directly, or go through `kombu` which the scheduler already depends on.
+
+User: no aio-pika, kombu is enough for two queues.
+
+Assistant: Switched the worker to kombu.
+
+● Bash(pytest worker/tests -q)
+  ⎿  12 passed in 1.02s
+
+Assistant: All twelve worker tests pass.
+"""
+    result = _extract(memory, text)
+    assert [(str(c.memory_type), c.content) for c in result.candidates] == [("design", "no aio-pika, kombu is enough for two queues.")]
+
+
+DIFF_COMMENTS = '''diff --git a/app/cache.py b/app/cache.py
+--- a/app/cache.py
++++ b/app/cache.py
+@@ -3,6 +3,16 @@ import threading
++# Normalise the key to lowercase before hashing: the upstream API treats
++# emails case-insensitively and a mixed-case key misses the cache.
++KEY_CASE = "lower"
++
++# The warm-up must not be called from a request handler; it blocks for
++# several seconds while the index loads.
++def warm_up(index) -> None:
++    """Load the whole index into memory once, at start-up."""
++    index.load()
++
++# TODO: should stale entries be evicted on write, or only by the TTL?
+diff --git a/tests/test_cache.py b/tests/test_cache.py
+--- a/tests/test_cache.py
++++ b/tests/test_cache.py
+@@ -10,2 +10,8 @@ def test_hit(cache):
++def test_mixed_case_email_hits(cache):
++    """Regression for CACHE-31: a login with a capitalised email missed the cache
++    and overloaded the directory service."""
++    cache.put("a@x.io", 1)
++    assert cache.get("A@x.io") == 1
+'''
+
+
+def test_code_comments_state_conventions_call_contracts_and_regressions(memory) -> None:
+    result = _extract(memory, DIFF_COMMENTS)
+    found = _by_type(result)
+    assert set(found) == {"code_pattern", "function"}, found  # no requirement from "must not be called", nothing from the TODO
+    assert any(c.startswith("Normalise the key to lowercase before hashing") for c in found["code_pattern"])
+    assert any(c.startswith("The warm-up must not be called from a request handler") for c in found["code_pattern"])
+    assert found["function"] == [next(c for c in found["function"] if "warm_up" in c)]  # not the test function
+    assert not any("evicted on write" in c for cs in found.values() for c in cs)
+
+
+def test_a_regression_comment_in_a_test_file_is_test_history(memory) -> None:
+    text = """--- a/tests/test_cache.py
++++ b/tests/test_cache.py
+@@ -10,2 +10,6 @@ def test_hit(cache):
++    # Regression for CACHE-31: a login with a capitalised email missed the cache
++    # and overloaded the directory service.
++    cache.put("a@x.io", 1)
+"""
+    (candidate,) = _extract(memory, text).candidates
+    assert candidate.memory_type == "test_history" and "CACHE-31" in candidate.content
+
+
+MEETING = """Backend weekly — 3 June
+
+1. Message bus
+Kafka costs too much for our volume. Agreed: we replace Kafka with NATS JetStream for internal events; the billing topics move last.
+
+2. Code conventions
+- handlers return typed results, never raw dicts;
+- no global session objects, pass the session explicitly;
+
+Open questions
+- Do we need exactly-once delivery for invoices? Nobody knows yet.
+- Maybe drop the legacy REST gateway, to be discussed with the mobile team.
+
+@claude when you write release notes for me, put breaking changes first and leave out refactors.
+"""
+
+
+def test_meeting_notes_labels_title_lines_and_open_questions(memory) -> None:
+    result = _extract(memory, MEETING)
+    found = _by_type(result)
+    assert set(found) == {"design", "code_pattern", "user_preference"}, found
+    assert found["design"] == [next(c for c in found["design"] if c.startswith("Agreed: we replace Kafka"))]
+    assert len(found["code_pattern"]) == 2  # the bullets under the "conventions" title line
+    assert found["user_preference"][0].startswith("@claude when you write release notes")
+    assert not any("legacy REST gateway" in c or "exactly-once" in c for cs in found.values() for c in cs)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "--- FAIL: TestReserveOrder (0.02s)\nFAIL\tgrainline/internal/reserve\t0.412s",
+        "test result: FAILED. 41 passed; 1 failed; 0 ignored",
+        "Test Files  1 failed | 12 passed (13)\nFAIL src/cart.test.ts > totals",
+    ],
+    ids=["go", "cargo", "vitest"],
+)
+def test_test_result_formats_of_other_runners(memory, output: str) -> None:
+    text = f"User: run the tests please\n\nAssistant: Running them.\n\n[Tool: Bash make test]\n{output}\n\nAssistant: One test fails on the ordering check.\n"
+    (candidate,) = _extract(memory, text).candidates
+    assert candidate.memory_type == "test_history" and output.splitlines()[0] in text[candidate.source_start:candidate.source_end]
