@@ -38,6 +38,11 @@ numbers call for, applied from outside: payload indexes on ``status``, ``created
 
 Prints p50/p95 against the targets; writes ``bench/results/memory.json``. ``main`` runs one
 ``run_size`` per size; further measurements on the filled service go in ``run_size``.
+
+``--ranking`` measures search *quality* instead (``bench.memory_ranking``, ~2 min): R@1 and MRR@10
+of labelled queries over memories embedded by the real model, with access frequency in the
+ranking (REQ-MEM-FN-024) off and on, and whether a frequently used memory wins a near tie; it
+writes ``bench/results/memory_ranking.json``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from bench.latency import _percentiles, rng_vectors
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "bench" / "results" / "memory.json"
+RANKING_RESULTS = REPO_ROOT / "bench" / "results" / "memory_ranking.json"
 LEDGER_BATCH = 5_000
 PROJECT_BATCH = 1_000
 SPAN_DAYS = 365
@@ -577,8 +583,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adds", type=int, default=200, help="timed memory_add calls, cached and cold each (default 200)")
     parser.add_argument("--what-if", action="store_true",
                         help="then re-time with payload indexes and payload-free candidate lists (not shipped)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--ranking", action="store_true",
+                        help="measure search quality with access frequency off and on instead (bench.memory_ranking)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON written (default bench/results/memory.json, "
+                        "or memory_ranking.json with --ranking)")
     args = parser.parse_args(argv)
+    if args.ranking:
+        return _main_ranking(args.out or RANKING_RESULTS)
+    args.out = args.out or RESULTS
     sizes = [2_000, 10_000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from query_server.cli.common import configure_logging
@@ -603,6 +615,27 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(output, indent=2) + "\n")
     print(f"wrote {args.out} ({output['seconds']} s)")
+    return 1 if failed else 0
+
+
+def _main_ranking(out: Path) -> int:
+    """Run ``bench.memory_ranking`` in a temporary directory, print it, write the JSON."""
+    from bench.memory_ranking import measure_ranking, print_ranking
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from query_server.cli.common import configure_logging
+
+    configure_logging()
+    output: dict[str, Any] = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
+    with tempfile.TemporaryDirectory(prefix="codemem-memory-ranking-") as tmp:
+        output["ranking"] = measure_ranking(Path(tmp))
+    failed = print_ranking(output["ranking"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(output, indent=2) + "\n")
+    print(f"wrote {out} ({output['ranking']['seconds']} s)")
     return 1 if failed else 0
 
 

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
             memory of the same type as a possible duplicate.
         memory_dedup_threshold: Cosine similarity at which normalization merges two memories.
         memory_recency_half_life_days: Age at which recency halves a memory's ranking boost.
+        memory_access_weight: Largest share by which access frequency (REQ-MEM-FN-024: log-scaled
+            access count, decaying with the time since the last access) raises a memory's search
+            score: 0.03 lifts the most used memory at most 3% above an equally relevant unused
+            one, so it orders near-ties but never lifts a memory over one it trails by more than
+            ~3% (1 - 1/1.03); 0 ignores access. Larger weights cost held-out queries quality
+            (``python -m bench.memory --ranking``).
         doc_globs: Gitignore-style globs of the documents ingested as requirements, designs
             (ADRs) and searchable doc chunks.
         requirement_id_patterns: Regular expressions of requirement ids (the first group, or
@@ -130,6 +136,7 @@ class Settings(BaseSettings):
     memory_conflict_threshold: float = Field(default=0.85, ge=0.5, le=1.0)
     memory_dedup_threshold: float = Field(default=0.95, ge=0.8, le=1.0)
     memory_recency_half_life_days: float = Field(default=90.0, gt=0)
+    memory_access_weight: float = Field(default=0.03, ge=0.0, le=0.25)
     doc_globs: tuple[str, ...] = (
         "docs/**/*.md", "docs/**/*.rst", "docs/**/*.txt", "doc/**/*.md", "doc/**/*.rst",
         "adr/**/*.md", "**/adr/**/*.md", "**/decisions/**/*.md", "*.md", "*.rst",

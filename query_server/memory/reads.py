@@ -1,14 +1,21 @@
 """The memory reads: one memory in full, a browsable list, search by meaning, and a topic's
 context within a token budget — across the scopes this project sees (project, local, global).
 
-Search ranks by similarity × importance × recency (``MemoryReads.ranked``); hits are summaries
-unless ``detail="full"``, and every page stays within the response token cap.
+Search ranks by similarity × importance × recency × use (``MemoryReads.ranked``): importance is
+the memory's explicit ``importance_score``, recency decays with the time since it was updated,
+and use (REQ-MEM-FN-024) is its access frequency — a log-scaled ``access_count`` decaying with the
+time since its last access — raising the score by at most ``memory_access_weight`` (3%). The
+reads that deliver a memory count an access (memory_get, a search page's first hit, the
+memory_context entries); the ledger commits the counts in batches off the read path
+(``resources.memory.ledger_access``). Hits
+are summaries unless ``detail="full"``, and every page stays within the response token cap.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -49,7 +56,16 @@ CONTEXT_CONTENT_CHARS = 1_500
 """Content characters of one memory in memory_context (when the budget allows; else a summary)."""
 FALLBACK_SCAN_LIMIT = 50_000
 MAX_RANK_WEIGHT = 1.0
-"""The largest factor importance and recency apply to a memory's similarity (see ``_rank_weight``)."""
+"""The largest factor importance and recency apply to a memory's similarity (see ``_rank_weight``);
+access frequency multiplies it by at most ``1 + settings.memory_access_weight``."""
+ACCESS_SATURATION = 50
+"""Accesses at which access frequency stops growing (log-scaled: 1 access is 18% of it, 10 are 61%)."""
+ACCESS_HALF_LIFE_DAYS = 30.0
+"""Days since the last access at which access frequency counts half."""
+SEARCH_HITS_COUNTED = 1
+"""Hits of a memory_search page counted as an access: the first, the answer an agent acts on. The
+others were only shown; counting them made access frequency a measure of how often a memory turns
+up near any query, and cost held-out queries R@1 (``bench.memory --ranking``)."""
 
 
 def summarize(text: str, max_chars: int, hint: str) -> tuple[str, bool]:
@@ -98,7 +114,7 @@ def compact_metadata(metadata: dict[str, Any]) -> tuple[dict[str, Any], list[str
 
 
 class MemoryReads:
-    """Get, list, search and gather memories; every read counts as an access of what it returns."""
+    """Get, list, search and gather memories; memory_get, memory_context and a search page's first hit count an access."""
 
     def __init__(self, stores: MemoryStores) -> None:
         """Read through ``stores``."""
@@ -108,8 +124,8 @@ class MemoryReads:
         """One memory in full, from whichever scope holds it (soft-deleted ones too, flagged), with
         its relationships on request."""
         row = self.stores.row_of(request.memory_id, request.memory_type)
-        self.stores.store(row.scope).ledger.record_access([row.id])
-        record = self._record(self.stores.current(row), request.include_relationships)
+        self._record_access([row])
+        record = self._record(self._with_pending([self.stores.current(row)])[0], request.include_relationships)
         text, cut = cut_text(record.content, (MAX_RESPONSE_TOKENS - 5_000) * 3, "the memory is larger than one response")
         record.content = text
         return record
@@ -130,7 +146,7 @@ class MemoryReads:
             merged.sort(key=lambda row: row.id)
             merged.sort(key=lambda row: row.updated_at, reverse=True)
             rows = merged[offset : offset + request.limit + 1]
-        rows = [self.stores.current(row) if row.scope == "global" else row for row in rows]
+        rows = self._with_pending([self.stores.current(row) if row.scope == "global" else row for row in rows])
         page = [self._hit(row, 1.0, detail=request.detail) for row in rows[: request.limit]]
         more = len(rows) > request.limit
         return MemoryListResult(results=page, next_cursor=encode_cursor(offset + len(page), key) if more else None)
@@ -149,14 +165,15 @@ class MemoryReads:
         stale = self._stale([row for _, row in page])
         for score, row in page:
             hit = self._hit(row, score, stale, detail=request.detail)
-            hit.access_count += 1  # this retrieval
+            if len(hits) < SEARCH_HITS_COUNTED:
+                hit.access_count += 1  # this retrieval
             cost = estimate_tokens(hit.model_dump_json())
             if cost > budget:
                 truncated, more = True, True
                 break
             budget -= cost
             hits.append(hit)
-        self._record_access([row for _, row in page[: len(hits)]])
+        self._record_access([row for _, row in page[: min(len(hits), SEARCH_HITS_COUNTED)]])
         next_offset = offset + len(hits)
         return MemorySearchResult(
             query=request.query, result_count=len(hits), results=hits,
@@ -321,14 +338,16 @@ class MemoryReads:
         # decoding every candidate's row (most of a search's time with a few hundred memories).
         pooled = sorted(pooled, key=lambda hit: -hit.score)
         now = datetime.now(UTC).timestamp()
+        bound = MAX_RANK_WEIGHT * (1.0 + self.stores.settings.memory_access_weight)
         ranked: list[tuple[float, MemoryRow]] = []
         top: list[float] = []  # the best ``want`` weighted scores so far (a min-heap)
         chunk = max(want, 16)
         for start in range(0, len(pooled), chunk):
-            if len(top) >= want and pooled[start].score * MAX_RANK_WEIGHT < top[0]:
+            if len(top) >= want and pooled[start].score * bound < top[0]:
                 break
             part = pooled[start : start + chunk]
             rows = self.stores.scopes.get_many([hit.id for hit in part], scopes)
+            self._with_pending(list(rows.values()))
             for hit in part:
                 row = rows.get(hit.id)
                 if row is None or (row.deleted and not request.include_deleted) or row.memory_type not in types:
@@ -358,11 +377,20 @@ class MemoryReads:
         return PayloadFilter(must_match=must, ranges=ranges)
 
     def _rank_weight(self, row: MemoryRow, now: float) -> float:
-        """Importance × recency, in (0, MAX_RANK_WEIGHT]."""
+        """Importance × recency × use, in (0, MAX_RANK_WEIGHT × (1 + memory_access_weight)].
+
+        Importance (the explicit ``importance_score``) and recency (half-life
+        ``memory_recency_half_life_days`` since the last update) lower a memory's similarity by at
+        most 25% and 15%. Use (REQ-MEM-FN-024) raises it by at most ``memory_access_weight``: a
+        multiplier, so it orders near-equal matches and cannot lift a clearly weaker match."""
+        settings = self.stores.settings
         age_days = max(0.0, (now - (epoch(row.updated_at) or now)) / 86_400)
-        recency = 0.5 ** (age_days / self.stores.settings.memory_recency_half_life_days)
+        recency = 0.5 ** (age_days / settings.memory_recency_half_life_days)
         importance = min(1.0, max(0.0, row.importance_score))
-        return (0.75 + 0.25 * importance) * (0.85 + 0.15 * recency)
+        weight = (0.75 + 0.25 * importance) * (0.85 + 0.15 * recency)
+        if settings.memory_access_weight > 0:
+            weight *= 1.0 + settings.memory_access_weight * access_frequency(row.access_count, row.last_accessed_at, now)
+        return weight
 
     def _vector_candidates(self, request: MemorySearchInput, types: list[str], candidates: int) -> list[VectorHit]:
         dense_query = self.stores.embedder.embed_query(request.query).tolist() if self.stores.settings.dense_embeddings else None
@@ -435,5 +463,38 @@ class MemoryReads:
         return found
 
     def _record_access(self, rows: Sequence[MemoryRow]) -> None:
+        """Count an access of each row (tallied; the ledger commits the counts off the read path).
+        A usage statistic: a failure to count is logged and never fails the read."""
         for scope, ids in self._by_scope(rows).items():
-            self.stores.store(scope).ledger.record_access(ids)
+            try:
+                self.stores.store(scope).ledger.record_access(ids)
+            except Exception as exc:  # noqa: BLE001 - the read has its answer; the counts are a statistic
+                log.warning("memory access not counted", scope=scope, memories=len(ids), error=str(exc)[:200])
+
+    def _with_pending(self, rows: list[MemoryRow]) -> list[MemoryRow]:
+        """``rows`` with the accesses their ledgers have counted but not committed yet added (in place)."""
+        for scope, ids in self._by_scope(rows).items():
+            try:
+                pending = self.stores.store(scope).ledger.pending_access(ids)
+            except Exception as exc:  # noqa: BLE001 - no tally to add: the committed counts stand
+                log.debug("uncommitted access counts not read", scope=scope, error=str(exc)[:200])
+                continue
+            if not pending:
+                continue
+            for row in rows:
+                if row.scope == scope and row.id in pending:
+                    count, at = pending[row.id]
+                    row.access_count += count
+                    row.last_accessed_at = max(row.last_accessed_at or "", at)
+        return rows
+
+
+def access_frequency(access_count: int, last_accessed_at: str | None, now: float) -> float:
+    """A memory's use in [0, 1] (REQ-MEM-FN-024): ``log(1 + count) / log(1 + ACCESS_SATURATION)``,
+    capped at 1, halved every ``ACCESS_HALF_LIFE_DAYS`` since the last access; 0 when never accessed."""
+    if access_count <= 0:
+        return 0.0
+    frequency = min(1.0, math.log1p(access_count) / math.log1p(ACCESS_SATURATION))
+    last = epoch(last_accessed_at) if last_accessed_at else None
+    idle_days = max(0.0, (now - last) / 86_400) if last is not None else 0.0
+    return frequency * 0.5 ** (idle_days / ACCESS_HALF_LIFE_DAYS)

@@ -11,8 +11,9 @@ outbox together) or not at all.
 
 ``Ledger`` is one class assembled by job: the connection and transaction
 (``ledger_connection``), reads (``ledger_queries``), the outbox (``ledger_outbox``), bulk rewrites
-(``ledger_bulk``) and, here, the writes of single memories. The schema, rows and errors are in
-``ledger_model``; they are importable from here too, as the ledger's public names.
+(``ledger_bulk``), access counts (``ledger_access``: deferred and batched) and, here, the writes
+of single memories. The schema, rows and errors are in ``ledger_model``; they are importable from
+here too, as the ledger's public names.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from resources.faults import fault_point
+from resources.memory.ledger_access import LedgerAccess
 from resources.memory.ledger_bulk import LedgerBulkWrites
 from resources.memory.ledger_model import (
     COLUMNS,
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 
-class Ledger(LedgerQueries, LedgerOutbox, LedgerBulkWrites):
+class Ledger(LedgerQueries, LedgerOutbox, LedgerBulkWrites, LedgerAccess):
     """The SQLite memory ledger of one project (thread-safe; one connection, serialized)."""
 
     def add(self, memories: Sequence[NewMemory], *, request_id: str | None = None) -> list[MemoryRow]:
@@ -214,24 +216,6 @@ class Ledger(LedgerQueries, LedgerOutbox, LedgerBulkWrites):
                 self._enqueue(conn, memory_id, at)
                 removed += 1
         return removed
-
-    def record_access(self, memory_ids: Sequence[str]) -> None:
-        """Count a retrieval of each memory (access_count, last_accessed_at; not audited)."""
-        if not memory_ids:
-            return
-        at = now_iso()
-        with self._lock:
-            # A usage statistic, not a memory: committed without waiting for the disk (WAL keeps
-            # it consistent; a power cut may lose the last few counts, never a memory).
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            try:
-                with self._transaction() as conn:
-                    conn.executemany(
-                        "UPDATE memories SET access_count=access_count+1, last_accessed_at=? WHERE id=?",
-                        [(at, memory_id) for memory_id in memory_ids],
-                    )
-            finally:
-                self._conn.execute("PRAGMA synchronous=FULL")
 
     def set_anchor_state(self, states: Sequence[tuple[str, str, str, str | None]]) -> None:
         """Record each anchor's check: (memory id, qualified name, anchored hash, current hash or None
