@@ -267,11 +267,12 @@ def stats(project: str, as_json: bool) -> None:
 @query_options
 @click.option("--dry-run", is_flag=True, help=field_help(NormalizeMemoryInput, "dry_run"))
 @click.option("--phase", "phases", multiple=True, help="Only this phase (repeatable): snapshot, deduplication, orphan_detection, embedding_refresh, cleanup, validation, swap.")
-def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...]) -> None:
+@click.option("--restore-links", "restore_links", metavar="ID", default=None, help=field_help(NormalizeMemoryInput, "restore_links"))
+def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...], restore_links: str | None) -> None:
     """Deduplicate, clean up and rebuild the memory store (a job; progress until it ends)."""
     from query_server.tools import TOOLS
 
-    request = make_input(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run)
+    request = make_input(NormalizeMemoryInput, phases=list(phases) or None, dry_run=dry_run, restore_links=restore_links)
     handle = open_handle(project)  # one handle for the whole job: without a server, this process owns the job
     try:
         job = handle.call(TOOLS["normalize_memory"], request)
@@ -289,11 +290,16 @@ def normalize(project: str, as_json: bool, dry_run: bool, phases: tuple[str, ...
         handle.close()
     if as_json:
         click.echo(json.dumps(job.model_dump(mode="json"), indent=2))
+    elif job.report and "links_restored" in job.report:
+        console.print(key_values("links restored", [("restored", job.report["links_restored"]),
+                                                    ("from", job.report["restored_from"])]))
     else:
         report = job.report or {}
         console.print(key_values(f"normalization {job.status}" + (" (dry run)" if job.dry_run else ""), [
             ("duplicates", f"{report.get('duplicates', 0)} in {report.get('duplicate_groups', 0)} groups"),
             ("orphan links", report.get("orphan_link_count", 0)),
+            ("orphan links removed", (f"{report['orphan_links_removed']} (undo: codemem normalize --restore-links "
+                                      f"{report['restore_links']})") if report.get("orphan_links_removed") else None),
             ("stale embeddings", report.get("embeddings_refreshed", 0)),
             ("expired soft-deletes", report.get("cleanup", 0)),
             ("applied", report.get("applied") or "nothing"),

@@ -29,7 +29,11 @@ class NormalizationJobs:
         self._job_lock = threading.Lock()
 
     def normalize_memory(self, request: NormalizeMemoryInput) -> NormalizationJob:
-        """Start normalization in the background (one at a time); returns the job at once."""
+        """Start normalization in the background (one at a time); returns the job at once. With
+        ``restore_links``, put back the links an earlier run removed instead (one transaction, done
+        when it returns)."""
+        if request.restore_links is not None:
+            return self._restore_links(request.restore_links)
         with self._job_lock:
             running = next((j for j in self._jobs.values() if j.status == "running"), None)
             if running is not None:
@@ -68,6 +72,18 @@ class NormalizationJobs:
 
         threading.Thread(target=run, name="codemem-normalize", daemon=True).start()
         return job
+
+    def _restore_links(self, request_id: str) -> NormalizationJob:
+        """The orphaned links removed by the normalization with ``request_id``, put back from the audit."""
+        if not self.stores.ledger.unlinked_by(request_id):
+            raise ToolError(f"no normalization removed links under {request_id!r} — use the restore_links id of its report")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        restored = self.stores.ledger.restore_links(request_id)
+        self.stores.wake.set()
+        return NormalizationJob(
+            job_id=str(uuid.uuid4()), status="done", dry_run=False, phase="done", percent=100.0, started_at=now,
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"), report={"links_restored": restored, "restored_from": request_id},
+        )
 
     def normalize_status(self, request: NormalizeStatusInput) -> NormalizationJob:
         """A normalization job's phase, percent, errors and report (the latest when no id is given)."""

@@ -173,6 +173,14 @@ class LedgerQueries(LedgerConnection):
             return None
         return found[0], json.loads(found[1]) if found[1] else None
 
+    def unlinked_by(self, request_id: str) -> int:
+        """How many relationships the write with ``request_id`` removed as orphaned (its ``unlink``
+        audit entries: what ``restore_links`` can put back)."""
+        with self._lock:
+            return int(self._conn.execute(
+                "SELECT count(*) FROM audit WHERE request_id=? AND operation='unlink'", (request_id,)
+            ).fetchone()[0])
+
     def memory_types(self, types: Sequence[str], *, include_deleted: bool = False) -> set[str]:
         """Those of ``types`` this ledger holds memories of (live ones only unless
         ``include_deleted``): one index seek each, whatever the ledger's size."""

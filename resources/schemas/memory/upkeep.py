@@ -28,6 +28,11 @@ class NormalizeMemoryInput(ToolInput):
 
     phases: list[NormalizationPhase] | None = Field(default=None, description="Only these phases (all when omitted). Without 'swap' nothing is applied.")
     dry_run: bool = Field(default=False, description="Report what would change without changing anything.")
+    restore_links: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Instead of normalizing: put back the orphaned links an earlier normalization removed "
+                    "(the restore_links id of its report). Nothing else changes; running it twice restores once.",
+    )
 
 
 class NormalizeStatusInput(ToolInput):

@@ -276,3 +276,22 @@ def test_an_interrupted_orphan_removal_removes_nothing(project: Path, service_fa
 
     again = _normalizer(service).run()
     assert again.orphan_links_removed == 3 and _links(service) == {(source, "RELATES_TO", kept)}
+
+
+def test_normalize_memory_puts_removed_links_back_by_the_reports_id(project: Path, service_factory) -> None:
+    from query_server.paging import ToolError
+    from resources.schemas.memory import NormalizeMemoryInput
+
+    service = service_factory(project)
+    _, source, _ = _seed_orphans(service)
+    before = _links(service)
+    report = _normalizer(service).run()
+    assert _links(service) != before and report.restore_links
+    job = service.memory.normalize_memory(NormalizeMemoryInput(restore_links=report.restore_links))
+    assert job.status == "done" and job.report == {"links_restored": 3, "restored_from": report.restore_links}
+    assert _links(service) == before
+    assert [a["operation"] for a in service.memory.ledger.audit_of(source)].count("relink") == 2
+    again = service.memory.normalize_memory(NormalizeMemoryInput(restore_links=report.restore_links))
+    assert again.report["links_restored"] == 0  # restored once
+    with pytest.raises(ToolError, match="restore_links id of its report"):
+        service.memory.normalize_memory(NormalizeMemoryInput(restore_links="no-such-run"))
