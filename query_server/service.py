@@ -109,6 +109,7 @@ class CodeMemService:
             self.memory = MemoryService(
                 settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder,
                 resolve_code=self.symbols._code_target,  # noqa: SLF001 - the code tools' own resolver
+                code_links=self.symbols.code_link_checker,
                 lookup_symbols=lambda names: symbols_by_qualified_name(self.vectors, names),
             )
             opened.callback(self.memory.close)

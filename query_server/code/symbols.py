@@ -5,6 +5,7 @@ names — a symbol id, a qualified name or an indexed file path."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,23 @@ class SymbolTools(CodeLookups):
                 return None
             raise
         return node_id, label, info.get("qualified_name") or info.get("file_path")
+
+    def code_link_checker(self) -> Callable[[str], bool]:
+        """For one normalization run: whether a memory's link to code (a symbol or file node id)
+        still points at indexed code. Always True while that cannot be told — nothing indexed yet,
+        or an index job running — so no link is dropped on an index being built or rebuilt."""
+        if self._running_job() is not None or not self.manifest.counts()["files"]:
+            return lambda _node_id: True
+        file_ids: set[str] = set()
+
+        def indexed(node_id: str) -> bool:
+            if self.manifest.find_symbols(symbol_id=node_id):
+                return True
+            if not file_ids:
+                file_ids.update(file_id(path) for path in self.manifest.files())
+            return node_id in file_ids
+
+        return indexed
 
     def get_symbol(self, request: GetSymbolInput) -> GetSymbolResult:
         """A symbol's summary, callers and callees; its full code with ``include_code``."""

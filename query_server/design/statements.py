@@ -69,7 +69,8 @@ _EXIT_CONTEXT = re.compile(r"\bexit (?:status|code)|\bexit statuses\b|\breturn c
 _MAX = re.compile(r"\b(?:at most|up to|no more than|maximum of|max(?:imum)?|within|under|less than|below|fewer than)\s+$", re.IGNORECASE)
 _MIN = re.compile(r"\b(?:at least|minimum of|min(?:imum)?|no less than|more than|over|above)\s+$", re.IGNORECASE)
 _NUMBER = re.compile(
-    r"(?<![\w.\-])(\d+(?:\.\d+)?|(?:" + "|".join(_NUMBER_WORDS) + r")(?![A-Za-z]))(?![\w.]\d)(?:\s*(?:-\s*)?(%|[A-Za-z]+\b))?",
+    r"(?<![\w.\-,])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|(?:" + "|".join(_NUMBER_WORDS) + r")(?![A-Za-z]))"
+    r"(?![\w.]\d)(?:\s*(?:-\s*)?(%|[A-Za-z]+\b))?",
     re.IGNORECASE,
 )
 _LIST_GAP = re.compile(r"(?:\s*(?:,|/|and|or)\s*|\s*\d+(?:\.\d+)?\s*)*", re.IGNORECASE)
@@ -183,7 +184,7 @@ def values_in(text: str, context: str = "") -> list[Value]:
     found: list[tuple[int, int, float, str | None, float, str]] = []
     for match in _NUMBER.finditer(text):
         raw, unit = match.group(1).lower(), (match.group(2) or "").lower()
-        number = float(_NUMBER_WORDS[raw]) if raw in _NUMBER_WORDS else float(raw)
+        number = float(_NUMBER_WORDS[raw]) if raw in _NUMBER_WORDS else float(raw.replace(",", ""))  # 1,500
         before = text[: match.start()]
         quantity, factor = UNITS.get(unit, (None, 1.0))
         if raw == "twice":

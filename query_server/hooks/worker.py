@@ -322,8 +322,14 @@ def extract_memories(handle: Any, args: argparse.Namespace, since: int) -> str:
         inputs.append(add)
     key = "codemem-hook-extract:" + hashlib.sha256(f"{args.session_id}\0{start}\0{len(data)}".encode()).hexdigest()[:32]
     added = handle.call(TOOLS["memory_bulk_add"], MemoryBulkAddInput(memories=inputs, request_id=key))
-    if added.errors:
-        return f"extracted memories not stored: {added.errors[0]['error']}"
+    rejected = {int(error["index"]) for error in added.errors if "index" in error}
+    if added.errors and len(rejected) == len(inputs):  # each one invalid: trying again would not help
+        return f"extracted memories rejected: {added.errors[0]['error']}"
+    if added.errors and rejected:  # the batch is all or nothing: store the valid ones
+        kept = [add for i, add in enumerate(inputs) if i not in rejected]
+        added = handle.call(TOOLS["memory_bulk_add"], MemoryBulkAddInput(memories=kept, request_id=key + ":valid"))
+    if added.errors:  # not the memories' fault: the next hook tries this part of the transcript again
+        raise RuntimeError(f"extracted memories not stored: {added.errors[0]['error']}")
     flagged = sum(1 for c in picked if c.conflicts_with)
     return f"extracted {added.added_count} memories" + (f" ({flagged} contradict stored ones)" if flagged else "")
 

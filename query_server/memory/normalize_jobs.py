@@ -54,7 +54,7 @@ class NormalizationJobs:
             normalizer = Normalizer(
                 self.stores.ledger, self.stores.projector, state_dir=self.stores.settings.resolved_state_dir(),
                 threshold=self.stores.settings.memory_dedup_threshold, progress=progress,
-                code_exists=(lambda target: self.stores.resolve_code(target) is not None) if self.stores.resolve_code else None,
+                code_exists=self.stores.code_links() if self.stores.code_links else None,
                 memory_exists=lambda memory_id: self.stores.scopes.locate(memory_id) is not None,
             )
             try:
@@ -74,16 +74,24 @@ class NormalizationJobs:
         return job
 
     def _restore_links(self, request_id: str) -> NormalizationJob:
-        """The orphaned links removed by the normalization with ``request_id``, put back from the audit."""
+        """The orphaned links removed by the normalization with ``request_id``, put back from the
+        audit; refused while a normalization runs (its swap could remove them again)."""
         if not self.stores.ledger.unlinked_by(request_id):
             raise ToolError(f"no normalization removed links under {request_id!r} — use the restore_links id of its report")
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        restored = self.stores.ledger.restore_links(request_id)
+        with self._job_lock:
+            running = next((j for j in self._jobs.values() if j.status == "running"), None)
+            if running is not None:
+                raise ToolError(f"normalization {running.job_id} is running — restore the links when it is done")
+            started = datetime.now(UTC).isoformat(timespec="seconds")
+            restored = self.stores.ledger.restore_links(request_id)
+            job = NormalizationJob(
+                job_id=str(uuid.uuid4()), status="done", dry_run=False, phase="done", percent=100.0, started_at=started,
+                finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                report={"links_restored": restored, "restored_from": request_id},
+            )
+            self._jobs[job.job_id] = job
         self.stores.wake.set()
-        return NormalizationJob(
-            job_id=str(uuid.uuid4()), status="done", dry_run=False, phase="done", percent=100.0, started_at=now,
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"), report={"links_restored": restored, "restored_from": request_id},
-        )
+        return job
 
     def normalize_status(self, request: NormalizeStatusInput) -> NormalizationJob:
         """A normalization job's phase, percent, errors and report (the latest when no id is given)."""

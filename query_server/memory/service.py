@@ -22,7 +22,7 @@ from query_server.memory import backup, export_import, statistics
 from query_server.memory.extract import MemoryExtraction
 from query_server.memory.normalize_jobs import NormalizationJobs
 from query_server.memory.reads import MemoryReads
-from query_server.memory.stores import CodeResolver, MemoryStores, SymbolLookup
+from query_server.memory.stores import CodeLinkChecker, CodeResolver, MemoryStores, SymbolLookup
 from query_server.memory.writes import MemoryWrites
 from resources.memory.ledger import Ledger
 from resources.memory.projection import MemoryProjector
@@ -77,12 +77,13 @@ class MemoryService:
         embedder: Any,
         resolve_code: CodeResolver | None = None,
         lookup_symbols: SymbolLookup | None = None,
+        code_links: CodeLinkChecker | None = None,
     ) -> None:
         """Open the project's memory ledger and project it into ``vectors`` and ``graph``."""
         self.settings = settings
         self.stores = MemoryStores(
             settings, vectors=vectors, graph=graph, embedder=embedder, resolve_code=resolve_code,
-            lookup_symbols=lookup_symbols,
+            lookup_symbols=lookup_symbols, code_links=code_links,
         )
         self.writes = MemoryWrites(self.stores)
         self.reads = MemoryReads(self.stores)

@@ -31,6 +31,8 @@ log = structlog.get_logger("codemem.memory")
 
 CodeResolver = Callable[[str], tuple[str, str, str | None] | None]
 """Finds a code entity by id, qualified name or path: (node id, graph label, display name)."""
+CodeLinkChecker = Callable[[], Callable[[str], bool]]
+"""Makes, for one normalization run, the test of whether a code node id (symbol or file) is still indexed."""
 SymbolLookup = Callable[[list[str]], dict[str, dict[str, Any]]]
 """Indexed symbols by qualified name: {name: {symbol_hash, file_path, …}} for the names found."""
 REPLAYED = "replayed a committed write"
@@ -67,6 +69,7 @@ class MemoryStores:
         embedder: Any,
         resolve_code: CodeResolver | None = None,
         lookup_symbols: SymbolLookup | None = None,
+        code_links: CodeLinkChecker | None = None,
     ) -> None:
         """Open the project's memory ledger and project it into ``vectors`` and ``graph``."""
         self.settings = settings
@@ -76,6 +79,7 @@ class MemoryStores:
         self.projector = MemoryProjector(self.ledger, vectors, graph, embedder)
         self.resolve_code = resolve_code
         self.lookup_symbols = lookup_symbols
+        self.code_links = code_links
         self.wake = threading.Event()
         """Set to make the background sync drain the outbox now (a projection failed, a job finished)."""
         model = self.ledger.meta("embedding_model")

@@ -73,7 +73,12 @@ class LedgerAccess(LedgerConnection):
                 if state.timer is not None:
                     state.timer.cancel()
                     state.timer = None
-            return self._commit_access(state)
+            if self._commit_access(state):
+                return True
+            with state.lock:  # the counts are back in the tally: the timer retries them
+                if not state.closed and state.timer is None:
+                    self._arm(state, state.retry_delay)
+            return False
 
     def close(self) -> None:
         """Commit the tallied accesses, then close the connection."""

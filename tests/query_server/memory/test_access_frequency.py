@@ -179,6 +179,7 @@ def test_a_failed_count_write_fails_no_read_and_loses_nothing(svc, monkeypatch: 
     found = svc.memory.memory_search(MemorySearchInput(query=QUERY))
     assert got.content == WEBHOOK_A and [h.id for h in found.results][:1] == [a]
     assert ledger.flush_access() is False  # the write failed: the counts are kept for a retry
+    assert ledger._access_state().timer is not None  # ... by the timer, not only by the next read
     assert ledger.pending_access([a])[a][0] == 2
     assert svc.memory.memory_get(MemoryGetInput(memory_id=a, memory_type="session")).access_count == 3
     monkeypatch.undo()

@@ -295,3 +295,42 @@ def test_normalize_memory_puts_removed_links_back_by_the_reports_id(project: Pat
     assert again.report["links_restored"] == 0  # restored once
     with pytest.raises(ToolError, match="restore_links id of its report"):
         service.memory.normalize_memory(NormalizeMemoryInput(restore_links="no-such-run"))
+
+
+def test_normalization_keeps_links_to_indexed_files_and_symbols_and_any_code_link_before_an_index(
+    tmp_path: Path, service_factory
+) -> None:
+    import time
+
+    from resources.schemas.memory import NormalizeMemoryInput, NormalizeStatusInput
+
+    root = tmp_path / "project"
+    write_files(root, FILES)
+    service = service_factory(root)
+
+    def normalize() -> dict:
+        job = service.memory.normalize_memory(NormalizeMemoryInput())
+        while job.status == "running":
+            time.sleep(0.05)
+            job = service.memory.normalize_status(NormalizeStatusInput(job_id=job.job_id))
+        assert job.status == "done", job.errors
+        return job.report
+
+    # before any index, a link to code cannot be judged (an import, a restore): it stays
+    note = service.memory.memory_add(MemoryAddInput(memory_type="session", content="Will touch app/auth.py")).memory_id
+    with service.memory.ledger._transaction() as conn:
+        service.memory.ledger._put_relationship(conn, note, Relationship(note, "RELATES_TO", "some-symbol-id", "code:Function"), now_iso())
+    assert normalize().get("orphan_links_removed", 0) == 0 and (note, "RELATES_TO", "some-symbol-id") in _links(service)
+
+    service.index(IndexInput())
+    memory_id = service.memory.memory_add(MemoryAddInput(
+        memory_type="session", content="Reviewed the auth module and its hashing.",
+        relationships=[{"type": "RELATES_TO", "target_id": "app/auth.py"},
+                       {"type": "RELATES_TO", "target_id": "app.auth.hash_password"}],
+    )).memory_id
+    kept = {(s, t, d) for s, t, d in _links(service) if s == memory_id}
+    assert len(kept) == 2
+    report = normalize()
+    assert kept <= _links(service)  # the file link and the symbol link survive
+    assert (note, "RELATES_TO", "some-symbol-id") not in _links(service)  # now judged: that one is gone
+    assert report["orphan_links_removed"] == 1
