@@ -68,8 +68,6 @@ each of design, requirements, user_preference, test_history and code_pattern, on
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import shutil
@@ -84,9 +82,10 @@ from typing import Any
 
 import yaml
 
+from bench.split_runs import finish, fmt, report_log, share, split_parser
+
 BENCH_DIR = Path(__file__).resolve().parent
 DATA_DIR = BENCH_DIR / "memory_extract"
-RESULTS = BENCH_DIR / "results"
 
 PRECISION = 0.8
 RECALL = 0.6
@@ -325,9 +324,6 @@ def run_documents(docs: list[dict[str, Any]], *, given_source: bool = False,
     return results
 
 
-def _share(hits: int, n: int) -> float | None:
-    return round(hits / n, 3) if n else None
-
 
 def figures(outcomes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Per type and overall precision and recall, type confusion, hard negatives of a set of documents."""
@@ -342,7 +338,7 @@ def figures(outcomes: Iterable[dict[str, Any]]) -> dict[str, Any]:
             continue
         hit_c, hit_g = sum(c["gold"] is not None for c in tc), sum(g["found"] for g in tg)
         types[t] = {"candidates": len(tc), "matched": hit_c, "gold": len(tg), "found": hit_g,
-                    "precision": _share(hit_c, len(tc)), "recall": _share(hit_g, len(tg))}
+                    "precision": share(hit_c, len(tc)), "recall": share(hit_g, len(tg))}
     other = sorted({c["memory_type"] for c in cands} - set(MEMORY_TYPES))
     for t in other:  # a type the tool should not produce
         types[t] = {"candidates": sum(c["memory_type"] == t for c in cands), "matched": 0, "gold": 0, "found": 0,
@@ -357,13 +353,13 @@ def figures(outcomes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {
         "documents": len(outcomes), "types": types,
         "total": {"candidates": len(cands), "matched": matched, "gold": len(gold), "found": found,
-                  "precision": _share(matched, len(cands)), "recall": _share(found, len(gold))},
+                  "precision": share(matched, len(cands)), "recall": share(found, len(gold))},
         "confusion": {g: dict(c) for g, c in confusion.items()},
         "on_negatives": sum(c["on_negative"] is not None for c in cands),
         "duplicates": sum(bool(c.get("duplicate")) for c in cands),
         "unlabelled": sum(c["unlabelled"] for c in cands),
         "negatives": negatives,
-        "source_detected": _share(sum(o["detected_source"] == o["kind"] for o in outcomes), len(outcomes)),
+        "source_detected": share(sum(o["detected_source"] == o["kind"] for o in outcomes), len(outcomes)),
         "stored_in_dry_run": sum(o["stored_in_dry_run"] for o in outcomes),
         "ms_mean": round(sum(o["ms"] for o in outcomes) / len(outcomes), 1) if outcomes else None,
     }
@@ -417,9 +413,6 @@ def run_memory_extract(split: str = "all", *, given_source: bool = False,
 
 # -- the report ------------------------------------------------------------------------------------
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
 
 def report(out: dict[str, Any], log: Callable[[str], None] = print) -> bool:
     """Print the tables and the targets; True when every target passes."""
@@ -430,19 +423,19 @@ def report(out: dict[str, Any], log: Callable[[str], None] = print) -> bool:
             target = t in TARGET_TYPES
             pm = "" if not target or f["precision"] is None else ("PASS" if f["precision"] >= PRECISION else "FAIL")
             rm = "" if not target or f["recall"] is None else ("PASS" if f["recall"] >= RECALL else "FAIL")
-            log(f"{t:<17}{f['candidates']:>6}{f['gold']:>6}{_fmt(f['precision']):>11}{pm:>6}{_fmt(f['recall']):>8}{rm:>6}")
+            log(f"{t:<17}{f['candidates']:>6}{f['gold']:>6}{fmt(f['precision']):>11}{pm:>6}{fmt(f['recall']):>8}{rm:>6}")
         log(f"{'by kind':<17}" + "".join(f"{k + ' P/R':>20}" for k in entry["kinds"]))
-        log(f"{'':<17}" + "".join(f"{_fmt(f['precision']) + ' / ' + _fmt(f['recall']):>20}" for f in entry["kinds"].values()))
+        log(f"{'':<17}" + "".join(f"{fmt(f['precision']) + ' / ' + fmt(f['recall']):>20}" for f in entry["kinds"].values()))
         if entry["confusion"]:
             log("type confusion (gold → candidate type): " + "; ".join(
                 f"{g} → {c} ×{n}" for g, row in sorted(entry["confusion"].items()) for c, n in sorted(row.items())))
         log(f"candidates on hard negatives: {entry['on_negatives']} ({entry['negatives']} negatives); duplicates of a matched memory: {entry['duplicates']}; "
-            f"on unlabelled text: {entry['unlabelled']}; source detected right: {_fmt(entry['source_detected'])}; "
+            f"on unlabelled text: {entry['unlabelled']}; source detected right: {fmt(entry['source_detected'])}; "
             f"stored in a dry run: {entry['stored_in_dry_run']}; mean {entry['ms_mean']} ms a document")
     rows = verdicts(out["summary"])
     log("")
     for row, target, figure, passed in rows:
-        log(f"{row:<52}{target:<8}{_fmt(figure):>8}  {'PASS' if passed else 'FAIL'}")
+        log(f"{row:<52}{target:<8}{fmt(figure):>8}  {'PASS' if passed else 'FAIL'}")
     return all(passed for *_, passed in rows)
 
 
@@ -459,36 +452,12 @@ def misses(doc: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.memory_extract", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="all")
-    parser.add_argument("--json", action="store_true", help="print the figures and every outcome as JSON")
-    parser.add_argument("--verbose", action="store_true", help="list the misses (of dev documents; see --show-heldout-misses)")
-    parser.add_argument("--show-heldout-misses", action="store_true", help="with --verbose, list held-out misses too")
+    parser = split_parser("memory_extract", __doc__.split("\n\n")[0], "documents")
     parser.add_argument("--given-source", action="store_true", help="pass each document's kind as source (default auto)")
-    parser.add_argument("--output", type=Path, help="default bench/results/memory_extract[-SPLIT].json")
     args = parser.parse_args(argv)
-    import structlog
-
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # the service's log lines: stdout stays the report's
-    log = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    log = report_log(args.json)
     out = run_memory_extract(args.split, given_source=args.given_source, log=log)
-    passed = report(out, log)
-    if args.verbose:
-        for doc in out["documents"]:
-            lines = misses(doc)
-            if doc["split"] == "heldout" and not args.show_heldout_misses:
-                log(f"\n{doc['id']} (heldout): {len(lines)} misses (not listed: --show-heldout-misses)")
-                continue
-            log(f"\n{doc['id']} ({doc['split']}): {len(lines)} misses")
-            for line in lines:
-                log(f"  {line}")
-    if args.json:
-        print(json.dumps(out, indent=2, default=str))
-    path = args.output or RESULTS / ("memory_extract.json" if args.split == "all" else f"memory_extract-{args.split}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
-    log(f"\nwrote {path} ({out['seconds']} s)")
-    return 0 if passed else 1
+    return finish(args, "memory_extract", out, report(out, log), out["documents"], lambda item: item["id"], misses, log)
 
 
 if __name__ == "__main__":

@@ -59,8 +59,6 @@ conflicts ≤ 0.1. The exit status is 1 when a target of a split total fails. Re
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import shutil
@@ -74,9 +72,10 @@ from typing import Any
 
 import yaml
 
+from bench.split_runs import finish, fmt, report_log, share, split_parser
+
 BENCH_DIR = Path(__file__).resolve().parent
 DATA_DIR = BENCH_DIR / "validate_fix"
-RESULTS = BENCH_DIR / "results"
 
 PAIR_ORDER = 0.9
 CITED = 1.0
@@ -229,9 +228,6 @@ def run_project(project: dict[str, Any], log: Callable[[str], None] = print) -> 
             "designs": design.get("designs"), "requirements": design.get("requirements", 0), "outcomes": outcomes}
 
 
-def _share(hits: int, n: int) -> float | None:
-    return round(hits / n, 3) if n else None
-
 
 def figures(outcomes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Pairwise order, violations cited and flagged, false conflicts and mean scores of a set of outcomes."""
@@ -251,11 +247,11 @@ def figures(outcomes: Iterable[dict[str, Any]]) -> dict[str, Any]:
         return round(sum(o["score"] for o in items) / len(items), 3) if items else None
 
     return {
-        "pairs": len(pairs), "pair_order": _share(ordered, len(pairs)), "pairs_ordered": ordered, "pair_ties": ties,
-        "violations": len(violations), "cited": _share(sum(o["cited"] for o in violations), len(violations)),
+        "pairs": len(pairs), "pair_order": share(ordered, len(pairs)), "pairs_ordered": ordered, "pair_ties": ties,
+        "violations": len(violations), "cited": share(sum(o["cited"] for o in violations), len(violations)),
         "violations_cited": sum(o["cited"] for o in violations),
-        "flagged": _share(sum(o["verdict"] == "conflicts" for o in violations), len(violations)),
-        "conforming": len(conforming), "false_conflicts": _share(false, len(conforming)), "conforming_flagged": false,
+        "flagged": share(sum(o["verdict"] == "conflicts" for o in violations), len(violations)),
+        "conforming": len(conforming), "false_conflicts": share(false, len(conforming)), "conforming_flagged": false,
         "mean_score_violation": mean(violations), "mean_score_conforming": mean(conforming),
     }
 
@@ -301,9 +297,6 @@ def run_validate_fix(split: str = "all", log: Callable[[str], None] = print) -> 
 
 # -- the report ------------------------------------------------------------------------------------
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
 
 def _mark(value: float | None, passed: Callable[[float], bool]) -> str:
     return "" if value is None else ("PASS" if passed(value) else "FAIL")
@@ -316,14 +309,14 @@ def report(out: dict[str, Any], log: Callable[[str], None] = print) -> bool:
         log(f"{'kind':<18}{'pairs':>6}{'order':>8}{'':>6}{'cited':>8}{'':>6}{'flagged':>9}{'false conf.':>13}{'':>6}"
             f"{'mean v':>8}{'mean c':>8}")
         for kind, f in [*entry["kinds"].items(), ("TOTAL", entry["total"])]:
-            log(f"{kind:<18}{f['pairs']:>6}{_fmt(f['pair_order']):>8}{_mark(f['pair_order'], lambda v: v >= PAIR_ORDER):>6}"
-                f"{_fmt(f['cited']):>8}{_mark(f['cited'], lambda v: v >= CITED):>6}{_fmt(f['flagged']):>9}"
-                f"{_fmt(f['false_conflicts']):>13}{_mark(f['false_conflicts'], lambda v: v <= FALSE_CONFLICTS):>6}"
-                f"{_fmt(f['mean_score_violation']):>8}{_fmt(f['mean_score_conforming']):>8}")
+            log(f"{kind:<18}{f['pairs']:>6}{fmt(f['pair_order']):>8}{_mark(f['pair_order'], lambda v: v >= PAIR_ORDER):>6}"
+                f"{fmt(f['cited']):>8}{_mark(f['cited'], lambda v: v >= CITED):>6}{fmt(f['flagged']):>9}"
+                f"{fmt(f['false_conflicts']):>13}{_mark(f['false_conflicts'], lambda v: v <= FALSE_CONFLICTS):>6}"
+                f"{fmt(f['mean_score_violation']):>8}{fmt(f['mean_score_conforming']):>8}")
     rows = verdicts(out["summary"])
     log("")
     for row, target, figure, passed in rows:
-        log(f"{row:<52}{target:<10}{_fmt(figure):>8}  {'PASS' if passed else 'FAIL'}")
+        log(f"{row:<52}{target:<10}{fmt(figure):>8}  {'PASS' if passed else 'FAIL'}")
     return all(passed for *_, passed in rows)
 
 
@@ -355,35 +348,11 @@ def misses(project: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.validate_fix", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="all")
-    parser.add_argument("--json", action="store_true", help="print the figures and every outcome as JSON")
-    parser.add_argument("--verbose", action="store_true", help="list the misses (of dev projects; see --show-heldout-misses)")
-    parser.add_argument("--show-heldout-misses", action="store_true", help="with --verbose, list held-out misses too")
-    parser.add_argument("--output", type=Path, help="default bench/results/validate_fix[-SPLIT].json")
+    parser = split_parser("validate_fix", __doc__.split("\n\n")[0], "projects")
     args = parser.parse_args(argv)
-    import structlog
-
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # the service's log lines: stdout stays the report's
-    log = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    log = report_log(args.json)
     out = run_validate_fix(args.split, log)
-    passed = report(out, log)
-    if args.verbose:
-        for project in out["projects"]:
-            lines = misses(project)
-            if project["split"] == "heldout" and not args.show_heldout_misses:
-                log(f"\n{project['project']} (heldout): {len(lines)} misses (not listed: --show-heldout-misses)")
-                continue
-            log(f"\n{project['project']} ({project['split']}): {len(lines)} misses")
-            for line in lines:
-                log(f"  {line}")
-    if args.json:
-        print(json.dumps(out, indent=2, default=str))
-    path = args.output or RESULTS / ("validate_fix.json" if args.split == "all" else f"validate_fix-{args.split}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
-    log(f"\nwrote {path} ({out['seconds']} s)")
-    return 0 if passed else 1
+    return finish(args, "validate_fix", out, report(out, log), out["projects"], lambda item: item["project"], misses, log)
 
 
 if __name__ == "__main__":
