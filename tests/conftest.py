@@ -25,6 +25,22 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
             path.write_text(content, encoding="utf-8")
 
 
+def indexed_calls(root: Path) -> set[tuple[str, str]]:
+    """Index ``root`` (plain indexer, no dense vectors) and return its CALLS edges as
+    (caller, callee) file-local names."""
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+    from resources.settings import Settings
+
+    service = CodeMemService(Settings(project_root=root, dense_embeddings=False))
+    try:
+        service.index(IndexInput(embed=False))
+        names = {s.id: s.local_name for s in service.ctx.manifest.all_symbols()}
+        return {(names[s], names[d]) for s, kind, d in service.ctx.manifest.resolved_edges() if kind == "CALLS"}
+    finally:
+        service.close()
+
+
 def git_init(root: Path) -> None:
     """Make root a git repository with everything committed."""
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}

@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from query_server.service import CodeMemService
-from resources.schemas.tools import IndexInput
-from resources.settings import Settings
-from tests.conftest import write_files
+from tests.conftest import indexed_calls, write_files
 
 FILES = {
     "pkg/base.py": textwrap.dedent(
@@ -88,13 +85,7 @@ def calls(tmp_path_factory) -> set[tuple[str, str]]:  # noqa: ANN001
     root: Path = tmp_path_factory.mktemp("calls") / "project"
     root.mkdir()
     write_files(root, FILES)
-    service = CodeMemService(Settings(project_root=root, dense_embeddings=False))
-    try:
-        service.index(IndexInput(embed=False))
-        names = {s.id: s.local_name for s in service.ctx.manifest.all_symbols()}
-        return {(names[s], names[d]) for s, kind, d in service.ctx.manifest.resolved_edges() if kind == "CALLS"}
-    finally:
-        service.close()
+    return indexed_calls(root)
 
 
 def test_a_call_to_a_function_nested_in_the_caller_is_linked_to_that_one(calls: set[tuple[str, str]]) -> None:
@@ -127,13 +118,7 @@ def test_new_this_and_super_of_a_java_constructor_link_to_the_class(tmp_path: Pa
         "src/shop/RushOrder.java": "package shop;\n\npublic class RushOrder extends Order {\n"
                                    "    public RushOrder() { super(1); }\n}\n",
     })
-    service = CodeMemService(Settings(project_root=tmp_path / "p", dense_embeddings=False))
-    try:
-        service.index(IndexInput(embed=False))
-        names = {s.id: s.local_name for s in service.ctx.manifest.all_symbols()}
-        calls = {(names[s], names[d]) for s, kind, d in service.ctx.manifest.resolved_edges() if kind == "CALLS"}
-    finally:
-        service.close()
+    calls = indexed_calls(tmp_path / "p")
     assert ("Cart.add", "Order") in calls
     # explicit constructor calls: `this(0)` runs the class's own constructor, `super(1)` its base's
     assert any(caller.startswith("Order.Order") and callee == "Order" for caller, callee in calls)

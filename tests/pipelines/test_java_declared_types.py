@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from query_server.service import CodeMemService
-from resources.schemas.tools import IndexInput
-from resources.settings import Settings
-from tests.conftest import write_files
+from tests.conftest import indexed_calls, write_files
 
 FILES = {
     "src/shop/Engine.java": "package shop;\n\npublic class Engine {\n    public void start() {}\n}\n",
@@ -85,13 +82,7 @@ def calls(tmp_path_factory: pytest.TempPathFactory) -> set[tuple[str, str]]:
     root: Path = tmp_path_factory.mktemp("java_types") / "project"
     root.mkdir()
     write_files(root, FILES)
-    service = CodeMemService(Settings(project_root=root, dense_embeddings=False))
-    try:
-        service.index(IndexInput(embed=False))
-        names = {s.id: s.local_name for s in service.ctx.manifest.all_symbols()}
-        return {(names[s], names[d]) for s, kind, d in service.ctx.manifest.resolved_edges() if kind == "CALLS"}
-    finally:
-        service.close()
+    return indexed_calls(root)
 
 
 def _targets(calls: set[tuple[str, str]], caller: str) -> set[str]:
