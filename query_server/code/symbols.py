@@ -87,14 +87,14 @@ class SymbolTools(CodeLookups):
         or an index job running — so no link is dropped on an index being built or rebuilt."""
         if self._running_job() is not None or not self.manifest.counts()["files"]:
             return lambda _node_id: True
-        file_ids: set[str] = set()
+        files: dict[str, str] = {}
 
         def indexed(node_id: str) -> bool:
             if self.manifest.find_symbols(symbol_id=node_id):
                 return True
-            if not file_ids:
-                file_ids.update(file_id(path) for path in self.manifest.files())
-            return node_id in file_ids
+            if not files:
+                files.update(self._files_by_id())
+            return node_id in files
 
         return indexed
 
@@ -243,6 +243,7 @@ class SymbolTools(CodeLookups):
             or (not row.get("ledger") and (row.get("labels") or ["?"])[0] in MEMORY_LABELS)
         ]
         memories = self.service.memory.scopes.get_many(memory_ids) if memory_ids else {}
+        files: dict[str, str] | None = None  # read once per hop, when a link to a file is met
         reached: list[RelatedEntity] = []
         for source, target, outgoing, row in fresh:
             via = [*frontier[source].via, row["rel"]]
@@ -269,13 +270,20 @@ class SymbolTools(CodeLookups):
                     title=row.get("qualified_name") or row.get("file_path") or row.get("name"),
                 ))
             else:
-                code = self._linked_code(target, row.get("target_label"))
+                if row.get("target_label") == "File" and files is None:
+                    files = self._files_by_id()
+                code = self._linked_code(target, files if row.get("target_label") == "File" else None)
                 if code is not None:
                     reached.append(RelatedEntity(**common, **code))
         return reached
 
-    def _linked_code(self, target: str, label: str | None) -> dict[str, Any] | None:
-        """What a memory's link to code points at, from the index; None when it is no longer indexed."""
+    def _files_by_id(self) -> dict[str, str]:
+        """Indexed file paths by their graph node id."""
+        return {file_id(path): path for path in self.manifest.files()}
+
+    def _linked_code(self, target: str, files: dict[str, str] | None) -> dict[str, Any] | None:
+        """What a memory's link to code points at, from the index (``files``: the indexed files by
+        node id, given for a link to a file); None when it is no longer indexed."""
         rows = self.manifest.find_symbols(symbol_id=target)
         if rows:
             row = rows[0]
@@ -283,11 +291,8 @@ class SymbolTools(CodeLookups):
                 "label": graph_label(row.kind), "name": row.name, "qualified_name": row.qualified_name,
                 "file_path": row.path, "kind": row.kind, "node_kind": "symbol", "title": row.qualified_name,
             }
-        if label == "File":
-            path = next((p for p in self.manifest.files() if file_id(p) == target), None)
-            if path is not None:
-                return {"label": "File", "file_path": path, "node_kind": "file", "title": path}
-        return None
+        path = files.get(target) if files is not None else None
+        return None if path is None else {"label": "File", "file_path": path, "node_kind": "file", "title": path}
 
 
 @dataclass
