@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench.latency import STDLIB, _stdlib_files
+from bench.startup import child_env
 
 CODEMEM = Path(sys.executable).parent / "codemem"
 TARGETS = {"changed_s": 2.0, "no_change_s": 1.0, "first_ratio": 1.2}
@@ -49,7 +49,7 @@ def make_corpus(root: Path, count: int) -> list[Path]:
 def index_once(root: Path, plain: bool) -> tuple[float, dict]:
     """One ``codemem index`` process; returns its wall time and its JSON report."""
     cmd = [str(CODEMEM), "index", str(root), "--no-embed", "--json"] + (["--plain"] if plain else [])
-    env = {**os.environ, "CODEMEM_DENSE_EMBEDDINGS": "false"}
+    env = {**child_env(), "CODEMEM_DENSE_EMBEDDINGS": "false"}
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, check=False)
     wall = time.perf_counter() - started

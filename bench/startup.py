@@ -57,8 +57,12 @@ def codemem_command() -> list[str]:
 
 
 def child_env() -> dict[str, str]:
-    """This environment, the repository importable and the model hub offline."""
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    """This environment, the repository importable and the model hub offline, bytecode caches
+    written as on a user's machine (this machine's shell sets ``PYTHONDONTWRITEBYTECODE``, which
+    would recompile codemem's own modules at every start)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def make_project(dest: Path) -> Path:

@@ -18,6 +18,9 @@ def main() -> None:
 
         sys.exit(hook_main(argv[1:]))
     if argv and argv[0] == "mcp" and not {"--help", "-h"} & set(argv):
+        from query_server.import_phase import begin_import_phase
+
+        begin_import_phase()  # ended by the command once the server's modules are in
         # initialize and tools/list are answered before the MCP SDK is even imported
         from query_server.mcp_front import start_front
 

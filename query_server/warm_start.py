@@ -137,6 +137,9 @@ def warm_up(handle: Any) -> None:
     code_search waits for it), then start the embedded graph (memory writes and graph walks use
     it). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
     if not handle.is_owner:
+        from resources.embeddings.local import LocalMiniLMEmbedder
+
+        LocalMiniLMEmbedder.discard_preloaded()  # the owner embeds; this process forwards
         return
     service = handle.backend
     indexed = _indexed(service)  # also loads the code collection

@@ -194,7 +194,12 @@ def stop_owned_graph(handle: Any) -> None:
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json). The log goes to
     .codemem/logs/mcp.log; stderr carries errors only."""
-    configure_logging("INFO", log_file=settings_for(project).resolved_state_dir() / "logs" / "mcp.log")
+    settings = settings_for(project)
+    configure_logging("INFO", log_file=settings.resolved_state_dir() / "logs" / "mcp.log")
+    from resources.embeddings.factory import preload_local_model
+
+    preload_local_model(settings)  # loads beside the imports below: a first search finds it ready
+    from query_server.import_phase import end_import_phase
     from query_server.shutdown import Shutdown
     from query_server.warm_start import OpeningHandle, start_first_build, warm_up
 
@@ -203,6 +208,7 @@ def mcp(project: str) -> None:
     # answered meanwhile (query_server.mcp_front)
     from query_server.mcp_server import run_stdio
 
+    end_import_phase()
     shutdown = Shutdown()
     # the stores open (and the embedding model and the index warm up) in the background; a tool
     # call waits for what it needs (query_server.warm_start)

@@ -60,6 +60,33 @@ class EmbedderStatus:
         return "; ".join((text, *self.notes))
 
 
+def _voyage_key(settings: object) -> str | None:
+    key = getattr(settings, "voyage_api_key", None)
+    return key.get_secret_value() if hasattr(key, "get_secret_value") else key
+
+
+def _local_embedder(settings: object) -> LocalMiniLMEmbedder:
+    """The local model as these settings configure it (not loaded yet)."""
+    return LocalMiniLMEmbedder(
+        threads=getattr(settings, "embed_threads", 1),
+        runtime=getattr(settings, "embed_runtime", "auto") or "auto",  # type: ignore[arg-type]  # validated by the constructor
+        model_path=getattr(settings, "embedding_model_path", None),
+        batch_size=getattr(settings, "embed_batch_size", 32),
+    )
+
+
+def preload_local_model(settings: object) -> None:
+    """Start loading the local model in the background when these settings will use it (no Voyage
+    key): the embedder ``create_embedder`` builds later takes it over. Problems are left to that
+    embedder to report."""
+    if _voyage_key(settings):
+        return
+    try:
+        _local_embedder(settings).preload()
+    except EmbeddingError:  # an unknown runtime: create_embedder says so
+        return
+
+
 def _local(settings: object) -> tuple[LocalMiniLMEmbedder, str]:
     path = getattr(settings, "embedding_model_path", None)
     if path is None and not candidate_sources():
@@ -69,12 +96,7 @@ def _local(settings: object) -> tuple[LocalMiniLMEmbedder, str]:
     if path is not None and not Path(path).expanduser().exists():
         raise EmbeddingError(f"CODEMEM_EMBEDDING_MODEL_PATH={path} does not exist; {INSTALL_HINT}.")
     runtime = getattr(settings, "embed_runtime", "auto") or "auto"
-    embedder = LocalMiniLMEmbedder(
-        threads=getattr(settings, "embed_threads", 1),
-        runtime=runtime,  # type: ignore[arg-type]  # validated by the constructor
-        model_path=path,
-        batch_size=getattr(settings, "embed_batch_size", 32),
-    )
+    embedder = _local_embedder(settings)
     if runtime == "auto":
         runtime = "onnx" if onnx_available() else "numpy"
     elif runtime == "onnx" and not onnx_available():
@@ -103,8 +125,7 @@ def create_embedder(settings: object, *, probe: bool = True, use_cache: bool = T
     Raises:
         EmbeddingError: Neither Voyage nor the local model can be used.
     """
-    key = getattr(settings, "voyage_api_key", None)
-    key_value = key.get_secret_value() if hasattr(key, "get_secret_value") else key
+    key_value = _voyage_key(settings)
     embedder: Embedder
     status: EmbedderStatus
     reason: str | None = None

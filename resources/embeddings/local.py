@@ -17,6 +17,7 @@ import importlib.util
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -39,6 +40,13 @@ _CHARS_PER_TOKEN_CAP = 64
 
 class _Encoder(Protocol):
     def encode(self, sequences: Sequence[np.ndarray]) -> np.ndarray: ...
+
+
+_PreloadKey = tuple[str | None, str, int, int]
+_preloads: dict[_PreloadKey, Future[LocalMiniLMEmbedder]] = {}
+"""Models loading (or loaded) by ``LocalMiniLMEmbedder.preload``, by parameters: the next
+embedder built with the same parameters takes its model over instead of loading it again."""
+_preloads_lock = threading.Lock()
 
 
 def onnx_available() -> bool:
@@ -108,13 +116,88 @@ class LocalMiniLMEmbedder:
         """Whether the model has been loaded."""
         return self._encoder is not None
 
+    def _preload_key(self) -> _PreloadKey:
+        path = str(self.model_path) if self.model_path is not None else None
+        return (path, self.requested_runtime, self.threads, self.max_tokens)
+
+    def preload(self) -> None:
+        """Start loading the model in a daemon thread (onnxruntime builds its session without the
+        GIL, so this overlaps the imports of a starting process). The next embedder built with the
+        same parameters takes this model over in its ``load`` (waiting for it if still loading)
+        instead of loading its own; a failed preload leaves that embedder to load, and report."""
+        key = self._preload_key()
+        future: Future[LocalMiniLMEmbedder] = Future()
+        with _preloads_lock:
+            if key in _preloads:
+                return
+            _preloads[key] = future
+        self._import_loaders()  # here: two threads importing at once can see a module half-initialized
+
+        def run() -> None:
+            try:
+                self._load()
+            except BaseException as exc:  # noqa: BLE001 - handed to the embedder that takes it over
+                future.set_exception(exc)
+            else:
+                future.set_result(self)
+
+        threading.Thread(target=run, name="codemem-model-preload", daemon=True).start()
+
     def load(self) -> None:
-        """Load tokenizer and weights now (otherwise done on first use).
+        """Load tokenizer and weights now (otherwise done on first use), or take over the model
+        a ``preload`` with the same parameters loaded.
 
         Raises:
             EmbeddingError: The model package is missing or unreadable, or the requested
                 runtime is not installed.
         """
+        if self._encoder is not None:
+            return
+        with _preloads_lock:
+            preloaded = _preloads.pop(self._preload_key(), None)
+        if preloaded is not None:
+            try:
+                self._adopt(preloaded.result())
+            except Exception:  # noqa: BLE001 - the preload failed: load here, and report that
+                log.debug("the preloaded model is unusable; loading it again", exc_info=True)
+        self._load()
+
+    def _import_loaders(self) -> None:
+        """Import what ``_load`` will need (the runtime, the tokenizer, the graph builder when
+        the graph is not cached); a missing package is left for ``_load`` to report."""
+        runtime = self.requested_runtime
+        if runtime == "auto":
+            runtime = "onnx" if onnx_available() else "numpy"
+        names = ["tokenizers"]
+        if runtime == "onnx":
+            names += ["resources.embeddings._bert_onnx", "onnxruntime"]
+            try:
+                cached = graph_cache_path(model_source(self.model_path))
+            except EmbeddingError:
+                return
+            if cached is None or not cached.is_file():
+                names += ["onnx", "safetensors.numpy"]
+        else:
+            names += ["resources.embeddings._bert_numpy", "safetensors.numpy", "threadpoolctl"]
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the load reports it
+                return
+
+    @staticmethod
+    def discard_preloaded() -> None:
+        """Forget every preloaded model nobody took over (a process that will never embed)."""
+        with _preloads_lock:
+            _preloads.clear()
+
+    def _adopt(self, other: LocalMiniLMEmbedder) -> None:
+        with self._lock:
+            if self._encoder is None:
+                self._tokenizer, self.runtime, self.source = other._tokenizer, other.runtime, other.source
+                self._encoder = other._encoder
+
+    def _load(self) -> None:
         if self._encoder is not None:
             return
         with self._lock:

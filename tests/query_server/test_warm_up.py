@@ -103,3 +103,16 @@ def test_a_code_search_sent_during_the_first_build_of_a_small_project_waits_for_
         assert "merge_settings" in [hit.name for hit in found.results], found
     finally:
         opening.close()
+
+
+def test_a_process_that_forwards_to_the_owner_drops_the_model_it_preloaded() -> None:
+    from types import SimpleNamespace
+
+    from resources.embeddings import local
+
+    local.LocalMiniLMEmbedder(max_tokens=96).preload()
+    try:
+        warm_up(SimpleNamespace(is_owner=False))  # forwards every call: never embeds
+        assert not local._preloads
+    finally:
+        local.LocalMiniLMEmbedder.discard_preloaded()
