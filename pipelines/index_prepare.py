@@ -61,7 +61,9 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
     records = build_symbol_records(parsed, content_hash, indexed_at, source.project_root)
     fid = file_id(source.path)
     local_to_id = {}
-    for record in records:
+    # a name's first definition; a C/C++ declaration only where the file has no definition of it
+    # (calls in a function's body belong to the definition, not to a prototype above it)
+    for record in sorted(records, key=lambda r: r.symbol.is_declaration):
         local_to_id.setdefault(record.symbol.qualified_name, record.id)
 
     points = []
@@ -100,11 +102,14 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
         )
         if symbol.extends or symbol.implements or symbol.fields:
             types.append(_type_ref(record.id, symbol))
-    refs = {
+    refs: dict[str, Any] = {
         "imports": [imp.model_dump() for imp in parsed.imports],
         "calls": [_call_ref(call, local_to_id) for call in parsed.calls],
         "types": types,
     }
+    declarations = [record.id for record in records if record.symbol.is_declaration]
+    if declarations:  # C/C++ prototypes and in-class declarations (pipelines.c_family)
+        refs["declarations"] = declarations
     state = FileState(
         path=source.path, language=source.language, content_hash=content_hash, size=source.size,
         mtime_ns=source.mtime_ns, indexed_at=indexed_at, symbol_count=len(records),

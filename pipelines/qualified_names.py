@@ -21,6 +21,10 @@ file-local qualified name (``Class.method``, from the parser):
 * JavaScript, TypeScript: the module as an import path writes it, repo-relative, without the
   extension and a trailing ``/index``, ``/`` kept; then ``.``, a TypeScript ``namespace`` if
   any, and the names: ``src/utils/date.formatDate``.
+* C, C++: no file part (a C function is called by its bare name wherever it is declared); the
+  C++ namespaces around the symbol, then its class, ``::`` throughout: ``add``,
+  ``geo::Shape::area``. An out-of-line member definition written ``void geo::Shape::area()``
+  outside the namespace block gets the same name as its in-class declaration in the header.
 
 The name of the earlier releases, the dotted file path plus the file-local name
 (``src.main.java.com.acme.billing.Invoice.Invoice.total``), stays in each payload, manifest row
@@ -37,7 +41,8 @@ from pathlib import Path, PurePosixPath
 _MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
 _GO_MODULE = re.compile(r"^\s*module\s+\"?([^\s\"]+)", re.MULTILINE)
 _ECMASCRIPT = frozenset({"javascript", "typescript", "tsx"})
-_NAMESPACED = frozenset({"java", "csharp"})
+_NAMESPACED = frozenset({"java", "csharp", "c", "cpp"})
+_COLON_SEPARATED = frozenset({"rust", "c", "cpp"})
 
 
 def module_name(path: str) -> str:
@@ -55,8 +60,8 @@ def path_qualified_name(path: str, local_name: str) -> str:
 
 
 def file_module(path: str, language: str, root: Path | None = None) -> str:
-    """The module part of the qualified names of a file's symbols (``""`` for Java and C#, whose
-    symbols carry their namespace; see the module docstring for each form).
+    """The module part of the qualified names of a file's symbols (``""`` for Java, C#, C and
+    C++, whose symbols carry their namespace; see the module docstring for each form).
 
     Args:
         path: The repo-relative POSIX path.
@@ -83,7 +88,7 @@ def language_qualified_name(language: str, module: str, namespace: str | None, l
         namespace: The symbol's declared namespace (``ParsedSymbol.namespace``), if any.
         local_name: The file-local qualified name (``Class.method``).
     """
-    if language == "rust":
+    if language in _COLON_SEPARATED:
         return "::".join(part for part in (module, namespace, local_name.replace(".", "::")) if part)
     return ".".join(part for part in (module, namespace, local_name) if part)
 

@@ -4,7 +4,9 @@ Runs after the per-file work over everything the manifest holds. A name is linke
 resolves with some confidence: the same class (``self.x``/``this.x``), the same file, an
 imported name or module, or a name that is unique in the repository. Ambiguous names stay
 unlinked rather than linked wrongly. Java calls go through the receiver's declared type where the
-source states it (``pipelines.java_types``); a type outside the repository links nothing.
+source states it (``pipelines.java_types``); a type outside the repository links nothing. C and C++
+follow ``#include``s, and link a call to a function's definition rather than its declaration
+(``pipelines.c_family``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from pipelines.c_family import C_FAMILY, Definitions, IncludeIndex, class_of, constructs, qualified_callee
 from pipelines.java_types import OUTSIDE, UNKNOWN, JavaTypeNames, TypeRef
 from pipelines.parsing.declared import UNSTATED, Receiver
 from pipelines.parsing.hooks.java import receiver_of
@@ -24,7 +27,7 @@ from resources.manifest import SymbolRow
 from resources.schemas.code import CLASS_KINDS
 
 _GENERIC = re.compile(r"<.*>|\[.*\]|\(.*\)")
-_SEPARATORS = re.compile(r"::|\.|/|\\")
+_SEPARATORS = re.compile(r"::|->|\.|/|\\")
 _CONSTRUCTOR_CALLS = frozenset({"this", "super"})
 """Java's explicit constructor calls, as the parser writes their callee."""
 _SELF_PREFIXES = ("self.", "this.", "cls.", "base.", "super.", "Self::", "self::")
@@ -62,11 +65,14 @@ class _ModuleIndex:
             parts = parent.split("/")
             for i in range(len(parts)):
                 self.by_dir["/".join(parts[i:])].add(path)
+        self.includes = IncludeIndex(paths)
 
     def resolve(self, importer: str, language: str, module: str, items: list[str]) -> set[str]:
         module = module.strip()
         if not module:
             return set()
+        if language in C_FAMILY:
+            return self.includes.resolve(importer, module)
         base = PurePosixPath(importer).parent
         if language in {"javascript", "typescript", "tsx"} and module.startswith("."):
             target = (base / module).as_posix()
@@ -159,23 +165,36 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
     by_name: dict[str, list[SymbolRow]] = defaultdict(list)
     by_path_name: dict[tuple[str, str], list[SymbolRow]] = defaultdict(list)
     classes: dict[tuple[str, str], SymbolRow] = {}
+    c_classes: dict[str, SymbolRow] = {}
+    """C/C++ types by qualified name (a class's members may be defined in another file)."""
+    c_by_name: dict[str, list[SymbolRow]] = defaultdict(list)
+    """C/C++ symbols by name: a C/C++ name is looked up among them only, and only others' among the rest."""
     for s in symbols:
         by_name[s.name].append(s)
         by_path_name[(s.path, s.name)].append(s)
+        if s.language in C_FAMILY:
+            c_by_name[s.name].append(s)
         if s.kind in CLASS_KINDS:
             classes[(s.path, s.local_name)] = s
+            if s.language in C_FAMILY:
+                c_classes.setdefault(s.qualified_name, s)
     modules = _ModuleIndex(list(refs))
+    includes: dict[str, set[str]] = defaultdict(set)
+    """C/C++ file → the repository files it includes."""
+    definitions = Definitions(symbols, {i for _, r in refs.values() for i in r.get("declarations", [])}, includes)
     bases: dict[str, list[SymbolRow]] = defaultdict(list)
     """Class id → the classes it extends or implements, as resolved."""
     field_types: dict[str, dict[str, str]] = {}
     """Class id → its fields' declared types as written (Java)."""
 
     def pick(candidates: list[SymbolRow], want_class: bool | None = None) -> SymbolRow | None:
+        if definitions.declared:  # C/C++: a definition rather than its declaration
+            candidates = definitions.prefer_definitions(candidates)
         if want_class is not None:
             candidates = [c for c in candidates if (c.kind in CLASS_KINDS) == want_class]
         types = [c for c in candidates if c.kind in CLASS_KINDS]
         if len(types) == 1 and all(c is types[0] or (c.kind == "constructor" and c.path == types[0].path
-                                   and c.container == types[0].local_name) for c in candidates):
+                                   and c.container == types[0].local_name) or constructs(c, types[0]) for c in candidates):
             return types[0]  # `new T()`: the class and its constructors share the name; the class stands for them
         if len(candidates) == 1:
             return candidates[0]
@@ -184,6 +203,15 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             # platform): the last definition is the one that runs
             return max(candidates, key=_definition_order)
         return None
+
+    def named_anywhere(name: str, language: str) -> list[SymbolRow]:
+        """Every symbol called ``name`` that a file of ``language`` can reach by name: C and C++
+        link among themselves (libc's ``memmove()`` is not a Python ``FFI.memmove``)."""
+        if not c_by_name:
+            return by_name.get(name, [])
+        if language in C_FAMILY:
+            return c_by_name.get(name, [])
+        return [s for s in by_name.get(name, []) if s.language not in C_FAMILY]
 
     def ancestry(start: SymbolRow) -> list[SymbolRow]:
         """A class, then the classes it inherits from, breadth first through the resolved
@@ -224,6 +252,8 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
                 for target in targets:
                     if target != path:
                         result.edges.setdefault((source_file, "IMPORTS", file_id(target)), props)
+                        if language in C_FAMILY:
+                            includes[path].add(target)
             else:
                 mid = module_id(imp["module"], language)
                 result.external_modules[mid] = (imp["module"], language)
@@ -253,7 +283,11 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
                     chosen = pick(named(found), want_class)
                     if chosen is not None:
                         return chosen
-            return pick(by_name.get(name, []), want_class)
+            if language in C_FAMILY:  # a name the included headers declare
+                chosen = pick([s for p in includes.get(path, ()) for s in by_path_name.get((p, name), [])], want_class)
+                if chosen is not None:
+                    return chosen
+            return pick(named_anywhere(name, language), want_class)
 
         lookups[path] = lookup
         for type_ref in file_refs.get("types", []):
@@ -353,6 +387,35 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             found = field_type(found, field_name)
         return through_type(found, name)
 
+    def c_member(owner: str, name: str) -> SymbolRow | None:
+        """C++: member ``name`` of the class named ``owner`` (wherever it is defined), or of the
+        nearest class it inherits from."""
+        cls = c_classes.get(owner)
+        for scope in [owner] + [base.qualified_name for base in (ancestry(cls)[1:] if cls else [])]:
+            found = pick([s for s in c_by_name.get(name, []) if s.qualified_name == f"{scope}::{name}"])
+            if found is not None:
+                return found
+        return None
+
+    def c_call(call: dict[str, Any], caller: SymbolRow, parts: list[str], lookup: Any) -> SymbolRow | None:
+        """C/C++: ``A::f()`` by its scoped name only (``std::move()`` never reaches a repository
+        ``move``); ``f()`` or ``this->f()`` in a member function: a member of its class first;
+        then the name lookup (the included headers before the whole repository). A declaration
+        found stands for its definition, a class for its constructors."""
+        name = call["callee_name"]
+        scoped = qualified_callee(call["callee"])
+        if scoped is not None:
+            target = pick([s for s in c_by_name.get(name, []) if s.qualified_name == scoped
+                           or s.qualified_name.endswith("::" + scoped)])
+        else:
+            owner = class_of(caller) if caller.language == "cpp" else None
+            target = c_member(owner, name) if owner and (len(parts) == 1 or parts[0] == "this") else None
+            if target is None:
+                target = lookup(name, parts[0] if len(parts) > 1 else None, None)
+        if target is not None and target.kind == "constructor":  # as for `new T()`: the class stands for them
+            target = c_classes.get(target.qualified_name.rpartition("::")[0], target)
+        return None if target is None else definitions.definition_of(target)
+
     for path, (language, file_refs) in refs.items():
         lookup = lookups[path]
         for call in file_refs.get("calls", []):
@@ -362,6 +425,11 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
             callee: str = call["callee"]
             name = call["callee_name"]
             parts = [p for p in _SEPARATORS.split(callee) if p]
+            if language in C_FAMILY:
+                target = c_call(call, caller, parts, lookup)
+                if target is not None and target.id != caller.id:
+                    result.edges.setdefault((caller.id, "CALLS", target.id), {"line_number": call.get("line")})
+                continue
             target = None
             typed = UNKNOWN
             if language == "java" and callee not in _CONSTRUCTOR_CALLS:

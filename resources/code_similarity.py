@@ -95,7 +95,15 @@ _KEYWORDS: dict[str, frozenset[str]] = {
     ),
     "csharp": _COMMON_KEYWORDS
     | frozenset("foreach is as out ref static public private protected void var using namespace async await".split()),
+    "c": frozenset(
+        "if else for while do return break continue switch case default goto sizeof struct union enum typedef "
+        "static extern const volatile inline void char short int long float double signed unsigned NULL".split()
+    ),
 }
+_KEYWORDS["cpp"] = _KEYWORDS["c"] | _COMMON_KEYWORDS | frozenset(
+    "bool nullptr auto namespace using template typename virtual override public private protected delete "
+    "operator const_cast static_cast dynamic_cast reinterpret_cast".split()
+)
 _JS_KEYWORDS = _COMMON_KEYWORDS | frozenset(
     "function async await typeof instanceof undefined delete void yield export import from as type "
     "interface extends implements public private protected readonly static".split()

@@ -275,6 +275,18 @@ class Manifest:
             ).fetchall()
         return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
 
+    def declarations(self, paths: Iterable[str]) -> set[str]:
+        """The ids of the symbols of these files that only declare a function (C/C++ prototypes and
+        in-class declarations, ``refs["declarations"]``)."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted:
+            return set()
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT refs FROM files WHERE path IN ({', '.join('?' * len(wanted))})", wanted
+            ).fetchall()
+        return {symbol_id for (refs,) in rows for symbol_id in json.loads(refs).get("declarations", [])}
+
     def all_refs(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Per file: (language, refs) where refs holds imports, calls and inheritance."""
         with self._lock:

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
     ".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts",
     ".java", ".go", ".rs", ".cs",
+    ".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++",
 )
 
 

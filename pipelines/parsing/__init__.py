@@ -7,10 +7,19 @@ Public API:
 
 Extraction rules (documented heuristics):
     * Qualified names are file-local dotted container paths; namespaces/packages/modules
-      (Java ``package``, C# ``namespace``, TS ``namespace``, Rust inline ``mod``) are not
-      containers: the ones around a symbol, joined, are its ``namespace`` (``Shop.Inventory``,
-      ``a::b``). Go methods use the receiver's base type (``Server.Start``); Rust impl blocks
-      are not symbols, their functions get the implementing type as container (``Circle.new``).
+      (Java ``package``, C# ``namespace``, TS ``namespace``, Rust inline ``mod``, C++
+      ``namespace``) are not containers: the ones around a symbol, joined, are its ``namespace``
+      (``Shop.Inventory``, ``a::b``). Go methods use the receiver's base type (``Server.Start``);
+      Rust impl blocks are not symbols, their functions get the implementing type as container
+      (``Circle.new``); a C++ member defined out of line gets its qualifier as container
+      (``void geo::Shape::area()`` -> ``geo.Shape.area``: the parser cannot tell a namespace from
+      a class there, so ``void ns::f() {}`` is a method of ``ns``).
+    * C and C++ (``.h`` parses as C++, see ``languages``): functions, prototypes and member
+      functions declared in their class (``is_declaration``), function-like macros (functions),
+      structs/unions (``struct``), enums, typedefs and ``using`` aliases (``type``; a typedef of
+      a struct body is that ``struct``, named by the typedef), C++ classes; a template is its
+      function or class. A typeless C++ function named after its class is a ``constructor``; a
+      destructor is a method ``~A``. Every base class is ``extends``.
     * A function directly in a class/interface/struct/trait/enum/impl body is a ``method``;
       body-less interface/trait/abstract members are extracted as methods too. Functions nested
       in functions are ``function`` with the enclosing function as container.
@@ -23,12 +32,17 @@ Extraction rules (documented heuristics):
       ``Trait`` to ``implements`` of ``Type`` when ``Type`` is defined in the same file.
     * Docstrings: Python body strings (``inspect.cleandoc``); otherwise the doc comment block
       directly above the definition or its decorators (``/** */`` for JS/TS/Java, ``///`` for
-      Rust/C#, any ``//`` block for Go). C# ``<summary>`` tags are removed, other XML is kept.
-    * Calls: see ``calls`` (inner argument lists shortened to ``()``); macros and anonymous
-      immediately-invoked functions are not calls; Java's ``this(...)``/``super(...)`` are.
+      Rust/C#, any ``//`` block for Go, any comment for C/C++). C# ``<summary>`` tags are
+      removed, other XML is kept.
+    * Calls: see ``calls`` (inner argument lists shortened to ``()``); Rust macros and anonymous
+      immediately-invoked functions are not calls; Java's ``this(...)``/``super(...)`` are; a C
+      macro invocation looks like a call and is one; C++ ``new T(...)`` is a call of ``T``, a base
+      or member initializer (``: Base(x)``) is not, though the calls inside it are the
+      constructor's.
       The caller is the innermost enclosing named function's body. Java calls carry the
       declared type of their receiver, and Java types their fields' (``declared``).
-    * Imports: one ``ImportRef`` per statement (per module for multi-module statements); the
+    * Imports: one ``ImportRef`` per statement (per module for multi-module statements; a C/C++
+      ``#include`` names the path inside its quotes or brackets); the
       ``alias`` of a multi-name import is set only when exactly one name is imported (or from
       a JS default/namespace binding).
     * Not extracted: anonymous functions/lambdas/closures, object-literal methods, properties,

@@ -10,8 +10,9 @@ Definitions (role ``def``)
     ``type Labels map[string]string`` or TypeScript's ``type Handler = (e: string) => void``); ``@name`` its identifier; optional ``@fn`` the function node when it differs
     from the definition node (``const f = async (x) => ...``: the definition is the declaration,
     the function is the arrow function); optional ``@body`` an explicit body node (default: the
-    ``body`` field of ``@fn`` or of the definition); optional ``@receiver`` (Go) the receiver
-    type, which becomes the container. A ``function`` whose nearest enclosing definition is a
+    ``body`` field of ``@fn`` or of the definition); optional ``@receiver`` (Go: the receiver
+    type; C++: the qualified name of an out-of-line member, ``A::f``), which names the container
+    (``LanguageHooks.receiver_container``). A ``function`` whose nearest enclosing definition is a
     type (or a Rust impl block) is reported as a ``method``.
 Inheritance (role ``inherit``)
     ``@inherit`` the same node as the definition's ``@def.*``; ``@extends`` or ``@implements``

@@ -132,12 +132,15 @@ def _extract(
             if key in seen_defs:
                 continue
             seen_defs.add(key)
+            def_kind = hooks.definition_kind(kind, node, name, source)
+            if def_kind is None:
+                continue
             fn = caps.get("fn")
             body = caps.get("body")
             receiver = caps.get("receiver")
             defs.append(
                 DefCapture(
-                    kind,
+                    def_kind,
                     node,
                     name,
                     fn[0] if fn else None,

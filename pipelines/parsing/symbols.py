@@ -152,11 +152,7 @@ def build_symbols(
 
         receiver = cap.receiver
         if receiver is not None:
-            container: str | None = strip_type_args(
-                source[receiver.start_byte : receiver.end_byte].decode(
-                    "utf-8", "replace"
-                )
-            )
+            container: str | None = hooks.receiver_container(receiver, source) or None
         else:
             container = parent[2] if parent is not None else None
         qualified_name = f"{container}.{name}" if container else name
@@ -195,14 +191,15 @@ def build_symbols(
             "container": container,
             "namespace": sweep.at(start),
             "is_async": is_function and hooks.is_async(signature),
+            "is_declaration": is_function and hooks.is_declaration(node),
             "extends": extends,
             "implements": implements,
             "fields": (fields or {}).get((node.start_byte, node.end_byte), {}),
-            "code": source[start:end].decode("utf-8", "replace"),
+            "code": source[start:end].rstrip(b"\r\n").decode("utf-8", "replace"),  # a C macro ends with its newline
         }
         symbols.append(symbol)
         if is_function:
-            scope_node = body if body is not None else fn
+            scope_node = hooks.call_scope(fn, body)
             scopes.append(
                 Scope(scope_node.start_byte, scope_node.end_byte, qualified_name)
             )

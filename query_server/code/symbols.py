@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.c_family import C_FAMILY
 from pipelines.discovery import confine_path
 from pipelines.indexer import CODE_COLLECTION
 from pipelines.records import file_id, graph_label
@@ -51,6 +52,9 @@ class SymbolTools(CodeLookups):
     def _resolve_entity(self, entity: str) -> tuple[str, str, dict[str, Any]]:
         """(id, graph label, description) of a symbol id, a qualified name or a file path."""
         rows = self.manifest.find_symbols(symbol_id=entity) or self.manifest.find_symbols(qualified_name=entity)
+        if len(rows) > 1 and all(r.language in C_FAMILY for r in rows):  # a header's declaration names its definition too
+            declared = self.manifest.declarations(r.path for r in rows)
+            rows = [r for r in rows if r.id not in declared] or rows
         if len(rows) > 1:
             choices = ", ".join(f"{r.id} ({r.path} {r.local_name})" for r in rows[:5])
             raise ToolError(f"{entity!r} names {len(rows)} symbols (overloads) — pass one id: {choices}")

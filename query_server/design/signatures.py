@@ -28,7 +28,8 @@ def _split_params(text: str) -> list[str]:
 def signature_shape(signature: str, language: str) -> tuple[list[tuple[str, str]], str]:
     """A signature's parameters as (name, type) without the receiver, and its return type.
 
-    Python, TypeScript, JavaScript, Rust: ``name: type``; Go: ``name type``; Java, C#: ``type name``.
+    Python, TypeScript, JavaScript, Rust: ``name: type``; Go: ``name type``; Java, C#, C, C++:
+    ``type name`` (a C ``(void)`` list is empty).
     """
     start = signature.find("(")
     if start < 0:
@@ -45,9 +46,9 @@ def signature_shape(signature: str, language: str) -> tuple[list[tuple[str, str]
     params = []
     for raw in _split_params(signature[start + 1:end]):
         item = raw.split("=")[0].strip()
-        if not item or item in _RECEIVERS or item in ("*", "/"):
+        if not item or item in _RECEIVERS or item in ("*", "/") or (item == "void" and language in ("c", "cpp")):
             continue
-        if language in ("java", "csharp"):
+        if language in ("java", "csharp", "c", "cpp"):
             words = item.replace("final ", "").split()
             name, kind = (words[-1], " ".join(words[:-1])) if words else (item, "")
         elif language == "go":

@@ -27,8 +27,9 @@ CALLABLE_KINDS: frozenset[str] = frozenset({"function", "method", "constructor"}
 CLASS_KINDS: frozenset[str] = frozenset({"class", "record", "interface", "annotation", "struct", "trait", "enum", "type"})
 """The kinds that are types (a ``Class`` node in the graph; they contain methods)."""
 
-Language = Literal["python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp"]
-"""Languages the parsers support (``tsx`` is TypeScript with JSX; ``.jsx`` parses as javascript)."""
+Language = Literal["python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp", "c", "cpp"]
+"""Languages the parsers support (``tsx`` is TypeScript with JSX; ``.jsx`` parses as javascript;
+``.h`` headers parse as ``cpp``, see ``pipelines.parsing.languages``)."""
 
 
 class ParsedSymbol(BaseModel):
@@ -48,8 +49,13 @@ class ParsedSymbol(BaseModel):
         container: File-local qualified name of the enclosing class/struct/trait/function, or None.
         namespace: The package/namespace/inline module the file declares around the symbol, as
             written (Java ``package com.acme``, C# ``namespace A.B``, nested ones joined: ``A.B``;
-            Rust ``mod a { mod b { } }``: ``a::b``; TypeScript ``namespace A``), or None.
+            Rust ``mod a { mod b { } }``: ``a::b``; TypeScript ``namespace A``; C++
+            ``namespace a { namespace b { } }``: ``a::b``), or None.
         is_async: True for async functions/methods.
+        is_declaration: True for a function declared without its body where the language keeps
+            the two apart (C/C++: a prototype, a member function declared in its class body,
+            pure virtual ones included); resolution links calls to the definition when the
+            repository has it.
         extends: Base classes / super types as written (``BaseAdapter``, ``ns.Base``).
         implements: Implemented interfaces / traits as written.
         fields: A type's fields and their declared types as written, type arguments stripped
@@ -67,6 +73,7 @@ class ParsedSymbol(BaseModel):
     container: str | None = None
     namespace: str | None = None
     is_async: bool = False
+    is_declaration: bool = False
     extends: list[str] = Field(default_factory=list)
     implements: list[str] = Field(default_factory=list)
     fields: dict[str, str] = Field(default_factory=dict)

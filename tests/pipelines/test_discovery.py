@@ -59,10 +59,11 @@ def test_git_listing_reports_vendored_trees_committed_to_git(project: Path) -> N
 
 
 def test_size_limit_and_languages(project: Path) -> None:
-    write_files(project, {"big.py": "x = 1\n" * 1000, "small.go": "package a\n", "a.rs": "fn a() {}\n", "b.cs": "class B {}\n", "C.java": "class C {}\n", "d.jsx": "", "e.tsx": ""})
+    write_files(project, {"big.py": "x = 1\n" * 1000, "small.go": "package a\n", "a.rs": "fn a() {}\n", "b.cs": "class B {}\n", "C.java": "class C {}\n", "d.jsx": "", "e.tsx": "", "f.c": "", "g.h": "", "h.cpp": "", "i.hpp": ""})
     result = run(project, max_bytes=100)
     assert {f.path: f.language for f in result.files} == {
         "small.go": "go", "a.rs": "rust", "b.cs": "csharp", "C.java": "java", "d.jsx": "javascript", "e.tsx": "tsx",
+        "f.c": "c", "g.h": "cpp", "h.cpp": "cpp", "i.hpp": "cpp",
     }
     assert result.skipped[0].path == "big.py"
     assert "6,000 bytes" in result.skipped[0].reason

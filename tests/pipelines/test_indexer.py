@@ -130,7 +130,7 @@ def test_polyglot_fixtures_index_every_language(polyglot: Path, service_factory)
     report = svc.index(IndexInput(embed=False))
     assert report["failed"] == []
     languages = {s.language for s in svc.manifest.all_symbols()}
-    assert languages >= {"python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp"}
+    assert languages >= {"python", "javascript", "typescript", "tsx", "java", "go", "rust", "csharp", "c", "cpp"}
     assert_consistent(svc)
     result = svc.code_search(CodeSearchInput(query="a", limit=5))
     assert result.search_mode.startswith("sparse-only")

@@ -47,6 +47,12 @@ POLYGLOT = {
     ("typescript/src/Panel.tsx", "PanelHost.render"): (
         "typescript/src/Panel.PanelHost.render", "typescript.src.Panel.PanelHost.render"),
     ("javascript/src/api.js", "ApiClient.get"): ("javascript/src/api.ApiClient.get", "javascript.src.api.ApiClient.get"),
+    ("c/ringbuf.c", "rb_push"): ("rb_push", "c.ringbuf.rb_push"),
+    ("c/ringbuf.h", "ringbuf_t"): ("ringbuf_t", "c.ringbuf.ringbuf_t"),
+    ("cpp/include/shapes/shape.hpp", "Circle.area"): (
+        "shapes::Circle::area", "cpp.include.shapes.shape.Circle.area"),
+    ("cpp/src/shape.cpp", "shapes.Circle.area"): ("shapes::Circle::area", "cpp.src.shape.shapes.Circle.area"),
+    ("cpp/src/shape.cpp", "Shape.describe"): ("shapes::Shape::describe", "cpp.src.shape.Shape.describe"),
 }
 
 PROJECT = {
@@ -173,6 +179,8 @@ def test_anchors_and_impact_accept_the_old_names(project: Path, service_factory)
         ("src/ui/index.tsx", "tsx", "src/ui"),
         ("index.js", "javascript", "index"),
         ("lib/types.d.ts", "typescript", "lib/types"),
+        ("src/ringbuf.c", "c", ""),
+        ("include/shapes/shape.hpp", "cpp", ""),
     ],
 )
 def test_file_modules_without_a_project_root(path: str, language: str, module: str) -> None:
@@ -185,3 +193,6 @@ def test_names_join_as_each_language_writes_them() -> None:
     assert language_qualified_name("java", "", None, "Main.main") == "Main.main"
     assert language_qualified_name("go", "example.com/m/billing", None, "Invoice.Total") == "example.com/m/billing.Invoice.Total"
     assert language_qualified_name("typescript", "src/store", "Internal", "reset") == "src/store.Internal.reset"
+    assert language_qualified_name("c", "", None, "rb_push") == "rb_push"
+    assert language_qualified_name("cpp", "", "shapes::detail", "Circle.area") == "shapes::detail::Circle::area"
+    assert language_qualified_name("cpp", "", None, "shapes.Circle.area") == "shapes::Circle::area"

@@ -14,7 +14,7 @@ from resources.schemas.code import ParsedFile
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPOS = FIXTURES / "repos"
 EXPECTED = FIXTURES / "expected"
-LANGUAGE_DIRS = ["python", "javascript", "typescript", "java", "go", "rust", "csharp"]
+LANGUAGE_DIRS = ["python", "javascript", "typescript", "java", "go", "rust", "csharp", "c", "cpp"]
 ALL_LANGUAGES = [
     "python",
     "javascript",
@@ -24,6 +24,8 @@ ALL_LANGUAGES = [
     "go",
     "rust",
     "csharp",
+    "c",
+    "cpp",
 ]
 
 
@@ -101,6 +103,8 @@ def test_syntax_errors_keep_partial_extraction() -> None:
         ("go", b"package p\nfunc Ok() { run() }\nfunc Bad( {\n"),
         ("rust", b"fn ok() { run(); }\nfn bad( {\n"),
         ("csharp", b"class A { void Ok() { Run(); } void Bad( { }\n"),
+        ("c", b"int ok(void) { run(); }\nint bad( {\n"),
+        ("cpp", b"class A { void ok() { run(); } void bad( { };\n"),
     ],
 )
 def test_syntax_errors_other_languages(language: str, source: bytes) -> None:
@@ -137,6 +141,8 @@ def test_deeply_nested_expression_does_not_crash(language: str) -> None:
         "go": b"package p\nvar x = %s\n",
         "rust": b"fn f() { let x = %s; }\n",
         "csharp": b"class A { int x = %s; }\n",
+        "c": b"int x = %s;\n",
+        "cpp": b"int x = %s;\n",
     }
     parsed = parse_source("deep", wrappers[language] % expr, language)  # type: ignore[arg-type]
     assert parsed.path == "deep"
@@ -235,6 +241,17 @@ def test_import_forms() -> None:
         ("main.go", "go"),
         ("lib.rs", "rust"),
         ("Prog.cs", "csharp"),
+        ("ring.c", "c"),
+        ("ring.h", "cpp"),
+        ("shape.cc", "cpp"),
+        ("shape.cpp", "cpp"),
+        ("shape.cxx", "cpp"),
+        ("shape.c++", "cpp"),
+        ("shape.hpp", "cpp"),
+        ("shape.hh", "cpp"),
+        ("shape.hxx", "cpp"),
+        ("shape.h++", "cpp"),
+        ("LEGACY.C", "c"),
         ("UPPER.PY", "python"),
         ("README.md", None),
         ("Makefile", None),

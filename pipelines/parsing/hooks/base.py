@@ -275,6 +275,57 @@ class LanguageHooks:
         """
         return None
 
+    # ---- definitions ------------------------------------------------------------------------
+
+    def definition_kind(self, kind: str, node: Node, name: Node, source: bytes) -> str | None:
+        """The kind of a captured definition, or None to drop it (what a pattern cannot decide).
+
+        Args:
+            kind: The kind the query pattern declares (``@def.<kind>``).
+            node: The ``@def.*`` node.
+            name: The ``@name`` node.
+            source: The file's bytes.
+
+        Returns:
+            ``kind`` by default.
+        """
+        return kind
+
+    def is_declaration(self, node: Node) -> bool:
+        """Whether a function definition node only declares it (its body is elsewhere: C/C++).
+
+        Args:
+            node: The ``@def.*`` node of a function, method or constructor.
+
+        Returns:
+            False by default.
+        """
+        return False
+
+    def call_scope(self, fn: Node, body: Node | None) -> Node:
+        """The node whose calls a function makes (they name it as their caller).
+
+        Args:
+            fn: The function node.
+            body: Its body, or None.
+
+        Returns:
+            The body by default, else the function node.
+        """
+        return body if body is not None else fn
+
+    def receiver_container(self, receiver: Node, source: bytes) -> str:
+        """The container a ``@receiver`` names (Go ``*Server`` -> ``Server``).
+
+        Args:
+            receiver: The captured receiver node.
+            source: The file's bytes.
+
+        Returns:
+            The container's file-local qualified name.
+        """
+        return strip_type_args(text_of(receiver, source))
+
     # ---- imports ----------------------------------------------------------------------------
 
     def parse_import(self, node: Node, source: bytes) -> list[ImportRef]:
