@@ -13,6 +13,10 @@ is imported, standard library only) puts two pipes between the client and the se
   sees the usual order); ``tools/list`` without a cursor is answered from the snapshot of the
   server's own answer (``mcp_tools_list.json``, kept equal to it by a test) and not passed on.
 * server → client: every line the server writes is passed on, but for those dropped answers.
+* ``tools/call`` requests sent after that ``initialize`` are kept here (``take_early_call``) until
+  the server is ready for them (``release_early_calls`` passes the rest on, in order): the command
+  answers them itself while the MCP SDK is not loaded yet (``query_server.early_calls``), with the
+  answer the server would give, or passes one on (``pass_on``) for the server to answer.
 
 What is answered here is exactly what the server answers: a test compares both, and the server's
 own ``initialize`` answer is compared at run time (a difference is logged and the server's is
@@ -26,7 +30,8 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO, NamedTuple
 
 INSTRUCTIONS = (
     "codemem knows this repository's code: search it by meaning before writing new code "
@@ -69,6 +74,13 @@ def initialize_result(requested_version: str) -> dict[str, Any]:
             "serverInfo": {"name": SERVER_NAME, "version": ""}}
 
 
+class KeptCall(NamedTuple):
+    """A ``tools/call`` request kept by the front: as parsed, and the line the client wrote."""
+
+    message: dict[str, Any]
+    line: bytes
+
+
 class Front:
     """The two relays between the client's pipes and the server's (see the module docstring)."""
 
@@ -91,6 +103,12 @@ class Front:
         answers everything)."""
         self._waiting = threading.Event()
         """Set while the server-side relay waits for the server to write (nothing in hand)."""
+        self._early: list[KeptCall] | None = []
+        """``tools/call`` requests kept for ``take_early_call`` (None once released to the server)."""
+        self._early_lock = threading.Lock()
+        self._client_gone = False
+        self._on_early_close: Callable[[], None] | None = None
+        """Called when the client closes its stream before the server reads (``on_early_close``)."""
         self._tools_list: dict[str, Any] | None = None
         try:
             self._tools_list = json.loads(TOOLS_LIST.read_text(encoding="utf-8"))
@@ -130,6 +148,8 @@ class Front:
                 if isinstance(message, dict) and message.get("method") == DISCOVER_METHOD and "id" in message:
                     self._send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": DISCOVER_DECLINED}).encode() + b"\n")
                     continue  # never reaches the server: it serves the handshake era
+                if self._keep_early(message, line):
+                    continue
                 result, forward = self._answer_here(message)
                 if result is not None:
                     with self._answered_lock:
@@ -148,11 +168,59 @@ class Front:
         except (OSError, ValueError):
             pass  # the server's end is gone: the process is exiting
         finally:
+            with self._early_lock:
+                self._client_gone = True
+                early_close = self._on_early_close if self._early is not None else None
+            if early_close is not None:
+                early_close()  # no server reads yet to see the end of the stream
             with self._forward_lock:
                 if self._held is not None:
                     self._close_when_released = True  # after the held lines reach the server
                     return
             self._close_server_in()
+
+    def _keep_early(self, message: Any, line: bytes) -> bool:
+        """Keep a ``tools/call`` request for ``take_early_call`` (only after an ``initialize``
+        answered here, and until ``release_early_calls``)."""
+        if not (isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message):
+            return False
+        with self._early_lock:
+            if self._early is None or not self._initialized_here:
+                return False
+            self._early.append(KeptCall(message, line))
+            return True
+
+    def take_early_call(self) -> KeptCall | None:
+        """The oldest ``tools/call`` request kept here, now this caller's to ``answer`` or to
+        ``pass_on``; None when none waits."""
+        with self._early_lock:
+            return self._early.pop(0) if self._early else None
+
+    def answer(self, call: KeptCall, result: dict[str, Any]) -> None:
+        """Send the result of a call taken with ``take_early_call`` to the client."""
+        self._send(json.dumps({"jsonrpc": "2.0", "id": call.message["id"], "result": result}).encode() + b"\n")
+
+    def pass_on(self, call: KeptCall) -> None:
+        """Hand a call taken with ``take_early_call`` to the server, as the client wrote it."""
+        self._forward(call.line)
+
+    def on_early_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (at once, or from the relay's thread) when the client closes its stream
+        before ``release_early_calls``: the server, not reading yet, cannot see it end."""
+        with self._early_lock:
+            now = self._client_gone and self._early is not None
+            if not now:
+                self._on_early_close = callback
+        if now:
+            callback()
+
+    def release_early_calls(self) -> None:
+        """The server reads now: pass on the ``tools/call`` requests still kept, in order, and keep
+        no more."""
+        with self._early_lock:
+            kept, self._early = self._early or [], None
+            for call in kept:
+                self._forward(call.line)
 
     def _forward(self, line: bytes) -> None:
         """Pass a client line on to the server, or hold it while the server has not yet answered
@@ -255,6 +323,11 @@ def start_front() -> None:
     global _active
     _active = Front(client_in, client_out, os.fdopen(to_server_w, "wb"), os.fdopen(from_server_r, "rb"))
     _active.start()
+
+
+def active_front() -> Front | None:
+    """The front of this process (None when ``start_front`` was not called or is switched off)."""
+    return _active
 
 
 def drain() -> None:

@@ -138,16 +138,19 @@ def build_mcp_server(handle: ProjectHandle, telemetry: ToolTelemetry | None = No
     return server
 
 
-def run_stdio(handle: ProjectHandle, stop: threading.Event | None = None, serving: Callable[[], None] | None = None) -> None:
+def run_stdio(
+    handle: ProjectHandle, stop: threading.Event | None = None, serving: Callable[[], None] | None = None,
+    telemetry: ToolTelemetry | None = None,
+) -> None:
     """Serve MCP over stdio until the client closes the stream or ``stop`` is set; ``serving()``
-    is called once the server is built and starts reading (``codemem mcp`` opens its stores then,
-    ``query_server.warm_start``).
+    is called once the server is built and starts reading (``codemem mcp`` hands it the calls its
+    front kept then, ``query_server.early_calls``); the calls are recorded in ``telemetry``.
 
     The server runs in a daemon thread: its stdin reader blocks in a read that no cancellation
     interrupts, so on ``stop`` this returns at once and leaves that thread to the process's exit
     (``query_server.shutdown``) instead of waiting for the client to write or close the stream.
     """
-    server = build_mcp_server(handle)
+    server = build_mcp_server(handle, telemetry)
     ended = stop or threading.Event()
     failure: list[BaseException] = []
 

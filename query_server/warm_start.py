@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from query_server.import_phase import wait_for_end
 from query_server.paging import ToolError
 
 log = structlog.get_logger("codemem.warm_start")
@@ -122,9 +123,11 @@ def _indexed(service: Any) -> bool:
 
 
 def start_first_build(handle: Any) -> Any:
-    """On a project never indexed, start its first build now, before the first call is served (a
-    code_search waits for its first symbols); returns ``handle``."""
-    if handle.is_owner and not _indexed(handle.backend):
+    """On a project never indexed (its manifest holds no file: a cheap check, the code collection
+    stays unloaded for a first call that does not need it), start its first build now, before the
+    first call is served (a code_search waits for its first symbols); returns ``handle``.
+    ``warm_up`` starts it too when the code collection turns out empty."""
+    if handle.is_owner and not handle.backend.manifest.has_files():
         handle.backend.start_background_index()
     return handle
 
@@ -132,10 +135,10 @@ def start_first_build(handle: Any) -> Any:
 def warm_up(handle: Any) -> None:
     """What ``codemem mcp`` does once its handle is open, in the order a first call needs it: load
     the code collection, the local embedding model (one uncached query embedding) and the memory
-    collections a first search reads, then start bringing the index up to date in the background
-    (that run refreshes the design layer; on a project never indexed it starts first, as
-    code_search waits for it), then start the embedded graph (memory writes and graph walks use
-    it). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
+    collections a first search reads, then (once the command's imports are done:
+    ``query_server.import_phase``) start bringing the index up to date in the background (that run
+    refreshes the design layer; on a project never indexed it starts first, as code_search waits
+    for it), then start the embedded graph (memory writes and graph walks use it). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
     if not handle.is_owner:
         from resources.embeddings.local import LocalMiniLMEmbedder
 
@@ -149,6 +152,7 @@ def warm_up(handle: Any) -> None:
     if callable(getattr(embedder, "load", None)) and not service.closing:  # the local model; a remote API needs no loading
         embedder.embed_query("warm up")
     service.memory.open_collections(stop=lambda: service.closing)  # else ~0.1 s of the first memory_search
+    wait_for_end()  # the index and the graph start import: after the command's own imports
     if service.closing:
         return
     if indexed:

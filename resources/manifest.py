@@ -402,6 +402,11 @@ class Manifest:
                 digest.update(f"{path}\0{content_hash}\0{indexed_at}\n".encode())
         return digest.hexdigest()
 
+    def has_files(self) -> bool:
+        """True when at least one file is indexed (cheap at any size)."""
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
     def counts(self) -> dict[str, int]:
         """Files, symbols and resolved edges indexed."""
         with self._lock:

@@ -199,25 +199,36 @@ def mcp(project: str) -> None:
     from resources.embeddings.factory import preload_local_model
 
     preload_local_model(settings)  # loads beside the imports below: a first search finds it ready
+    from query_server import ownership  # noqa: F401 - imported here, not by the opening thread
+    from query_server.early_calls import serve_early_calls
     from query_server.import_phase import end_import_phase
+    from query_server.mcp_front import active_front
     from query_server.shutdown import Shutdown
+    from query_server.telemetry import ToolTelemetry
     from query_server.warm_start import OpeningHandle, start_first_build, warm_up
 
-    # the MCP SDK first, in this thread: importing it while the opening thread imports the service
-    # could interleave their imports (a module seen half-initialized); initialize and tools/list are
-    # answered meanwhile (query_server.mcp_front)
-    from query_server.mcp_server import run_stdio
-
-    end_import_phase()
-    shutdown = Shutdown()
     # the stores open (and the embedding model and the index warm up) in the background; a tool
     # call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: start_first_build(open_handle(project)), warm=warm_up)
-    handle.start()
+    shutdown = Shutdown()
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
-        run_stdio(handle, stop=shutdown.requested)  # type: ignore[arg-type]
+        handle.start()
+        telemetry = ToolTelemetry()
+        front = active_front()
+        if front is not None:  # the calls sent so far are answered before the MCP SDK loads
+            front.on_early_close(shutdown.begin)  # stdin closed while the SDK loads: the same bounded close
+            serve_early_calls(front, handle, telemetry, stop=shutdown.requested)
+        if not shutdown.requested.is_set():
+            # the MCP SDK last, in this thread (the opening thread imports nothing of it; two
+            # threads importing the same modules at once can see one half-initialized); the calls
+            # sent meanwhile wait in the front for the server
+            from query_server.mcp_server import run_stdio
+
+            end_import_phase()
+            run_stdio(handle, stop=shutdown.requested, telemetry=telemetry,  # type: ignore[arg-type]
+                      serving=front.release_early_calls if front is not None else None)
         shutdown.begin()  # the stream ended: the same bounded close
     finally:
         handle.close()

@@ -159,7 +159,8 @@ def test_requests_after_an_early_initialize_wait_for_the_servers_own_answer() ->
     concurrently, so what the client sends meanwhile reaches it only after it answered initialize
     (found with two real Claude Code sessions at once: a tool call overtook the handshake)."""
     client_in, client_out, server_in, server_out = _Pipe(), _Pipe(), _Pipe(), _Pipe()
-    Front(client_in.reader, client_out.writer, server_in.writer, server_out.reader).start()
+    front = Front(client_in.reader, client_out.writer, server_in.writer, server_out.reader)
+    front.start()
     call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "index_status", "arguments": {}}}
     for message in (_initialize(PROTOCOL_VERSIONS[-1], 1), {"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
         client_in.writer.write(json.dumps(message).encode() + b"\n")
@@ -175,6 +176,7 @@ def test_requests_after_an_early_initialize_wait_for_the_servers_own_answer() ->
     server_out.writer.flush()
     reader.join(5)
     assert json.loads(held[0])["method"] == "notifications/initialized"
+    front.release_early_calls()  # the call was kept for the command (query_server.early_calls) until now
     assert json.loads(server_in.reader.readline())["id"] == 9
     client_in.writer.close()
     assert server_in.reader.read() == b""
