@@ -200,7 +200,8 @@ class CodeMemService:
         A plain run is tracked for ``index_status``, gives way to the tool calls in flight, and
         leaves the dense vectors it did not compute to the background; a Dagster run refreshes the
         design layer with its own design assets, and so does a run whose messages go to ``record``
-        (a Dagster run in another process records them).
+        (a Dagster run in another process records them). Every run then syncs the git notes when
+        they are a live store here (``_sync_notes``).
         """
         if repair:
             options["force"] = True
@@ -215,6 +216,7 @@ class CodeMemService:
         report.notes = repaired + report.notes
         if not through_dagster and record is None:
             self._refresh_design(report)
+        self._sync_notes(report)
         self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
         if not embed and not through_dagster:
             self.start_background_embedding()
@@ -274,6 +276,25 @@ class CodeMemService:
             return
         report.notes.extend(design.notes[:20])
         report.design = design.as_dict()
+
+    def _sync_notes(self, report: IndexReport) -> None:
+        """After an index run, when git notes are a live store here: merge what ``git fetch``
+        brought, import it (searchable at once) and write the ledger's changes (three ``git
+        for-each-ref`` when nothing arrived). A failure is a note of the report; nothing is lost."""
+        if not self.memory.stores.notes.enabled():
+            return
+        from resources.schemas.memory.notes import NotesSyncInput
+
+        try:
+            done = self.memory.notes_sync(NotesSyncInput())
+        except Exception as exc:  # noqa: BLE001 - the code index stands; the next run (or `codemem notes sync`) syncs
+            log.exception("git notes sync failed", operation="notes_sync")
+            report.notes.append(f"git notes not synced: {exc}")
+            return
+        if done.imported or done.updated or done.merged_refs or done.notes_written:
+            report.notes.append(f"git notes: {done.imported} memories imported, {done.updated} updated, "
+                                f"{done.notes_written} notes written, {len(done.merged_refs)} fetched refs merged")
+        report.notes.extend(f"git notes: {error.get('memory_id') or error.get('note')}: {error['error']}" for error in done.errors[:5])
 
     def refresh_design(self) -> dict[str, Any]:
         """Bring the design layer up to date now: changed documents; links, patterns, components and

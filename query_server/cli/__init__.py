@@ -8,7 +8,7 @@ every command; nothing imports the package back.
 
 from __future__ import annotations
 
-from query_server.cli import code, design, eval, init, memory, pipeline, repair, ui  # noqa: F401 - register their commands
+from query_server.cli import code, design, eval, init, memory, notes, pipeline, repair, ui  # noqa: F401 - register their commands
 from query_server.cli.common import main
 
 __all__ = ["main"]

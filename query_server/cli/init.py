@@ -1,5 +1,6 @@
 """``codemem init``: set a project up for Claude Code (MCP server, hooks, CLAUDE.md section,
-.gitignore), show it as a diff first with ``--dry-run``, take it back with ``--undo``.
+.gitignore) and, with ``--git-notes``, its git notes as a live memory store; show it as a diff first
+with ``--dry-run``, take it back with ``--undo``.
 
 A thin command over ``claude_setup``, which computes and applies the changes.
 """
@@ -11,6 +12,7 @@ from pathlib import Path
 import click
 
 from query_server import claude_setup as setup
+from query_server.claude_setup import git_hooks
 from query_server.cli.common import InputError, main
 
 
@@ -28,12 +30,22 @@ from query_server.cli.common import InputError, main
     help="Also pre-approve codemem's read-only tools (search, symbols, graph, memory reads) in the settings "
          "file's permissions, so Claude Code runs them without asking. Off by default; --dry-run shows the rules.",
 )
-def init(project: str, dry_run: bool, undo: bool, scope: str, allow_read_tools: bool) -> None:
+@click.option(
+    "--git-notes", "git_notes", is_flag=True,
+    help="Also make this clone's git notes a live memory store: memories tied to a commit become notes in "
+         "refs/notes/cs/<namespace>, `git fetch`/`git push` carry them (refspecs), `codemem index` merges and "
+         "imports fetched ones, and a post-commit hook attaches the decisions made since the last commit.",
+)
+def init(project: str, dry_run: bool, undo: bool, scope: str, allow_read_tools: bool, git_notes: bool) -> None:
     """Set this project up for Claude Code: the codemem MCP server, the hooks (session start and
     end, file reads and edits, compaction, a guard on .codemem/), a CLAUDE.md section saying when
     to use which tool, and .codemem/ in .gitignore. Running it again adds nothing."""
     try:
         plan = setup.plan_undo(Path(project)) if undo else setup.plan_init(Path(project), scope, allow_read_tools=allow_read_tools)
+        if undo:
+            git = git_hooks.plan_git_notes_undo(Path(project))
+        else:
+            git = git_hooks.plan_git_notes(Path(project), plan.launcher or setup.find_launcher()) if git_notes else None
     except setup.SetupError as exc:
         raise InputError(str(exc)) from exc
     what = "init --undo" if undo else f"init ({scope} scope)"
@@ -48,15 +60,26 @@ def init(project: str, dry_run: bool, undo: bool, scope: str, allow_read_tools: 
             click.echo(f"note: {note}")
         if launched:
             click.echo(launched)
-        click.echo(f"dry run of codemem {what}: nothing changed" if not plan.empty
+        if git is not None:
+            click.echo(git_hooks.render(git), nl=False)
+            for note in git.notes:
+                click.echo(f"note: {note}")
+        empty = plan.empty and (git is None or git.empty)
+        click.echo(f"dry run of codemem {what}: nothing changed" if not empty
                    else f"dry run of codemem {what}: nothing to change")
         return
     try:
         done = setup.apply_plan(plan)
+        if git is not None:
+            done += git_hooks.apply(git)
+    except setup.SetupError as exc:
+        raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(f"writing {exc.filename or 'a file'} failed: {exc.strerror or exc}") from exc
     for line in done:
         click.echo(line)
+    for note in git.notes if git is not None else ():
+        click.echo(f"note: {note}")
     for note in plan.notes:
         click.echo(f"note: {note}")
     if launcher:

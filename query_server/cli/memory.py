@@ -108,8 +108,9 @@ def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta
 @click.option("--type", "memory_type", type=TYPE_CHOICE, required=True, help=field_help(MemoryGetInput, "memory_type"))
 @query_options
 @click.option("--relationships", is_flag=True, help=field_help(MemoryGetInput, "include_relationships"))
-def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, relationships: bool) -> None:
-    """Show one memory in full."""
+@click.option("--files", is_flag=True, help=field_help(MemoryGetInput, "include_files"))
+def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, relationships: bool, files: bool) -> None:
+    """Show one memory in full (with --files: the files it concerns, as they were at its commit)."""
     from query_server.tools import TOOLS
 
     def render(result: Any) -> Iterable[RenderableType]:
@@ -126,8 +127,12 @@ def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, re
             for r in result.relationships:
                 table.add_row(r.type, r.direction, Text(r.target_name or r.target_id), cell(r.target_label))
             yield table
+        for item in result.files or ():
+            yield Text(f"── {item.path} @ {item.commit[:12]}" + (" (cut)" if item.truncated else ""), style="bold")
+            yield Text(item.content if item.content is not None else item.error or "", style="" if item.content is not None else "yellow")
 
-    show(project, TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=memory_id, memory_type=memory_type, include_relationships=relationships), as_json, render)
+    request = make_input(MemoryGetInput, memory_id=memory_id, memory_type=memory_type, include_relationships=relationships, include_files=files)
+    show(project, TOOLS["memory_get"], request, as_json, render)
 
 
 @memory.command(name="search")

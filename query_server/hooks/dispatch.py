@@ -1,5 +1,6 @@
 """``codemem hook <Event>``: the Claude Code hooks (SessionStart, PostToolUse, PreToolUse,
-PreCompact, SessionEnd) — read the event's JSON, run its module, answer.
+PreCompact, SessionEnd) and git's post-commit hook (GitPostCommit) — read the event's JSON, run its
+module, answer.
 
 Claude Code runs a hook command for every matching event and waits for it, so each hook must
 answer within a few tens of milliseconds. The hook modules therefore import **only the standard
@@ -23,6 +24,10 @@ documented formats (https://code.claude.com/docs/en/hooks):
 * PreCompact, SessionEnd (``session_end``) — no output; a detached ``query_server.hooks.worker``
   process records a session memory from the transcript through the normal memory_add path.
 
+* GitPostCommit (``post_commit``) — not a Claude Code event: git's post-commit hook, installed by
+  ``codemem init --git-notes``; no output; a detached ``query_server.hooks.notes_worker`` ties the
+  decisions recorded since the previous commit to the new one (git notes in ``refs/notes/cs/decisions``).
+
 A hook never blocks Claude Code on its own failure: any exception is logged as one line to
 ``<state>/logs/hooks.log`` and the hook exits 0 with no output. Unknown events exit 0 silently.
 A project without a state dir (not indexed) gets a one-line hint at SessionStart, nothing else.
@@ -35,15 +40,18 @@ import sys
 from query_server.hooks.common import Project, log_error, read_payload, write_answer
 
 EVENTS = ("SessionStart", "PostToolUse", "PreToolUse", "PreCompact", "SessionEnd")
+"""The Claude Code events (``query_server.claude_setup`` installs one hook for each)."""
+GIT_EVENTS = ("GitPostCommit",)
+"""git's hooks (``codemem init --git-notes`` installs them in the repository)."""
 USAGE = (
-    "usage: codemem hook <Event>   (Event: " + ", ".join(EVENTS) + ")\n"
+    "usage: codemem hook <Event>   (Event: " + ", ".join(EVENTS + GIT_EVENTS) + ")\n"
     "Reads Claude Code's hook JSON on stdin and answers in its hook output format; "
     "`codemem init` writes these commands into .claude/settings.json.\n"
 )
 
 
 def run_event(event: str, project: Project, payload: dict) -> dict | None:
-    """Run the hook of ``event`` (one of ``EVENTS``); its answer, or None for silence."""
+    """Run the hook of ``event`` (one of ``EVENTS`` or ``GIT_EVENTS``); its answer, or None for silence."""
     if event == "SessionStart":
         from query_server.hooks.session_start import session_start
 
@@ -56,6 +64,11 @@ def run_event(event: str, project: Project, payload: dict) -> dict | None:
         from query_server.hooks.pre_tool_use import pre_tool_use
 
         return pre_tool_use(project, payload)
+    if event == "GitPostCommit":
+        from query_server.hooks.post_commit import post_commit
+
+        post_commit(project, payload)
+        return None
     from query_server.hooks.session_end import record_session
 
     record_session(project, payload, event)
@@ -73,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         payload = read_payload()
         event = event or str(payload.get("hook_event_name") or "")
-        if event not in EVENTS:
+        if event not in EVENTS and event not in GIT_EVENTS:
             return 0
         project = Project(payload)
         output = run_event(event, project, payload)

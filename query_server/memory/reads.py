@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from query_server.memory.commit_files import files_at_commit
 from query_server.memory.stores import MemoryStores
 from query_server.paging import MAX_RESPONSE_TOKENS, cut_text, decode_cursor, encode_cursor, estimate_tokens
 from resources.memory.ledger import MemoryRow
@@ -122,12 +123,15 @@ class MemoryReads:
 
     def memory_get(self, request: MemoryGetInput) -> MemoryRecord:
         """One memory in full, from whichever scope holds it (soft-deleted ones too, flagged), with
-        its relationships on request."""
+        its relationships on request, and with the files it concerns at its commit (level 3)."""
         row = self.stores.row_of(request.memory_id, request.memory_type)
         self._record_access([row])
         record = self._record(self._with_pending([self.stores.current(row)])[0], request.include_relationships)
         text, cut = cut_text(record.content, (MAX_RESPONSE_TOKENS - 5_000) * 3, "the memory is larger than one response")
         record.content = text
+        if request.include_files:
+            budget = MAX_RESPONSE_TOKENS - 1_000 - estimate_tokens(record.model_dump_json())
+            record.files = files_at_commit(self.stores, row.metadata, row.id, budget)
         return record
 
     def memory_list(self, request: MemoryListInput) -> MemoryListResult:

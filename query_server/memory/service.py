@@ -5,7 +5,8 @@ record) and its projections.
 ``MemoryService`` is the facade the tool registry and the other faces call; each method hands
 the work to the module that does that job: ``writes`` (add, bulk add, update, delete, conflicts),
 ``extract`` (memory_extract), ``reads`` (get, list, search, context and their ranking), ``export_import``, ``backup``,
-``statistics`` and ``normalize_jobs``, all over the shared ``stores``.
+``statistics``, ``normalize_jobs``, ``notes`` (git notes as a live store) and ``reviews`` (review findings), all over
+the shared ``stores``.
 
 Every write commits to the ledger first, then projects; a projection that fails stays in the
 outbox and is retried in the background (``MemoryService.start_sync``), so a write never fails
@@ -18,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from query_server.memory import backup, export_import, statistics
+from query_server.memory import backup, export_import, notes, reviews, statistics
 from query_server.memory.extract import MemoryExtraction
 from query_server.memory.normalize_jobs import NormalizationJobs
 from query_server.memory.reads import MemoryReads
@@ -58,6 +59,16 @@ from resources.schemas.memory import (
     NormalizeStatusInput,
     RestoreInput,
     RestoreResult,
+)
+from resources.schemas.memory.notes import (
+    NotesCaptureInput,
+    NotesCaptureResult,
+    NotesSyncInput,
+    NotesSyncResult,
+    RecordReviewInput,
+    RecordReviewResult,
+    ReviewFindingsInput,
+    ReviewFindingsResult,
 )
 from resources.settings import Settings
 from resources.vectors.store import VectorStore
@@ -231,6 +242,24 @@ class MemoryService:
         """Replace the ledger with a backup's (the current one is kept beside it), then rebuild the
         memory projections from it."""
         return backup.restore_ledger(self.stores, request)
+
+    # -- git notes and reviews ---------------------------------------------------------------
+    def notes_sync(self, request: NotesSyncInput) -> NotesSyncResult:
+        """Merge fetched git notes, import them into the ledger (searchable at once), write the
+        ledger's changes into ``refs/notes/cs/*``; ``rebuild`` re-reads and rewrites them all."""
+        return notes.notes_sync(self.stores, request)
+
+    def notes_capture(self, request: NotesCaptureInput) -> NotesCaptureResult:
+        """Tie the decisions recorded since a commit's parent to the commit (its note in cs/decisions)."""
+        return notes.notes_capture(self.stores, self.writes, request)
+
+    def record_review(self, request: RecordReviewInput) -> RecordReviewResult:
+        """Store a code review's findings, one memory each, attached to the reviewed commit (cs/reviews)."""
+        return reviews.record_review(self.stores, self.writes, request)
+
+    def review_findings(self, request: ReviewFindingsInput) -> ReviewFindingsResult:
+        """Stored review findings (of one commit, or all), most severe first."""
+        return reviews.review_findings(self.stores, request)
 
     # -- normalization -----------------------------------------------------------------------
     def normalize_memory(self, request: NormalizeMemoryInput) -> NormalizationJob:

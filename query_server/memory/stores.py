@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from pipelines.discovery import DiscoveryError, confine_path
+from query_server.memory.live_notes import LiveNotes
 from query_server.output_paths import OutputPathRefused, checked_output_path
 from query_server.paging import ToolError
 from resources.memory.ledger import Ledger, MemoryRow
@@ -89,6 +90,8 @@ class MemoryStores:
             self.ledger.enqueue_all()
         self.ledger.set_meta("embedding_model", embedder.model_id)
         self.scopes = MemoryScopes(settings, self.ledger, self.projector, vectors=vectors, graph=graph, embedder=embedder)
+        self.notes = LiveNotes(settings.resolved_root(), lambda: self.ledger)
+        """The project's git notes, a live store of project memories when the clone turned them on."""
         if graph is not None:
             try:  # memory node lookups by id need the label indexes (else every write scans the label)
                 graph.ensure_schema()
@@ -131,13 +134,16 @@ class MemoryStores:
 
     def project(self, memory_ids: Sequence[str], vectors_of: dict[str, Any] | None = None, scope: str = "project") -> None:
         """Project memories of a scope just written (the ledger committed them; a failure stays
-        queued). A global write is first copied into this project's replica of the global ledger."""
+        queued). A global write is first copied into this project's replica of the global ledger; a
+        project write also goes to the git notes when they are a live store here."""
         store = self.store(scope)
         if store.replica is not None:
             self.scopes.sync_global(memory_ids)
         report = store.projector.project(memory_ids, vectors_of=vectors_of)
         if report.failed or report.requeued:
             self.wake.set()
+        if scope == "project":
+            self.notes.after_write()
 
     def catch_up_global(self) -> None:
         """Replicate what other projects wrote to the global scope since the last sync and project

@@ -36,6 +36,17 @@ from resources.schemas.memory import (
     RestoreResult,
 )
 
+from resources.schemas.memory.notes import (
+    NotesCaptureInput,
+    NotesCaptureResult,
+    NotesSyncInput,
+    NotesSyncResult,
+    RecordReviewInput,
+    RecordReviewResult,
+    ReviewFindingsInput,
+    ReviewFindingsResult,
+)
+
 from query_server.memory.service import MemoryService
 from query_server.tools.registry import KEYED, NATURAL, ONCE, READ, Tool, describe, on_memory
 
@@ -156,10 +167,32 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
         route="A normalization job's phase, percent and report.",
         description="Phase, percent, errors and (when done) the report of a normalization job.",
     ),
+    Tool(
+        "record_review", on_memory(MemoryService.record_review), RecordReviewInput, RecordReviewResult, KEYED,
+        route="Store code review findings, attached to the reviewed commit (notes namespace cs/reviews).",
+        description=describe("""
+            Record the findings of a code review of a commit: each finding (severity, category, file,
+            line, summary, details with the remediation) becomes a memory in the `reviews` namespace,
+            attached to the reviewed commit (a git note in refs/notes/cs/reviews when git notes are on),
+            so later reviews and fixes find it. Before reviewing, memory_search the reviews for
+            findings seen before.
+        """),
+    ),
+    Tool(
+        "review_findings", on_memory(MemoryService.review_findings), ReviewFindingsInput, ReviewFindingsResult, READ,
+        route="Stored review findings of a commit (or all), most severe first.",
+        description=describe("""
+            Read back the findings of code reviews, of one commit or all, open ones by default, most
+            severe first — what to fix. When one is fixed, memory_update it (memory_type session) with
+            metadata {"status": "resolved", "resolution": "what was done"}.
+        """),
+    ),
     # internal: the owner RPC and the CLI
     Tool("memory_list", on_memory(MemoryService.memory_list), MemoryListInput, MemoryListResult, READ),
     Tool("backup", on_memory(MemoryService.backup), BackupInput, BackupResult, ONCE),
     Tool("restore", on_memory(MemoryService.restore), RestoreInput, RestoreResult, ONCE),
     Tool("sync_memory", on_memory(MemoryService.sync), None, None, NATURAL),
     Tool("rebuild_projections", on_memory(MemoryService.rebuild_projections), None, None, NATURAL),
+    Tool("notes_sync", on_memory(MemoryService.notes_sync), NotesSyncInput, NotesSyncResult, NATURAL),
+    Tool("notes_capture", on_memory(MemoryService.notes_capture), NotesCaptureInput, NotesCaptureResult, NATURAL),
 )

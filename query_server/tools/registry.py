@@ -10,10 +10,12 @@ so a call in flight during an owner hand-over gives one result and changes the s
 - ``natural``: running it again leaves the same state — retried. The index methods re-index from
   disk and converge (a dead owner's background job died with it, so the retry starts it on the
   new owner); projections (``sync_memory``, ``rebuild_projections``, ``refresh_design``) are
-  rebuilt from the ledger; ``normalize_memory`` converges (a second run merges nothing new).
+  rebuilt from the ledger; ``normalize_memory`` converges (a second run merges nothing new);
+  ``notes_sync`` and ``notes_capture`` find their work done (ledger and git notes in step, the
+  decisions tied).
 - ``key``: applied once per idempotency key — retried with the same key, and the ledger returns
   the first outcome. The key is the input's ``request_id`` field where it has one
-  (``memory_add``, ``memory_bulk_add``; a key the caller gives wins), else the method's
+  (``memory_add``, ``memory_bulk_add``, ``record_review``; a key the caller gives wins), else the method's
   ``request_id`` keyword (``memory_update``, ``memory_delete``, ``import_memory``,
   ``record_test_run``). ``ProjectHandle`` makes one per call when the caller gives none.
 - ``once``: a repeat would not give the first result (``export_memory`` and ``backup`` refuse the

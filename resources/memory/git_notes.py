@@ -11,30 +11,20 @@ would strip trailing whitespace and blank lines from the memories' content.
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from resources.memory.git_repo import GitNotesError, GitRepo
 from resources.memory.markdown import MarkdownMemoryError, parse_note, render_note
+from resources.schemas.memory.notes import COMMIT_KEYS, named_commit
 
-GIT_TIMEOUT_S = 60
+__all__ = ["COMMIT_KEYS", "NOTE_TYPES", "GitNotes", "GitNotesError", "NotesExport", "export_notes", "full_notes_ref",
+           "import_notes", "named_commit"]
+
 NOTE_TYPES = ("session", "design")
 """The memory types that git notes hold: what was done and decided, attached to the code it concerns."""
-COMMIT_KEYS = ("commit_sha", "commit", "git_commit")
-"""Metadata keys naming the commit a memory belongs to, first found wins (none: HEAD at export time)."""
-_FALLBACK_IDENTITY = {
-    "GIT_AUTHOR_NAME": "codemem", "GIT_AUTHOR_EMAIL": "codemem@localhost",
-    "GIT_COMMITTER_NAME": "codemem", "GIT_COMMITTER_EMAIL": "codemem@localhost",
-}
-_SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
-
-
-class GitNotesError(RuntimeError):
-    """git is missing, the project is no git repository, or a git command failed (the message says which)."""
 
 
 def full_notes_ref(ref: str) -> str:
@@ -59,37 +49,14 @@ class GitNotes:
         """
         self.root = root
         self.ref = full_notes_ref(ref)
-        self._env: dict[str, str] | None = None
-        top = self._git("rev-parse", "--show-toplevel", check=False)
-        if top.returncode != 0:
-            raise GitNotesError(f"{root} is not in a git repository — git notes need one (git init, and a first commit)")
-        if self._git("check-ref-format", self.ref, check=False).returncode != 0:
+        self.repo = GitRepo(root)
+        if self.repo.git("check-ref-format", self.ref, check=False).returncode != 0:
             raise GitNotesError(f"{ref!r} is not a valid notes ref name — use e.g. refs/notes/codemem")
-
-    def _git(self, *args: str, data: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(self.root), *args], input=data, capture_output=True,
-                timeout=GIT_TIMEOUT_S, env=self._env, check=False,
-            )
-        except FileNotFoundError as exc:
-            raise GitNotesError("git is not installed (or not on PATH) — install git to use git notes") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise GitNotesError(f"git {args[0]} did not finish in {GIT_TIMEOUT_S} s") from exc
-        if check and done.returncode != 0:
-            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise GitNotesError(f"git {' '.join(args[:3])} failed: {message[-1] if message else done.returncode}")
-        return done
 
     def resolve(self, rev: str) -> str | None:
         """The full SHA of the commit ``rev`` names (a SHA, a short SHA, a tag...), or None when the
         repository has no such commit."""
-        rev = rev.strip()
-        if not rev or rev.startswith("-") or any(ch.isspace() or ord(ch) < 32 for ch in rev):
-            return None
-        done = self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-        sha = done.stdout.decode("ascii", "replace").strip()
-        return sha if done.returncode == 0 and _SHA.fullmatch(sha) else None
+        return self.repo.resolve(rev)
 
     def head(self) -> str:
         """The SHA of HEAD.
@@ -104,42 +71,16 @@ class GitNotes:
 
     def read_all(self) -> dict[str, str]:
         """Every note of the ref: commit SHA -> note text (empty when the ref does not exist yet)."""
-        listed = self._git("notes", "--ref", self.ref, "list").stdout.decode("ascii", "replace").split()
-        pairs = list(zip(listed[0::2], listed[1::2], strict=True))
-        if not pairs:
-            return {}
-        batch = self._git("cat-file", "--batch", data="".join(f"{blob}\n" for blob, _ in pairs).encode()).stdout
-        notes: dict[str, str] = {}
-        offset = 0
-        for _, commit in pairs:
-            header_end = batch.index(b"\n", offset)
-            size = int(batch[offset:header_end].split()[2])
-            notes[commit] = batch[header_end + 1 : header_end + 1 + size].decode("utf-8", "replace")
-            offset = header_end + 1 + size + 1
-        return notes
-
-    def _commit_env(self) -> dict[str, str] | None:
-        """Writing a note makes a commit on the notes ref: without a configured identity, use codemem's."""
-        if self._git("var", "GIT_COMMITTER_IDENT", check=False).returncode == 0:
-            return None
-        return {**os.environ, **_FALLBACK_IDENTITY}
+        return self.repo.notes_at(self.repo.tip(self.ref))
 
     def write(self, commit: str, text: str) -> None:
         """Replace the note of ``commit`` with ``text``, byte for byte."""
-        blob = self._git("hash-object", "-w", "--stdin", data=text.encode("utf-8")).stdout.decode().strip()
-        self._env = self._commit_env()
-        try:
-            self._git("notes", "--ref", self.ref, "add", "-f", "-C", blob, commit)
-        finally:
-            self._env = None
+        blob = self.repo.git("hash-object", "-w", "--stdin", data=text.encode("utf-8")).stdout.decode().strip()
+        self.repo.git("notes", "--ref", self.ref, "add", "-f", "-C", blob, commit, identity=True)
 
     def remove(self, commit: str) -> None:
         """Remove the note of ``commit`` (nothing when it has none)."""
-        self._env = self._commit_env()
-        try:
-            self._git("notes", "--ref", self.ref, "remove", "--ignore-missing", commit)
-        finally:
-            self._env = None
+        self.repo.git("notes", "--ref", self.ref, "remove", "--ignore-missing", commit, identity=True)
 
 
 @dataclass
@@ -150,15 +91,6 @@ class NotesExport:
     removed: int = 0
     notes_written: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
-
-
-def named_commit(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(key, revision) of the commit a memory's metadata names, if any."""
-    for key in COMMIT_KEYS:
-        value = metadata.get(key)
-        if isinstance(value, str) and value.strip():
-            return key, value.strip()
-    return None
 
 
 def export_notes(notes: GitNotes, records: Sequence[Mapping[str, Any]], *, drop: Callable[[str], bool] = lambda _id: False) -> NotesExport:
@@ -222,9 +154,20 @@ def export_notes(notes: GitNotes, records: Sequence[Mapping[str, Any]], *, drop:
 def import_notes(notes: GitNotes) -> list[tuple[str, dict[str, Any] | MarkdownMemoryError]]:
     """Every memory in the ref's notes, with the commit it is attached to; a memory in several notes
     (exported from two clones before their notes were merged) once, its latest version."""
+    return latest_records(notes.read_all())
+
+
+def record_rank(record: Mapping[str, Any]) -> tuple[int, str]:
+    """Which of two versions of a memory is newer: the higher version, then the later update."""
+    return int(record.get("version") or 0), str(record.get("updated_at") or "")
+
+
+def latest_records(texts: Mapping[str, str]) -> list[tuple[str, dict[str, Any] | MarkdownMemoryError]]:
+    """The memories of notes (commit -> note text), each with its commit: a memory in several notes
+    once, its latest version (``record_rank``); a note that does not parse as its error."""
     found: list[tuple[str, dict[str, Any] | MarkdownMemoryError]] = []
     latest: dict[str, int] = {}
-    for commit, text in sorted(notes.read_all().items()):
+    for commit, text in sorted(texts.items()):
         try:
             records = parse_note(text)
         except MarkdownMemoryError as exc:
@@ -235,12 +178,11 @@ def import_notes(notes: GitNotes) -> list[tuple[str, dict[str, Any] | MarkdownMe
             if memory_id is None:
                 found.append((commit, record))
                 continue
-            rank = (record.get("version") or 0, str(record.get("updated_at") or ""))
             if memory_id in latest:
                 index = latest[memory_id]
                 held = found[index][1]
                 assert isinstance(held, dict)
-                if rank > (held.get("version") or 0, str(held.get("updated_at") or "")):
+                if record_rank(record) > record_rank(held):
                     found[index] = (commit, record)
                 continue
             latest[memory_id] = len(found)

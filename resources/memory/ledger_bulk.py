@@ -1,5 +1,5 @@
-"""The ledger's bulk rewrites, each one transaction: a normalization (merges and cleanup) and a
-replica's refresh from another ledger."""
+"""The ledger's bulk rewrites, each one transaction: a normalization (merges and cleanup), a
+replica's refresh from another ledger, and the adoption of versions written elsewhere (git notes)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from resources.faults import fault_point
 from resources.memory.ledger_connection import LedgerConnection
-from resources.memory.ledger_model import COLUMNS, Merge, MemoryRow, Relationship, now_iso
+from resources.memory.ledger_model import COLUMNS, Merge, MemoryRow, Relationship, content_hash, now_iso
 from resources.sqlite import write_meta
 
 UNLINK = "unlink"
@@ -59,6 +59,44 @@ class LedgerBulkWrites(LedgerConnection):
                 conn.execute("DELETE FROM relationships WHERE source_id=?", (memory_id,))
                 self._enqueue(conn, memory_id, at)
             return len(rows) + len(gone)
+
+    def adopt(
+        self, rows: Sequence[MemoryRow], relationships: dict[str, Sequence[Relationship]], *, operation: str = "notes_import",
+    ) -> list[str]:
+        """Take versions of memories written in another clone (read from git notes) as they are — id,
+        version, times, deleted flag — in one transaction, each audited with the version it replaces
+        (so nothing is lost) and queued for projection; their relationships are added to the ones
+        kept here. A memory whose version here is as new or newer is left as it is.
+
+        Returns:
+            The ids created or replaced.
+        """
+        adopted: list[str] = []
+        with self._transaction() as conn:
+            at = now_iso()
+            for row in rows:
+                before = self._fetch(conn, row.id)
+                if before is not None and (before.version, before.updated_at) >= (row.version, row.updated_at):
+                    continue
+                conn.execute(
+                    f"INSERT INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,0,NULL,?,?,?,?,?,'pending') ON CONFLICT(id) DO UPDATE SET "
+                    "memory_type=excluded.memory_type, content=excluded.content, metadata=excluded.metadata, "
+                    "content_hash=excluded.content_hash, importance_score=excluded.importance_score, version=excluded.version, "
+                    "created_at=excluded.created_at, updated_at=excluded.updated_at, deleted=excluded.deleted, "
+                    "deleted_at=excluded.deleted_at",
+                    (
+                        row.id, row.memory_type, row.content, json.dumps(row.metadata), content_hash(row.content),
+                        row.importance_score, row.version, row.created_at, row.updated_at, int(row.deleted), row.deleted_at,
+                    ),
+                )
+                for rel in relationships.get(row.id, ()):
+                    self._put_relationship(conn, row.id, rel, at)
+                after = self._fetch(conn, row.id)
+                assert after is not None
+                self._audit(conn, row.id, operation, before.snapshot() if before else None, after.snapshot(), at, None)
+                self._enqueue(conn, row.id, at)
+                adopted.append(row.id)
+        return adopted
 
     def apply_normalization(
         self,

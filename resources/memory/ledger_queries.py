@@ -271,6 +271,17 @@ class LedgerQueries(LedgerConnection):
         with self._lock:
             return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
 
+    def audit_after(self, seq: int, limit: int = 10_000) -> list[tuple[int, str, dict[str, Any] | None]]:
+        """(seq, memory id, the memory before the change) of the audit entries after ``seq``, oldest
+        first: what a follower of the ledger (the git notes sync) has still to apply."""
+        with self._lock:
+            return [
+                (int(r[0]), r[1], json.loads(r[2]) if r[2] else None)
+                for r in self._conn.execute(
+                    "SELECT seq, memory_id, previous FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+                )
+            ]
+
     def audited_since(self, seq: int) -> set[str]:
         """Ids of memories with an audit entry after ``seq``."""
         with self._lock:

@@ -151,6 +151,20 @@ class LedgerReader:
             rows += self.active(missing)
         return rows
 
+    # -- decisions not yet tied to a commit (the git post-commit hook) -----------------------------
+
+    def untied_decisions(self, since: str | None, limit: int) -> list[str]:
+        """Ids of live design memories in the decisions namespace (the default of design memories)
+        whose metadata names no commit, created after ``since`` (ISO time in the ledger's UTC form;
+        None: any time)."""
+        untied = " AND ".join(f"json_extract(metadata, '$.{key}') IS NULL" for key in ("commit_sha", "commit", "git_commit"))
+        return [row[0] for row in self.conn.execute(
+            f"SELECT id FROM memories WHERE deleted = 0 AND memory_type = 'design' AND {untied} "
+            "AND coalesce(json_extract(metadata, '$.namespace'), 'decisions') = 'decisions' AND created_at > ? "
+            "ORDER BY created_at LIMIT ?",
+            (since or "", limit),
+        )]
+
     # -- the audit, for caches kept in step with the ledger ----------------------------------------
 
     def last_audit_seq(self) -> int:

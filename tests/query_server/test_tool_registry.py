@@ -111,7 +111,8 @@ def test_mcp_tools_and_http_routes_are_the_registry(handle: ProjectHandle, liste
     app = build_http_app(handle)
     routes = {path for path in app.openapi()["paths"] if path.startswith("/tools/")}
     assert routes == {f"/tools/{tool.name}" for tool in routed_tools()}
-    internal = {"health", "job_status", "index", "refresh_design", "index_run", "memory_list", "backup", "restore", "sync_memory", "rebuild_projections"}
+    internal = {"health", "job_status", "index", "refresh_design", "index_run", "memory_list", "backup", "restore", "sync_memory", "rebuild_projections",
+                "notes_sync", "notes_capture"}
     assert {name for name, tool in TOOLS.items() if not tool.is_mcp} == internal
     assert {tool.name for tool in routed_tools()} == {tool.name for tool in mcp_tools()}
 

@@ -18,6 +18,7 @@ from resources.schemas.memory.kinds import (
     MemoryValidationError,
     parse_memory_type,
 )
+from resources.schemas.memory.notes import check_namespace
 
 
 def _utc_now() -> str:
@@ -226,7 +227,8 @@ def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | 
 
     Defaults: requirements.description and session.summary take the content; function_id, test_id,
     session_id and preference_id a new UUID; test_history.execution_time and session.start_time now (UTC).
-    Enum values are matched case-insensitively and written in their canonical spelling; unknown keys are kept.
+    Enum values are matched case-insensitively and written in their canonical spelling; unknown keys are kept,
+    except a ``namespace`` (git notes) that is unknown or belongs to another memory type.
 
     Args:
         memory_type: The memory's type (a name is parsed with `parse_memory_type`).
@@ -245,6 +247,7 @@ def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | 
     if not isinstance(metadata, dict):
         raise MemoryValidationError(f"metadata: must be an object of {kind} fields (got {type(metadata).__name__})")
     given = dict(metadata)
+    check_namespace(str(kind), given)
     derived = _FROM_CONTENT.get(kind)
     if derived and not (isinstance(given.get(derived), str) and given[derived].strip()):
         given[derived] = content

@@ -20,6 +20,7 @@ from resources.schemas.memory.kinds import (
     ScopesInput,
     parse_iso,
 )
+from resources.schemas.memory.notes import CommitFile
 from resources.schemas.tools import MAX_QUERY_CHARS
 
 
@@ -29,6 +30,7 @@ class MemoryGetInput(ToolInput):
     memory_id: str = Field(min_length=1, description="Id of the memory (from memory_add or memory_search).")
     memory_type: MemoryTypeInput = Field(description="The memory's type: " + TYPES_HELP)
     include_relationships: bool = Field(default=False, description="Also return its links to memories and code.")
+    include_files: bool = Field(default=False, description="Level-3 hydration, for a memory tied to a commit (metadata.commit_sha): also return the files it concerns as they were at that commit (git show <sha>:<path>), cut to the response budget.")
 
 
 class MemoryRelationship(BaseModel):
@@ -60,6 +62,7 @@ class MemoryRecord(BaseModel):
     relationships: list[MemoryRelationship] | None = None
     stale_anchors: list[dict[str, Any]] | None = Field(default=None, description="Anchored code that changed or vanished since the memory was anchored (None: current).")
     scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
+    files: list[CommitFile] | None = Field(default=None, description="With include_files: the files the memory concerns, at its commit.")
 
 
 class TimeRange(ToolInput):
