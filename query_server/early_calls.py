@@ -34,15 +34,21 @@ log = structlog.get_logger("codemem.early_calls")
 
 ANSWERED_HERE = (READ, KEYED)
 """The retry policies of the tools answered before the server is up (quick, and safe to run here)."""
+OPEN_WAIT_S = 3.0
+"""How long the kept calls wait for the stores to open here; past it (another owner is handing
+over, say) they go to the server, which loads meanwhile and answers everything else."""
 
 
 def serve_early_calls(front: Front, handle: Any, telemetry: ToolTelemetry, stop: threading.Event | None = None) -> int:
     """Answer (or pass on) every call the front kept, oldest first, until none waits or ``stop``
-    is set; returns how many were answered here. ``handle`` is the project's (opening) handle: a
-    call waits for it."""
+    is set; returns how many were answered here. ``handle`` is the project's ``OpeningHandle``: the
+    calls wait ``OPEN_WAIT_S`` at most for it to open, else they are all passed on."""
     answered = passed_on = 0
+    opened = None
     while not (stop is not None and stop.is_set()) and (call := front.take_early_call()) is not None:
-        result = early_answer(call.message, handle, telemetry)
+        if opened is None:
+            opened = handle.wait_opened(OPEN_WAIT_S)
+        result = early_answer(call.message, handle, telemetry) if opened else None
         if result is None:
             front.pass_on(call)
             passed_on += 1

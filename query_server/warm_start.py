@@ -80,6 +80,10 @@ class OpeningHandle:
         """True once opening ended (the handle is open, or it failed)."""
         return self._opened.is_set()
 
+    def wait_opened(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for opening to end; True when it did."""
+        return self._opened.wait(timeout)
+
     def wait(self, timeout: float = OPEN_WAIT_S) -> Any:
         """The open handle, once it is; the opening's failure raised."""
         self.start()

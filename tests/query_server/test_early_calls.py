@@ -144,3 +144,26 @@ def test_the_end_of_the_clients_stream_is_reported_while_no_server_reads() -> No
     released.release_early_calls()  # the server reads now: it sees the stream end itself
     released._from_client()
     assert "released" not in ended
+
+
+def test_calls_go_to_the_server_when_the_stores_do_not_open_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from query_server import early_calls
+    from query_server.telemetry import ToolTelemetry
+    from query_server.warm_start import OpeningHandle
+
+    monkeypatch.setattr(early_calls, "OPEN_WAIT_S", 0.1)
+    init = json.dumps(_initialize("2025-06-18")).encode() + b"\n"
+    server_in = _Pipe()
+    front = Front(_Pipe([init, _call(1), _call(2)]), _Pipe(), server_in, _Pipe())  # type: ignore[arg-type]
+    front._from_client()
+    front._release()  # the server answered initialize
+    opening = threading.Event()
+    handle = OpeningHandle(lambda: opening.wait(5))  # another owner is handing the stores over
+    handle.start()
+    try:
+        assert early_calls.serve_early_calls(front, handle, ToolTelemetry()) == 0
+        assert server_in.written[1:] == [_call(1), _call(2)]  # passed on, in order, for the server
+    finally:
+        opening.set()
