@@ -42,12 +42,13 @@ over, say) they go to the server, which loads meanwhile and answers everything e
 def serve_early_calls(front: Front, handle: Any, telemetry: ToolTelemetry, stop: threading.Event | None = None) -> int:
     """Answer (or pass on) every call the front kept, oldest first, until none waits or ``stop``
     is set; returns how many were answered here. ``handle`` is the project's ``OpeningHandle``: the
-    calls wait ``OPEN_WAIT_S`` at most for it to open, else they are all passed on."""
+    calls wait ``OPEN_WAIT_S`` at most for it to open, else they are all passed on (so are they on
+    a project whose first build has not run yet)."""
     answered = passed_on = 0
     opened = None
     while not (stop is not None and stop.is_set()) and (call := front.take_early_call()) is not None:
         if opened is None:
-            opened = handle.wait_opened(OPEN_WAIT_S)
+            opened = handle.wait_opened(OPEN_WAIT_S) and not _first_build_pending(handle)
         result = early_answer(call.message, handle, telemetry) if opened else None
         if result is None:
             front.pass_on(call)
@@ -58,6 +59,13 @@ def serve_early_calls(front: Front, handle: Any, telemetry: ToolTelemetry, stop:
     if answered or passed_on:
         log.info("tool calls sent before the MCP server was up", answered_here=answered, passed_on=passed_on)
     return answered
+
+
+def _first_build_pending(handle: Any) -> bool:
+    """True when this process owns a project never indexed: its first build waits for the SDK's
+    import (``query_server.import_phase``), and a code call would wait for that build."""
+    manifest = getattr(handle.backend, "manifest", None) if handle.is_owner else None
+    return manifest is not None and not manifest.has_files()
 
 
 def early_answer(message: dict[str, Any], handle: Any, telemetry: ToolTelemetry) -> dict[str, Any] | None:

@@ -139,15 +139,17 @@ def start_first_build(handle: Any) -> Any:
 def warm_up(handle: Any) -> None:
     """What ``codemem mcp`` does once its handle is open, in the order a first call needs it: load
     the code collection, the local embedding model (one uncached query embedding) and the memory
-    collections a first search reads, then (once the command's imports are done:
-    ``query_server.import_phase``) start bringing the index up to date in the background (that run
-    refreshes the design layer; on a project never indexed it starts first, as code_search waits
-    for it), then start the embedded graph (memory writes and graph walks use it). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
+    collections a first search reads, then start bringing the index up to date in the background
+    (that run refreshes the design layer; on a project never indexed it starts first, as
+    code_search waits for it), then start the embedded graph (memory writes and graph walks use
+    it). All of it once the command's own imports are done (``query_server.import_phase``: two
+    threads importing at once can see a module half-initialized, or none). A process that forwards to an owner has nothing to warm; a closing one stops between steps."""
     if not handle.is_owner:
         from resources.embeddings.local import LocalMiniLMEmbedder
 
         LocalMiniLMEmbedder.discard_preloaded()  # the owner embeds; this process forwards
         return
+    wait_for_end()  # warming imports (stores, the graph client): after `codemem mcp`'s own imports
     service = handle.backend
     indexed = _indexed(service)  # also loads the code collection
     if not indexed:
@@ -156,7 +158,6 @@ def warm_up(handle: Any) -> None:
     if callable(getattr(embedder, "load", None)) and not service.closing:  # the local model; a remote API needs no loading
         embedder.embed_query("warm up")
     service.memory.open_collections(stop=lambda: service.closing)  # else ~0.1 s of the first memory_search
-    wait_for_end()  # the index and the graph start import: after the command's own imports
     if service.closing:
         return
     if indexed:

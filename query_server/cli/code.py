@@ -164,6 +164,9 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
         raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
 
 
+IMPORTS_WAIT_S = 10.0
+"""How long ``codemem mcp`` waits for the stores' opening and the model's loading to finish their
+imports before it imports the MCP SDK (past it, it goes on: a stuck opening must not stall it)."""
 GRAPH_START_WAIT_S = 2.0
 """At the shutdown deadline, how long to wait for a graph server still starting (to stop it)."""
 
@@ -194,11 +197,15 @@ def stop_owned_graph(handle: Any) -> None:
 def mcp(project: str) -> None:
     """Serve the MCP tools over stdio (what Claude Code launches from .mcp.json). The log goes to
     .codemem/logs/mcp.log; stderr carries errors only."""
+    from query_server.import_phase import begin_import_phase
+
+    begin_import_phase()  # (begun already when started as `codemem mcp`, not as `python -m query_server.cli mcp`)
     settings = settings_for(project)
     configure_logging("INFO", log_file=settings.resolved_state_dir() / "logs" / "mcp.log")
     from resources.embeddings.factory import preload_local_model
 
     preload_local_model(settings)  # loads beside the imports below: a first search finds it ready
+    from resources.embeddings.local import LocalMiniLMEmbedder
     from query_server import ownership  # noqa: F401 - imported here, not by the opening thread
     from query_server.early_calls import serve_early_calls
     from query_server.import_phase import end_import_phase
@@ -221,9 +228,12 @@ def mcp(project: str) -> None:
             front.on_early_close(shutdown.begin)  # stdin closed while the SDK loads: the same bounded close
             serve_early_calls(front, handle, telemetry, stop=shutdown.requested)
         if not shutdown.requested.is_set():
-            # the MCP SDK last, in this thread (the opening thread imports nothing of it; two
-            # threads importing the same modules at once can see one half-initialized); the calls
-            # sent meanwhile wait in the front for the server
+            # the MCP SDK last, in this thread, once the opening and the model's loading are done
+            # importing (two threads importing at once can see a module half-initialized, or none;
+            # warming and the index wait for the end of the phase); the calls sent meanwhile wait in
+            # the front for the server
+            handle.wait_opened(IMPORTS_WAIT_S)
+            LocalMiniLMEmbedder.wait_for_preloads(IMPORTS_WAIT_S)
             from query_server.mcp_server import run_stdio
 
             end_import_phase()

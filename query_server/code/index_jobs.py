@@ -15,6 +15,7 @@ import structlog
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import embed_pending
 from query_server.code.lookups import CodeLookups
+from query_server.import_phase import wait_for_end
 from query_server.paging import ToolError, cap_report
 from resources.schemas.code import CALLABLE_KINDS
 from resources.schemas.tools import (
@@ -78,6 +79,7 @@ class IndexJobs(CodeLookups):
             return
 
         def run() -> None:
+            wait_for_end()  # `codemem mcp` imports the MCP SDK meanwhile: two threads importing at once can see a module half-initialized
             try:
                 self.service.index(IndexInput(embed=False), stop=self._stop)
             except Exception:  # noqa: BLE001 - background work logs and stops

@@ -186,6 +186,17 @@ class LocalMiniLMEmbedder:
                 return
 
     @staticmethod
+    def wait_for_preloads(timeout_s: float) -> None:
+        """Wait (up to ``timeout_s``) for the preloads still loading: their imports are done then."""
+        with _preloads_lock:
+            pending = list(_preloads.values())
+        for future in pending:
+            try:
+                future.exception(timeout_s)
+            except TimeoutError:
+                return
+
+    @staticmethod
     def discard_preloaded() -> None:
         """Forget every preloaded model nobody took over (a process that will never embed)."""
         with _preloads_lock:

@@ -167,3 +167,26 @@ def test_calls_go_to_the_server_when_the_stores_do_not_open_in_time(monkeypatch:
         assert server_in.written[1:] == [_call(1), _call(2)]  # passed on, in order, for the server
     finally:
         opening.set()
+
+
+def test_calls_on_a_project_never_indexed_go_to_the_server(tmp_path: Path) -> None:
+    """Its first build waits for the MCP SDK's import; a code call answered here would wait for it."""
+    from query_server.telemetry import ToolTelemetry
+    from query_server.warm_start import OpeningHandle
+
+    root = tmp_path / "new"
+    shutil.copytree(FIXTURE_REPOS / "python", root)
+    init = json.dumps(_initialize("2025-06-18")).encode() + b"\n"
+    server_in = _Pipe()
+    front = Front(_Pipe([init, _call(1)]), _Pipe(), server_in, _Pipe())  # type: ignore[arg-type]
+    front._from_client()
+    front._release()
+    handle = OpeningHandle(lambda: ProjectHandle(Settings(project_root=root)))
+    handle.start()
+    try:
+        from query_server.early_calls import serve_early_calls
+
+        assert serve_early_calls(front, handle, ToolTelemetry()) == 0
+        assert server_in.written[1:] == [_call(1)]
+    finally:
+        handle.close()
