@@ -16,7 +16,7 @@ from typing import Literal
 from resources.embeddings._model_files import INSTALL_HINT, candidate_sources
 from resources.embeddings.base import Embedder, EmbeddingError
 from resources.embeddings.cache import DAY, CachedEmbedder, EmbeddingCache
-from resources.embeddings.local import MODEL_NAME, LocalMiniLMEmbedder, onnx_available
+from resources.embeddings.local import MODEL_NAME, LocalMiniLMEmbedder, onnx_available, resolved_runtime
 from resources.embeddings.voyage import VoyageEmbedder
 
 log = logging.getLogger(__name__)
@@ -95,11 +95,9 @@ def _local(settings: object) -> tuple[LocalMiniLMEmbedder, str]:
         )
     if path is not None and not Path(path).expanduser().exists():
         raise EmbeddingError(f"CODEMEM_EMBEDDING_MODEL_PATH={path} does not exist; {INSTALL_HINT}.")
-    runtime = getattr(settings, "embed_runtime", "auto") or "auto"
     embedder = _local_embedder(settings)
-    if runtime == "auto":
-        runtime = "onnx" if onnx_available() else "numpy"
-    elif runtime == "onnx" and not onnx_available():
+    runtime = resolved_runtime(embedder.requested_runtime)
+    if runtime == "onnx" and not onnx_available():
         raise EmbeddingError(
             "CODEMEM_EMBED_RUNTIME=onnx needs the packages onnx and onnxruntime: `pip install onnx onnxruntime`."
         )

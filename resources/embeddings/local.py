@@ -54,6 +54,13 @@ def onnx_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
 
 
+def resolved_runtime(requested: str) -> str:
+    """The runtime ``requested`` stands for: ``auto`` is ``onnx`` when installed, else ``numpy``."""
+    if requested == "auto":
+        return "onnx" if onnx_available() else "numpy"
+    return requested
+
+
 def _limit_blas_threads(threads: int) -> None:
     try:
         from threadpoolctl import threadpool_limits
@@ -165,9 +172,7 @@ class LocalMiniLMEmbedder:
     def _import_loaders(self) -> None:
         """Import what ``_load`` will need (the runtime, the tokenizer, the graph builder when
         the graph is not cached); a missing package is left for ``_load`` to report."""
-        runtime = self.requested_runtime
-        if runtime == "auto":
-            runtime = "onnx" if onnx_available() else "numpy"
+        runtime = resolved_runtime(self.requested_runtime)
         names = ["tokenizers"]
         if runtime == "onnx":
             names += ["resources.embeddings._bert_onnx", "onnxruntime"]
@@ -214,10 +219,8 @@ class LocalMiniLMEmbedder:
         with self._lock:
             if self._encoder is not None:
                 return
-            runtime = self.requested_runtime
-            if runtime == "auto":
-                runtime = "onnx" if onnx_available() else "numpy"
-            elif runtime == "onnx" and not onnx_available():
+            runtime = resolved_runtime(self.requested_runtime)
+            if runtime == "onnx" and not onnx_available():
                 raise EmbeddingError(
                     "Local embedding runtime 'onnx' needs the packages onnx and onnxruntime: "
                     "`pip install onnx onnxruntime`, or set CODEMEM_EMBED_RUNTIME=numpy."
