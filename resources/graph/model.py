@@ -78,6 +78,9 @@ _KEY_CHARS = re.compile("[\x00\x01]")
 """Characters refused in ids and indexed values: FalkorDB cannot parse NUL, and its indexes
 miss values containing U+0001 (its unique-constraint check even crashes the server on them)."""
 _INDEXED = frozenset(prop for props in cy.INDEXED_PROPERTIES.values() for prop in props)
+_VALID_NAMES: set[str] = set()
+"""Property names already checked (a run writes the same few names on every node and edge)."""
+_VALID_NAMES_MAX = 10_000
 
 
 def _check_key_text(what: str, value: str) -> str:
@@ -88,8 +91,18 @@ def _check_key_text(what: str, value: str) -> str:
 
 def _check_properties(properties: dict[str, Any]) -> dict[str, Any]:
     for key, value in properties.items():
-        if not isinstance(key, str) or not _PROPERTY_NAME.fullmatch(key):
-            raise ValueError(f"invalid property name {key!r} (letters, digits and _ only)")
+        if key not in _VALID_NAMES:
+            if not isinstance(key, str) or not _PROPERTY_NAME.fullmatch(key):
+                raise ValueError(f"invalid property name {key!r} (letters, digits and _ only)")
+            if len(_VALID_NAMES) < _VALID_NAMES_MAX:
+                _VALID_NAMES.add(key)
+        kind = type(value)
+        if kind is int or kind is bool or value is None:  # most values of an index run: nothing to check
+            continue
+        if kind is str:
+            if "\x00" in value or (key in _INDEXED and "\x01" in value):
+                _check_key_text(f"property {key!r}", value)
+            continue
         values = value if isinstance(value, list) else [value]
         for item in values:
             if item is not None and not isinstance(item, str | int | float | bool):
