@@ -349,8 +349,8 @@ class Manifest:
         ``replace_resolved_edges`` forgets them; an interrupted resolution leaves them behind, and
         the next one treats their state in the graph as unknown (``unsettled_edges``).
         """
-        with self.transaction() as conn:
-            conn.executemany("INSERT OR IGNORE INTO unsettled_edges VALUES (?, ?, ?)", list(edges))
+        with self.transaction() as conn:  # in key order: a B-tree filled in order writes each page once
+            conn.executemany("INSERT OR IGNORE INTO unsettled_edges VALUES (?, ?, ?)", sorted(edges))
 
     def unsettled_edges(self) -> set[tuple[str, str, str]]:
         """Edges an interrupted resolution may or may not have added or removed in the graph."""
@@ -368,10 +368,10 @@ class Manifest:
         with self.transaction() as conn:
             self.clear_dirty(conn, resolved_ids)
             conn.execute("DELETE FROM unsettled_edges")
-            conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", removed)
-            conn.executemany(
+            conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", sorted(removed))
+            conn.executemany(  # in key order, as in begin_edge_changes
                 "INSERT OR REPLACE INTO resolved_edges VALUES (?, ?, ?, ?)",
-                [(s, t, d, json.dumps(p)) for s, t, d, p in added],
+                sorted((s, t, d, json.dumps(p)) for s, t, d, p in added),
             )
 
     def forget_content_hashes(self) -> int:
