@@ -7,12 +7,11 @@ index freshness and to find the symbols of a file. The SQL follows the schema
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from resources.sqlite_readonly import connect_read_only
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
+    import os
     import sqlite3
 
 
@@ -24,7 +23,7 @@ class ManifestReader:
         self.conn = conn
 
     @classmethod
-    def open(cls, path: Path, busy_timeout_s: float) -> ManifestReader | None:
+    def open(cls, path: str | os.PathLike[str], busy_timeout_s: float) -> ManifestReader | None:
         """The manifest at ``path`` opened read-only, or None when nothing is indexed yet."""
         conn = connect_read_only(path, busy_timeout_s)
         return None if conn is None else cls(conn)

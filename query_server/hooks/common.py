@@ -1,61 +1,78 @@
 """What every hook shares: the project and its state dir, the JSON in and out, error logging,
 atomic writes, detached workers and the one-line rendering of a memory.
 
-Standard library only (see ``query_server.hooks.dispatch``).
+Standard library only (see ``query_server.hooks.dispatch``), and not ``re``, ``json``, ``pathlib``
+or ``enum`` either: under ``python -S`` importing them costs a hook ~10 ms, a third of a bare
+interpreter start. Paths are ``os.path`` strings; JSON goes through ``json_loads``/``json_dumps``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 import time
-from pathlib import Path
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    _Scanner = Callable[[str, int], tuple[object, int]]  # (text, start) -> (value, end), as json's scanner
+    _Encoder = Callable[[object, int], Iterable[str]]  # (value, indent level 0) -> chunks, as json's encoder
 
 BUSY_TIMEOUT_S = 0.02
 """How long a hook's read waits for a writer's lock on the ledger or the manifest."""
 LOG_MAX_BYTES = 1_000_000
 _TITLE_KEYS = ("title", "pattern_name", "name", "test_name", "key", "requirement_id", "component_id")
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 class Project:
     """Where the project and its state dir are (the same rules as ``resources.settings``)."""
 
     def __init__(self, payload: dict) -> None:
-        """Find the project from the environment, else the hook payload's ``cwd``, else the process's."""
+        """Find the project from the environment, else the hook payload's ``cwd``, else the process's.
+
+        Every path is an absolute, resolved ``str`` (``os.path``: see the module's docstring).
+        """
         env = os.environ
         start = env.get("CODEMEM_PROJECT_ROOT") or env.get("CLAUDE_PROJECT_DIR") or payload.get("cwd") or os.getcwd()
-        root = Path(str(start)).expanduser().resolve()
+        root = os.path.realpath(os.path.expanduser(str(start)))
         explicit = env.get("CODEMEM_STATE_DIR")
         if explicit:
             self.root = root
-            self.state_dir = Path(explicit).expanduser().resolve()
+            self.state_dir = os.path.realpath(os.path.expanduser(explicit))
         else:
-            found = next((d for d in (root, *root.parents) if (d / ".codemem").is_dir()), None)
-            self.root = found or root
-            self.state_dir = self.root / ".codemem"
-        self.ledger_path = self.state_dir / "memory.db"
-        self.index_path = self.state_dir / "index.db"
-        self.indexed = self.ledger_path.is_file() or self.index_path.is_file()
-        self.hooks_dir = self.state_dir / "hooks"
+            self.root = _holding_state_dir(root) or root
+            self.state_dir = os.path.join(self.root, ".codemem")
+        self.ledger_path = os.path.join(self.state_dir, "memory.db")
+        self.index_path = os.path.join(self.state_dir, "index.db")
+        self.indexed = os.path.isfile(self.ledger_path) or os.path.isfile(self.index_path)
+        self.hooks_dir = os.path.join(self.state_dir, "hooks")
 
     def relative(self, raw: str, cwd: str | None = None) -> str | None:
-        """``raw`` as a repo-relative POSIX path, or None when it is outside the project."""
-        path = Path(os.path.expanduser(raw))
-        if not path.is_absolute():
-            path = Path(cwd or self.root) / path
-        path = Path(os.path.normpath(path))
-        for candidate in (path, Path(os.path.realpath(path))):
-            try:
-                return candidate.relative_to(self.root).as_posix()
-            except ValueError:
-                continue
+        """``raw`` as a repo-relative POSIX path (``.`` for the root), or None when it is outside the project."""
+        path = os.path.normpath(os.path.join(cwd or self.root, os.path.expanduser(raw)))
+        prefix = self.root.rstrip(os.sep) + os.sep
+        for candidate in (path, os.path.realpath(path)):
+            if candidate == self.root:
+                return "."
+            if candidate.startswith(prefix):
+                return candidate[len(prefix):].replace(os.sep, "/")
         return None
 
 
+def _holding_state_dir(directory: str) -> str | None:
+    """``directory`` or the nearest directory above it that holds a ``.codemem`` directory."""
+    while not os.path.isdir(os.path.join(directory, ".codemem")):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+    return directory
+
+
 def _guarded_dirs(project: Project) -> list[str]:
-    dirs = {os.path.normpath(project.state_dir), os.path.normpath(project.root / ".codemem")}
+    dirs = {os.path.normpath(project.state_dir), os.path.normpath(os.path.join(project.root, ".codemem"))}
     dirs |= {os.path.realpath(d) for d in list(dirs)}
     return sorted(dirs)
 
@@ -84,6 +101,71 @@ def in_state_dir(project: Project, raw: str, cwd: str | None = None) -> bool:
 # -- the hook contract: JSON on stdin, JSON on stdout, failures to a log ----------------------------
 
 
+# JSON through CPython's C accelerator ``_json``, which ``json`` itself uses: importing ``json`` imports
+# ``re`` (~10 ms of a hook under -S), the accelerator alone a fraction of a millisecond.
+
+_WHITESPACE = " \t\n\r"
+"""What JSON counts as whitespace around a value (``json.decoder.WHITESPACE``)."""
+
+
+def _c_json() -> tuple[_Scanner, Callable[[], _Encoder]] | None:
+    """CPython's JSON accelerator (``_json``): (the scanner ``json.loads`` uses, a factory of the encoder
+    ``json.dumps`` uses), or None where it is missing or answers a probe otherwise than ``json`` would."""
+    try:
+        import _json
+
+        class Defaults:  # what json.JSONDecoder() hands make_scanner
+            strict = True
+            object_hook = object_pairs_hook = None
+            parse_float, parse_int = float, int
+            parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+        def encoder() -> _Encoder:  # a new one per call: its circular-reference markers
+            return _json.make_encoder({}, _unserializable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+        scanner = _json.make_scanner(Defaults)
+        probe, value = '{"a": [1, 2.5, null, true, "\\u00e9"]}', {"a": [1, 2.5, None, True, "\u00e9"]}
+        if scanner(probe + " ", 0) != (value, len(probe)) or "".join(encoder()(value, 0)) != probe:
+            return None
+        return scanner, encoder
+    except Exception:  # noqa: BLE001 - another implementation or signature: json does it all
+        return None
+
+
+def _unserializable(value: object) -> object:
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+_C_JSON = _c_json()
+
+
+def json_loads(text: str) -> object:
+    """``json.loads(text)``: the same values, and the same errors (which ``json`` itself raises)."""
+    if _C_JSON is not None and isinstance(text, str) and not text.startswith("\ufeff"):
+        try:
+            value, end = _C_JSON[0](text, len(text) - len(text.lstrip(_WHITESPACE)))
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if not text[end:].lstrip(_WHITESPACE):
+                return value
+    import json  # bad input (or no accelerator): json's own answer and error
+
+    return json.loads(text)
+
+
+def json_dumps(value: object) -> str:
+    """``json.dumps(value)`` (ASCII, default separators), byte for byte; the same errors."""
+    if _C_JSON is not None:
+        try:
+            return "".join(_C_JSON[1]()(value, 0))
+        except (TypeError, ValueError):
+            pass
+    import json
+
+    return json.dumps(value)
+
+
 def read_payload() -> dict:
     """The hook JSON Claude Code writes on stdin ({} when there is none)."""
     if sys.stdin is None or sys.stdin.isatty():
@@ -92,7 +174,7 @@ def read_payload() -> dict:
     raw = stream.read().decode("utf-8", "replace") if stream is not None else sys.stdin.read()
     if not raw.strip():
         return {}
-    payload = json.loads(raw)
+    payload = json_loads(raw)
     if not isinstance(payload, dict):
         raise ValueError(f"hook input is a JSON {type(payload).__name__}, not an object")
     return payload
@@ -100,7 +182,7 @@ def read_payload() -> dict:
 
 def write_answer(output: dict) -> None:
     """Answer Claude Code on stdout (ASCII JSON, \\u escapes: whatever the locale's encoding)."""
-    sys.stdout.write(json.dumps(output))
+    sys.stdout.write(json_dumps(output))
     sys.stdout.flush()
 
 
@@ -112,14 +194,14 @@ def additional_context(event: str, text: str) -> dict:
 def log_error(project: Project | None, event: str, exc: BaseException) -> None:
     """One line in ``<state>/logs/hooks.log`` (only when the state dir exists); never raises."""
     try:
-        if project is None or not project.state_dir.is_dir():
+        if project is None or not os.path.isdir(project.state_dir):
             return
-        logs = project.state_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        log = logs / "hooks.log"
+        logs = os.path.join(project.state_dir, "logs")
+        make_dir(logs)
+        log = os.path.join(logs, "hooks.log")
         try:
-            if log.stat().st_size > LOG_MAX_BYTES:
-                os.replace(log, logs / "hooks.log.1")
+            if os.stat(log).st_size > LOG_MAX_BYTES:
+                os.replace(log, os.path.join(logs, "hooks.log.1"))
         except OSError:
             pass
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
@@ -141,7 +223,7 @@ def now_iso() -> str:
 
 def session_key(session_id: str) -> str:
     """A file-name-safe key for a session id (UUIDs pass through unchanged)."""
-    clean = re.sub(r"[^A-Za-z0-9_-]", "", session_id)[:64]
+    clean = "".join(ch for ch in session_id if ch in _KEY_CHARS)[:64]
     if clean != session_id:
         import zlib
 
@@ -149,19 +231,38 @@ def session_key(session_id: str) -> str:
     return clean or "unknown"
 
 
-def write_atomic(path: Path, text: str) -> None:
+def make_dir(path: str, *, parents: bool = False) -> None:
+    """Create the directory ``path`` unless it exists (``Path.mkdir(parents=parents, exist_ok=True)``)."""
+    if parents:
+        os.makedirs(path, exist_ok=True)
+        return
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+
+
+def read_text(path: str) -> str:
+    """The UTF-8 text of the file ``path``."""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def write_atomic(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` in one step (readers see the old file or the new one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    make_dir(os.path.dirname(path), parents=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
     os.replace(tmp, path)
 
 
 def spawn_detached(project: Project, argv: list[str]) -> None:
     """Start ``argv`` detached (new session, stdin /dev/null, output to ``<state>/logs/hooks-worker.log``)."""
-    logs = project.state_dir / "logs"
-    logs.mkdir(exist_ok=True)
-    log = str(logs / "hooks-worker.log")
+    logs = os.path.join(project.state_dir, "logs")
+    make_dir(logs)
+    log = os.path.join(logs, "hooks-worker.log")
     env = dict(os.environ)
     env.pop("PYTHONPROFILEIMPORTTIME", None)
     try:
@@ -195,7 +296,7 @@ def memory_label(memory_type: str, content: str, metadata: str | dict, limit: in
     meta = metadata
     if isinstance(metadata, str):
         try:
-            meta = json.loads(metadata)
+            meta = json_loads(metadata)
         except ValueError:
             meta = {}
     if not isinstance(meta, dict):

@@ -4,7 +4,8 @@ module, answer.
 
 Claude Code runs a hook command for every matching event and waits for it, so each hook must
 answer within a few tens of milliseconds. The hook modules therefore import **only the standard
-library** (no click, rich, pydantic, models or store clients) and read the project's SQLite files
+library** (no click, rich, pydantic, models or store clients; on their normal paths not even ``re``,
+``json``, ``pathlib`` or ``enum``: see ``query_server.hooks.common``) and read the project's SQLite files
 read-only (``resources.memory.ledger_reader``, ``resources.manifest_reader``);
 ``query_server.entry`` routes ``codemem hook`` here before anything else loads, and only the
 module of the event at hand is imported.

@@ -11,6 +11,7 @@ owner (``notes_capture``). Standard library only (see ``query_server.hooks.dispa
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -29,7 +30,7 @@ def _utc(stamp: str) -> str:
 
 def post_commit(project: Project, payload: dict) -> None:  # noqa: ARG001 - git passes no payload
     """Start the worker that ties the new commit's decisions to it, when there are any; return at once."""
-    if not project.ledger_path.is_file():
+    if not os.path.isfile(project.ledger_path):
         return
     done = subprocess.run(
         ["git", "-C", str(project.root), "log", "-2", "--first-parent", "--format=%H %cI", "HEAD"],

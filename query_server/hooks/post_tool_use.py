@@ -8,16 +8,17 @@ Standard library only (see ``query_server.hooks.dispatch``).
 
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
+import os
 
 from query_server.hooks.common import (
     BUSY_TIMEOUT_S,
     Project,
     additional_context,
     in_state_dir,
+    json_loads,
+    make_dir,
     memory_label,
+    read_text,
     session_key,
 )
 from query_server.hooks.mentions import lookup_mentions, mentions_cache
@@ -29,7 +30,14 @@ MEMORIES_PER_FILE = 3
 SYMBOLS_PER_FILE = 900
 """Symbols of the file whose anchored memories are looked up (one ``IN (…)`` list)."""
 _GOTCHA = r"(?i)\b(gotchas?|pitfalls?|beware|caveats?|careful|workaround|foot-?guns?|watch out|do not|don't|never)\b"
-"""Patterns are compiled on first use (``re`` caches them): compiling at import costs milliseconds."""
+"""What makes a memory's text a gotcha. ``_has_word`` finds it with string methods, as ``re.search`` would:
+importing ``re`` costs a hook ~10 ms."""
+_GOTCHA_WORDS = ("gotcha", "gotchas", "pitfall", "pitfalls", "beware", "caveat", "caveats", "careful", "workaround",
+                 "footgun", "footguns", "foot-gun", "foot-guns", "watch out", "do not", "don't", "never")
+"""``_GOTCHA``'s alternatives, spelled out."""
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+"""What ``re`` ignoring case matches with ``i`` or ``s`` and ``str.lower`` does not lower to it (``İ`` lowers to two
+characters): translated first, ``lower`` keeps every character's position."""
 _TYPE_WEIGHT = {
     "code_pattern": 3.0, "design": 2.6, "requirements": 1.8, "test_history": 1.0, "component": 1.5,
     "user_preference": 1.2, "function": 1.0,
@@ -46,21 +54,21 @@ def post_tool_use(project: Project, payload: dict) -> dict | None:
     if not isinstance(raw, str) or not raw:
         return None
     rel = project.relative(raw, payload.get("cwd"))
-    if not rel or rel == "." or rel.startswith("../") or in_state_dir(project, str(project.root / rel)):
+    if not rel or rel == "." or rel.startswith("../") or in_state_dir(project, os.path.join(project.root, rel)):
         return None
     session_id = str(payload.get("session_id") or "")
     shown_path = _shown_file(project, session_id) if session_id else None
     shown: set[str] = set()
     if shown_path is not None:
         try:
-            shown = set(shown_path.read_text(encoding="utf-8").split())
+            shown = set(read_text(shown_path).split())
         except OSError:
             pass
     picked = file_memories(project, rel, shown)[:MEMORIES_PER_FILE]
     if not picked:
         return None
     if shown_path is not None:
-        shown_path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(os.path.dirname(shown_path), parents=True)
         with open(shown_path, "a", encoding="utf-8") as handle:  # appends of a few lines are atomic
             handle.write("".join(f"{memory_id}\n" for _, memory_id, _ in picked))
     text = "\n".join(
@@ -92,8 +100,8 @@ def _mentions(text: str, needle: str, *, module: bool = False) -> bool:
     return False
 
 
-def _shown_file(project: Project, session_id: str) -> Path:
-    return project.hooks_dir / f"shown-{session_key(session_id)}.txt"
+def _shown_file(project: Project, session_id: str) -> str:
+    return os.path.join(project.hooks_dir, f"shown-{session_key(session_id)}.txt")
 
 
 def file_memories(project: Project, rel: str, exclude: set[str]) -> list[tuple[float, str, str]]:
@@ -128,7 +136,7 @@ def file_memories(project: Project, rel: str, exclude: set[str]) -> list[tuple[f
         if memory_id in exclude:
             continue
         try:
-            meta = json.loads(metadata)
+            meta = json_loads(metadata)
         except ValueError:
             meta = {}
         if not isinstance(meta, dict):
@@ -198,4 +206,23 @@ def _is_gotcha(content: str, meta: dict) -> bool:
         return True
     if str(meta.get("kind", "")).lower() == "gotcha" or str(meta.get("category", "")).lower() == "gotcha":
         return True
-    return bool(re.search(_GOTCHA, content[:600]))
+    return _has_word(content[:600], _GOTCHA_WORDS)
+
+
+def _has_word(text: str, words: tuple[str, ...]) -> bool:
+    """True when one of the lower-case ``words`` is in ``text`` as ``re.search(r"(?i)\b(…)\b", text)`` finds it:
+    in any case (``re``'s rules) and between word boundaries (each word starts and ends with a letter)."""
+    folded = text.translate(_FOLD).lower()
+    for word in words:
+        start = folded.find(word)
+        while start != -1:
+            end = start + len(word)
+            if (start == 0 or not _word_char(text[start - 1])) and (end == len(text) or not _word_char(text[end])):
+                return True
+            start = folded.find(word, start + 1)
+    return False
+
+
+def _word_char(ch: str) -> bool:
+    """``re``'s ``\\w`` for one character of a str."""
+    return ch.isalnum() or ch == "_"

@@ -10,7 +10,6 @@ Standard library only (see ``query_server.hooks.dispatch``).
 from __future__ import annotations
 
 import os
-import re
 
 from query_server.hooks.common import Project, in_state_dir
 
@@ -53,7 +52,7 @@ def pre_tool_use(project: Project, payload: dict) -> dict | None:
 
 def _might_touch_state(project: Project, command: str) -> bool:
     """A cheap pre-check: only commands that name the state dir are parsed."""
-    names = {".codemem", project.state_dir.name, str(project.state_dir)}
+    names = {".codemem", os.path.basename(project.state_dir), project.state_dir}
     return any(name and name in command for name in names)
 
 
@@ -78,7 +77,10 @@ def _tokens(command: str) -> list[str]:
 
 
 def _bash_violation(project: Project, command: str, cwd: str | None, depth: int = 0) -> str | None:
-    """What a Bash command would change inside the state dir, or None."""
+    """What a Bash command would change inside the state dir, or None (only commands that name it get here:
+    ``re`` is imported here, not at every PreToolUse)."""
+    import re
+
     tokens = _tokens(command)
     segments: list[tuple[list[str], list[str], str]] = []  # (words, output redirection targets, operator after)
     words: list[str] = []

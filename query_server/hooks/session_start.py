@@ -7,11 +7,20 @@ Standard library only (see ``query_server.hooks.dispatch``).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from query_server.hooks.common import BUSY_TIMEOUT_S, Project, additional_context, memory_label, now_iso, write_atomic
+from query_server.hooks.common import (
+    BUSY_TIMEOUT_S,
+    Project,
+    additional_context,
+    json_dumps,
+    json_loads,
+    memory_label,
+    now_iso,
+    read_text,
+    write_atomic,
+)
 from query_server.hooks.mentions import mentions_cache
 from resources.manifest_reader import ManifestReader
 from resources.memory.ledger_reader import LedgerReader
@@ -39,7 +48,7 @@ def session_start(project: Project, payload: dict) -> dict | None:
             "codemem: this project has no codemem state yet — run `codemem index .` to get code search and project "
             "memory (memory_search, code_search) in Claude Code.",
         )
-    lines = [f"codemem — project memory and code index for {project.root.name}"]
+    lines = [f"codemem — project memory and code index for {os.path.basename(project.root)}"]
     ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
     if ledger is not None:
         try:
@@ -113,9 +122,9 @@ def _session_baseline(project: Project, ledger: LedgerReader, session_id: str) -
 
     A SessionStart of the same session again (resume, clear, compact) keeps the first baseline.
     """
-    state_file = project.hooks_dir / "last_session.json"
+    state_file = os.path.join(project.hooks_dir, "last_session.json")
     try:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
+        state = json_loads(read_text(state_file))
         if not isinstance(state, dict):
             state = {}
     except (OSError, ValueError):
@@ -123,7 +132,7 @@ def _session_baseline(project: Project, ledger: LedgerReader, session_id: str) -
     if session_id and state.get("session_id") == session_id:
         return state.get("previous_at")
     baseline = state.get("started_at") or ledger.last_session_created_at()
-    write_atomic(state_file, json.dumps({"session_id": session_id, "started_at": now_iso(), "previous_at": baseline}))
+    write_atomic(state_file, json_dumps({"session_id": session_id, "started_at": now_iso(), "previous_at": baseline}))
     return baseline
 
 
@@ -148,7 +157,7 @@ def _index_section(project: Project) -> list[str]:
     deadline = time.perf_counter() + MTIME_CHECK_BUDGET_S
     for path, mtime_ns, _ in recent:
         try:
-            if os.stat(project.root / path).st_mtime_ns != mtime_ns:
+            if os.stat(os.path.join(project.root, path)).st_mtime_ns != mtime_ns:
                 changed += 1
         except OSError:
             changed += 1

@@ -9,12 +9,11 @@ empty. Rows are plain tuples, in the column order each method names.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from resources.sqlite_readonly import connect_read_only
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
+    import os
     import sqlite3
 
 ROWS_PER_QUERY = 500
@@ -31,7 +30,7 @@ class LedgerReader:
         self.conn = conn
 
     @classmethod
-    def open(cls, path: Path, busy_timeout_s: float) -> LedgerReader | None:
+    def open(cls, path: str | os.PathLike[str], busy_timeout_s: float) -> LedgerReader | None:
         """The ledger at ``path`` opened read-only, or None when there is no ledger yet."""
         conn = connect_read_only(path, busy_timeout_s)
         return None if conn is None else cls(conn)
