@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from pipelines.discovery import SourceFile
 from pipelines.parsing import ParseTimeout, parse_source
 from pipelines.qualified_names import clear_module_cache
 from pipelines.records import build_symbol_records, file_id, graph_label
+from pipelines.resolution_scope import referenced_names
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, SymbolRow
 from resources.schemas.code import CallSite, ParsedSymbol
@@ -48,6 +49,8 @@ class _Prepared:
     points: list[VectorPoint]
     nodes: list[GraphNode]
     edges: list[GraphEdge]
+    ref_names: set[str] = field(default_factory=set)
+    """The identifiers its references mention (``pipelines.resolution_scope``)."""
 
 
 def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: float) -> _Prepared:
@@ -115,7 +118,7 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
         mtime_ns=source.mtime_ns, indexed_at=indexed_at, symbol_count=len(records),
         error_count=parsed.error_count,
     )
-    return _Prepared(state, refs, symbols, points, nodes, edges)
+    return _Prepared(state, refs, symbols, points, nodes, edges, referenced_names(refs))
 
 
 def _type_ref(symbol_id: str, symbol: ParsedSymbol) -> dict[str, Any]:

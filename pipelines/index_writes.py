@@ -10,8 +10,10 @@ from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id
 from pipelines.resolution import resolve
+from pipelines.resolution_scope import affected_paths, record_writes, referenced_names
 from resources.faults import fault_point
 from resources.graph.store import GraphEdge, GraphNode
+from resources.manifest import REF_NAMES_COMPLETE
 
 
 def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
@@ -55,10 +57,14 @@ def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: di
 def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
     """Stage 2 of a write: the files' subgraphs replaced, then the manifest rows committed (last,
     so an interrupted write is redone by the next run), with the replaced node ids marked dirty
-    for cross-file resolution in the same transaction."""
+    for cross-file resolution in the same transaction, and what that resolution must cover
+    (``pipelines.resolution_scope``)."""
     fault_point("index:before_graph")
+    paths = [p.state.path for p in prepared]
+    previous_refs = ctx.manifest.refs_of(paths)
+    previous_names = ctx.manifest.names_defined_in(paths)
     ctx.graph.replace_files(
-        [p.state.path for p in prepared],
+        paths,
         [n for p in prepared for n in p.nodes],
         [e for p in prepared for e in p.edges],
     )
@@ -67,6 +73,8 @@ def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previ
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
         ctx.manifest.mark_dirty(conn, destroyed)
+        record_writes(ctx.manifest, conn, {p.state.path: p.refs for p in prepared}, {p.state.path: p.ref_names for p in prepared},
+                      (s.name for p in prepared for s in p.symbols), previous_refs, previous_names)
 
 
 def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
@@ -89,10 +97,14 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
         ctx.manifest.mark_dirty(conn, {i for group in ids.values() for i in group} | {file_id(p) for p in paths})
+        ctx.manifest.note_changed_names(conn, (), everything=True)  # imports and includes resolve to paths
 
 
 def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     """Re-resolve cross-file edges and apply the difference to the graph.
+
+    Only the files a change can affect are resolved again (``pipelines.resolution_scope``), the
+    whole repository when the change can affect any.
 
     Args:
         touched_ids: Ids of nodes whose subgraph was replaced or deleted in this run: their
@@ -101,14 +113,22 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     Returns:
         (edges added, edges removed).
     """
-    resolution = resolve(ctx.manifest.all_symbols(), ctx.manifest.all_refs())
+    symbols, refs = ctx.manifest.all_symbols(), ctx.manifest.all_refs()
     current = ctx.manifest.resolved_edges()
-    destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
+    only = None if unsettled else affected_paths(ctx.manifest, touched_ids, symbols, current)
+    if only is None and ctx.manifest.get_meta(REF_NAMES_COMPLETE) != "1":
+        ctx.manifest.fill_ref_names({path: referenced_names(file_refs) for path, (_, file_refs) in refs.items()})
+    resolution = resolve(symbols, refs, only)
+    destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
     still_in_graph = current - destroyed - unsettled
     wanted = set(resolution.edges)
     to_add = wanted - still_in_graph
-    to_remove = (still_in_graph | unsettled) - wanted
+    if only is None:
+        to_remove = (still_in_graph | unsettled) - wanted
+    else:  # the edges of files out of scope stay as they are
+        in_scope = {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
+        to_remove = {e for e in still_in_graph if e[0] in in_scope} - wanted
     ctx.manifest.begin_edge_changes(to_add | to_remove)
     if resolution.external_modules:
         ctx.graph.merge_nodes(
@@ -130,7 +150,8 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     # Module nodes stand for external imports, shared by every file that makes them: the graph
     # holds exactly those some file still imports (a deleted file, or one that stopped importing a
     # module, leaves no orphan, as a clean index of the same tree would have none).
-    unreferenced = ctx.graph.node_ids("Module") - resolution.external_modules.keys()
+    imported = {d for s, t, d in (still_in_graph - to_remove) | to_add if t == "IMPORTS"}
+    unreferenced = ctx.graph.node_ids("Module") - imported - resolution.external_modules.keys()
     ctx.graph.delete_nodes("Module", sorted(unreferenced))
     fault_point("index:resolving")
     ctx.manifest.replace_resolved_edges(

@@ -150,15 +150,20 @@ def _definition_order(symbol: SymbolRow) -> int:
     return int(count) if count.isdigit() else 1
 
 
-def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]]) -> Resolution:
-    """Compute every cross-file edge of the repository.
+def resolve(
+    symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]], only: set[str] | None = None
+) -> Resolution:
+    """Compute the cross-file edges of the repository.
 
     Args:
         symbols: All symbols from the manifest.
         refs: Per file, its language and references (``imports``, ``calls``, ``types``).
+        only: Compute only the edges that start in these files (``pipelines.resolution_scope``);
+            every file's imports and bases are still read, as lookups rest on them. None: all.
 
     Returns:
-        The edges keyed by (source, type, target), and the external modules referenced.
+        The edges keyed by (source, type, target), and the external modules the computed
+        edges reference.
     """
     result = Resolution()
     by_id = {s.id: s for s in symbols}
@@ -245,16 +250,18 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
     for path, (language, file_refs) in refs.items():
         imported_names: dict[str, set[str]] = defaultdict(set)  # local name -> files
         source_file = file_id(path)
+        emit = only is None or path in only
         for imp in file_refs.get("imports", []):
             targets = modules.resolve(path, language, imp["module"], imp.get("items", []))
             props = {"items": list(imp.get("items", [])), "line_number": imp.get("line")}
             if targets:
                 for target in targets:
                     if target != path:
-                        result.edges.setdefault((source_file, "IMPORTS", file_id(target)), props)
+                        if emit:
+                            result.edges.setdefault((source_file, "IMPORTS", file_id(target)), props)
                         if language in C_FAMILY:
                             includes[path].add(target)
-            else:
+            elif emit:
                 mid = module_id(imp["module"], language)
                 result.external_modules[mid] = (imp["module"], language)
                 result.edges.setdefault((source_file, "IMPORTS", mid), props)
@@ -298,11 +305,13 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
                     declared = java_types.resolve(path, written) if language == "java" else UNKNOWN
                     parent = declared.symbol if declared != UNKNOWN else lookup(_base_name(written), None, True)
                     if parent is not None and parent.id != type_ref["id"]:
-                        result.edges.setdefault((type_ref["id"], relation, parent.id), {})
+                        if emit:
+                            result.edges.setdefault((type_ref["id"], relation, parent.id), {})
                         bases[type_ref["id"]].append(parent)
 
     for cls, base in _implicit_super_calls(symbols, bases):
-        result.edges.setdefault((cls.id, "CALLS", base.id), {"line_number": None})
+        if only is None or cls.path in only:
+            result.edges.setdefault((cls.id, "CALLS", base.id), {"line_number": None})
 
     def field_type(owner: TypeRef, name: str) -> TypeRef:
         """The declared type of field ``name`` of a type (or of the nearest one it inherits);
@@ -417,6 +426,8 @@ def resolve(symbols: list[SymbolRow], refs: dict[str, tuple[str, dict[str, Any]]
         return None if target is None else definitions.definition_of(target)
 
     for path, (language, file_refs) in refs.items():
+        if only is not None and path not in only:
+            continue
         lookup = lookups[path]
         for call in file_refs.get("calls", []):
             caller = by_id.get(call.get("caller_id") or "")

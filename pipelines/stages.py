@@ -245,7 +245,7 @@ def normalize_index(ctx: IndexContext, rewritten: int = 0) -> tuple[int, int]:
 
 def store_consistency(ctx: IndexContext) -> dict[str, list[str]]:
     """Symbol ids one store has and another lacks (empty lists when the stores agree)."""
-    manifest_ids = {s.id for s in ctx.manifest.all_symbols()}
+    manifest_ids = ctx.manifest.symbol_ids()
     vector_ids = ctx.vectors.ids(CODE_COLLECTION)
     graph_ids = ctx.graph.node_ids("Function") | ctx.graph.node_ids("Class")
     return {
@@ -260,7 +260,7 @@ def dangling_edges(ctx: IndexContext) -> list[tuple[str, str, str]]:
     """Resolved edges whose endpoint is no longer an indexed symbol, file or external module."""
     from pipelines.records import file_id
 
-    known = {s.id for s in ctx.manifest.all_symbols()} | {file_id(p) for p in ctx.manifest.files()}
+    known = ctx.manifest.symbol_ids() | {file_id(p) for p in ctx.manifest.files()}
     modules = ctx.graph.node_ids("Module")
     return sorted(
         (s, t, d) for s, t, d in ctx.manifest.resolved_edges() if s not in known or (d not in known and d not in modules)
@@ -290,7 +290,7 @@ def repair_index(ctx: IndexContext) -> dict[str, int]:
     from pipelines.records import file_id
 
     with ctx.write_lock:
-        manifest_ids = {s.id for s in ctx.manifest.all_symbols()}
+        manifest_ids = ctx.manifest.symbol_ids()
         stray_points = sorted(ctx.vectors.ids(CODE_COLLECTION) - manifest_ids)
         ctx.vectors.delete(CODE_COLLECTION, stray_points)
         stray_nodes = 0

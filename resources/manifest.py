@@ -61,6 +61,13 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dirty (id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS in_flight (path TEXT NOT NULL, ids TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS in_flight_path ON in_flight(path);
+CREATE TABLE IF NOT EXISTS ref_names (
+    path TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (path, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ref_names_name ON ref_names(name);
+CREATE TABLE IF NOT EXISTS changed_names (name TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS unsettled_edges (
     source TEXT NOT NULL,
     type TEXT NOT NULL,
@@ -102,6 +109,12 @@ class SymbolRow:
     """The path-based name of earlier releases (``pipelines.qualified_names``), still looked up."""
 
 
+REF_NAMES_COMPLETE = "ref_names_complete"
+"""Meta key set once ``ref_names`` holds every indexed file's names (a manifest of an earlier
+release gets them at its next whole-repository resolution)."""
+RESOLVE_EVERYTHING = "resolve_everything"
+"""Meta key set when a change can affect the resolution of any file (see ``resolution_scope``)."""
+
 _PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
 
 
@@ -114,6 +127,8 @@ class Manifest:
         self._conn.executescript(SCHEMA)
         self._add_path_qualified_name()
         self._lock = threading.RLock()
+        if self.get_meta(REF_NAMES_COMPLETE) is None and not self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
+            self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
 
     def _add_path_qualified_name(self) -> None:
         """Give a manifest from before issue 19 its ``path_qualified_name`` column (filled when
@@ -225,6 +240,65 @@ class Manifest:
         """Forget resolved ids (inside the transaction that records the resolution)."""
         conn.executemany("DELETE FROM dirty WHERE id = ?", [(i,) for i in ids])
 
+    # -- the scope of the next cross-file resolution -------------------------------------------
+
+    @staticmethod
+    def set_ref_names(conn: sqlite3.Connection, names_by_path: dict[str, Iterable[str]]) -> None:
+        """Inside a transaction: the names each of these files' references mention (replacing theirs)."""
+        for path, names in names_by_path.items():
+            conn.execute("DELETE FROM ref_names WHERE path = ?", (path,))
+            conn.executemany("INSERT OR IGNORE INTO ref_names VALUES (?, ?)", [(path, n) for n in sorted(names)])
+
+    def fill_ref_names(self, names_by_path: dict[str, Iterable[str]]) -> None:
+        """Every indexed file's referenced names at once (a manifest of an earlier release)."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM ref_names")
+            self.set_ref_names(conn, names_by_path)
+            write_meta(conn, REF_NAMES_COMPLETE, "1")
+
+    def paths_mentioning(self, names: Iterable[str]) -> set[str]:
+        """Files whose references mention any of ``names``."""
+        found: set[str] = set()
+        wanted = sorted(set(names))
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                found.update(r[0] for r in self._conn.execute(f"SELECT DISTINCT path FROM ref_names WHERE name IN ({marks})", chunk))
+        return found
+
+    def names_defined_in(self, paths: Iterable[str]) -> set[str]:
+        """The names of the symbols indexed for these files."""
+        names: set[str] = set()
+        with self._lock:
+            for path in paths:
+                names.update(r[0] for r in self._conn.execute("SELECT name FROM symbols WHERE path = ?", (path,)))
+        return names
+
+    def refs_of(self, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored references of these files (a file not indexed is absent)."""
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for path in paths:
+                row = self._conn.execute("SELECT refs FROM files WHERE path = ?", (path,)).fetchone()
+                if row is not None:
+                    found[path] = json.loads(row[0])
+        return found
+
+    @staticmethod
+    def note_changed_names(conn: sqlite3.Connection, names: Iterable[str], everything: bool = False) -> None:
+        """Inside the transaction of a write: names whose definitions changed (the next resolution
+        re-resolves the files that mention them), or that any file's resolution may have changed."""
+        conn.executemany("INSERT OR IGNORE INTO changed_names VALUES (?)", [(n,) for n in sorted(set(names))])
+        if everything:
+            write_meta(conn, RESOLVE_EVERYTHING, "1")
+
+    def resolution_scope(self) -> tuple[bool, set[str]]:
+        """(whether the next resolution must cover every file, the names changed since the last one)."""
+        with self._lock:
+            everything = read_meta(self._conn, RESOLVE_EVERYTHING) == "1" or read_meta(self._conn, REF_NAMES_COMPLETE) != "1"
+            return everything, {r[0] for r in self._conn.execute("SELECT name FROM changed_names")}
+
     def touch_file(self, path: str, mtime_ns: int) -> None:
         """Record a new mtime for a file whose content hash did not change."""
         with self.transaction() as conn:
@@ -236,6 +310,7 @@ class Manifest:
             conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (path,))
+            conn.execute("DELETE FROM ref_names WHERE path = ?", (path,))
 
     def find_symbols(self, *, symbol_id: str | None = None, qualified_name: str | None = None) -> list[SymbolRow]:
         """Symbols by id or by global qualified name (overloads share a name); a name no symbol
@@ -274,6 +349,11 @@ class Manifest:
                 "path_qualified_name FROM symbols"
             ).fetchall()
         return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
+
+    def symbol_ids(self) -> set[str]:
+        """The id of every symbol."""
+        with self._lock:
+            return {row[0] for row in self._conn.execute("SELECT id FROM symbols")}
 
     def declarations(self, paths: Iterable[str]) -> set[str]:
         """The ids of the symbols of these files that only declare a function (C/C++ prototypes and
@@ -363,11 +443,13 @@ class Manifest:
         removed: Sequence[tuple[str, str, str]],
         resolved_ids: Iterable[str] = (),
     ) -> None:
-        """Apply a diff to the resolved edge set (and forget the dirty ids it resolved, and the
-        edges recorded as unsettled: the graph now holds the set)."""
+        """Apply a diff to the resolved edge set (and forget the dirty ids it resolved, the edges
+        recorded as unsettled and the changed names: the graph now holds the set)."""
         with self.transaction() as conn:
             self.clear_dirty(conn, resolved_ids)
             conn.execute("DELETE FROM unsettled_edges")
+            conn.execute("DELETE FROM changed_names")
+            conn.execute("DELETE FROM meta WHERE key = ?", (RESOLVE_EVERYTHING,))
             conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", sorted(removed))
             conn.executemany(  # in key order, as in begin_edge_changes
                 "INSERT OR REPLACE INTO resolved_edges VALUES (?, ?, ?, ?)",

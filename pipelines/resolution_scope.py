@@ -1,0 +1,94 @@
+"""Which files a change can re-resolve: cross-file resolution at the cost of the change.
+
+Resolution links a file's references by the names they mention (``pipelines.resolution``): a
+call of ``f`` links to the one definition of ``f`` it can see, through the file's imports or
+includes, or the only one in the repository. So a file's edges can change only when a name its
+references mention is defined, removed or redefined somewhere, or when what every lookup rests on
+changes. Each write records, with the files (``Manifest.set_ref_names``), the identifiers their
+references mention, and the names their symbols define before and after
+(``Manifest.note_changed_names``); the next resolution re-resolves the changed files and every
+file that mentions one of those names, and keeps every other file's edges as they are.
+
+The whole repository is resolved again when the set of files changes (imports and includes
+resolve to paths), when a type's bases or fields change (inherited members are found through
+the hierarchy, which a name of the hierarchy's file need not mention), after an interrupted
+resolution, and for a manifest written before the names were recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pipelines.records import file_id
+from resources.manifest import Manifest, SymbolRow
+
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_NOT_NAMES = frozenset({"caller_id", "id", "line", "declarations"})
+"""Reference keys whose values are ids or numbers, never names."""
+
+Edge = tuple[str, str, str]
+
+
+def referenced_names(refs: dict[str, Any]) -> set[str]:
+    """Every identifier the references of a file mention (callees, receivers and their declared
+    types, imported modules and items, bases, fields' types): a superset of the names its
+    resolution looks up."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.update(_IDENTIFIER.findall(value))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in _NOT_NAMES:
+                    walk(item)
+
+    walk(refs)
+    return found
+
+
+def name_tokens(names: Iterable[str]) -> set[str]:
+    """The identifiers of symbol names, as ``referenced_names`` splits references (``A::f`` → A, f)."""
+    return {token for name in names for token in _IDENTIFIER.findall(name)}
+
+
+def hierarchy_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """True when a file is new or its types' bases or fields differ from those indexed."""
+    return before is None or before.get("types", []) != after.get("types", [])
+
+
+def record_writes(manifest: Manifest, conn: Any, paths_refs: dict[str, dict[str, Any]], ref_names: dict[str, set[str]],
+                  defined: Iterable[str], previous: dict[str, dict[str, Any]], previous_names: set[str]) -> None:
+    """Inside the transaction that commits written files: their referenced names, and the names
+    (defined before or now) whose resolution may have changed.
+
+    Args:
+        paths_refs: Each written file's new references.
+        ref_names: Each written file's ``referenced_names``.
+        defined: The names the written files' symbols define now.
+        previous: The references indexed before for those files (a new file is absent).
+        previous_names: The names their symbols defined before.
+    """
+    manifest.set_ref_names(conn, ref_names)
+    everything = any(hierarchy_changed(previous.get(path), refs) for path, refs in paths_refs.items())
+    manifest.note_changed_names(conn, name_tokens(previous_names) | name_tokens(defined), everything)
+
+
+def affected_paths(manifest: Manifest, touched: set[str], symbols: list[SymbolRow], current: set[Edge]) -> set[str] | None:
+    """The files whose cross-file edges may differ from ``current`` after the writes that left
+    ``touched`` dirty; None when every file must be resolved again."""
+    everything, names = manifest.resolution_scope()
+    if everything:
+        return None
+    path_of_file = {file_id(path): path for path in manifest.files()}
+    changed = {path for fid, path in path_of_file.items() if fid in touched}
+    names |= name_tokens(s.name for s in symbols if s.path in changed)
+    affected = changed | manifest.paths_mentioning(names)
+    path_of = {s.id: s.path for s in symbols} | path_of_file
+    affected |= {path_of[source] for source, _, target in current if target in touched and source in path_of}
+    return affected

@@ -1,0 +1,155 @@
+"""Cross-file resolution at the cost of the change (``pipelines.resolution_scope``): an edit
+re-resolves the edited files and the files that mention a name they define or defined, the whole
+repository when the change can reach any file, and the index still equals a clean one.
+
+Real files, the real embedded stores; which files a run resolved is read from the ``only`` the
+indexer passes to ``pipelines.resolution.resolve``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines import index_writes
+from pipelines.resolution import resolve
+from resources.manifest import REF_NAMES_COMPLETE
+from resources.schemas.tools import IndexInput
+from tests.conftest import write_files
+from tests.pipelines.dagster.test_dagster import _snapshot
+
+PYTHON = {
+    "pkg/__init__.py": "",
+    "pkg/m1.py": "def alpha():\n    return 1\n",
+    "pkg/m2.py": "from pkg.m1 import alpha\n\n\ndef uses_alpha():\n    return alpha()\n",
+    "pkg/m3.py": "def uses_beta():\n    return beta()\n",
+    "pkg/m4.py": "def beta():\n    return 2\n",
+    "pkg/m5.py": "def gamma():\n    return 3\n",
+    "pkg/shapes.py": (
+        "class Base:\n    def area(self):\n        return 0\n\n\nclass Square(Base):\n    def size(self):\n        return self.area()\n"
+    ),
+}
+C = {
+    "lib/helper.h": "int helper(int x);\nint other(int x);\n",
+    "lib/helper.c": '#include "helper.h"\n\nint helper(int x) { return x + 1; }\n',
+    "lib/other.c": '#include "helper.h"\n\nint other(int x) { return x * 2; }\n',
+    "app/main.c": '#include "../lib/helper.h"\n\nint run(void) { return helper(1); }\n',
+    "app/side.c": "static int quiet(void) { return 0; }\nint side(void) { return quiet(); }\n",
+}
+
+
+@pytest.fixture()
+def scopes(monkeypatch: pytest.MonkeyPatch) -> list[set[str] | None]:
+    """The ``only`` of every resolution the indexer runs."""
+    seen: list[set[str] | None] = []
+
+    def recording(symbols, refs, only=None):  # noqa: ANN001, ANN202
+        seen.append(None if only is None else set(only))
+        return resolve(symbols, refs, only)
+
+    monkeypatch.setattr(index_writes, "resolve", recording)
+    return seen
+
+
+def _clean(tmp_path: Path, root: Path, service_factory) -> dict:  # noqa: ANN001
+    copy = tmp_path / "clean"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".codemem"))
+    svc = service_factory(copy, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+    return _snapshot(svc)
+
+
+def _edit(root: Path, files: dict[str, str], svc, tmp_path: Path, service_factory, scopes) -> set[str] | None:  # noqa: ANN001
+    """Write ``files``, index, check the edges against a clean index of the tree; the run's scope."""
+    write_files(root, files)
+    svc.index(IndexInput(embed=False))
+    scope = scopes[-1]
+    clean = tmp_path / f"clean{len(scopes)}"
+    clean.mkdir()
+    assert _snapshot(svc)["edges"] == _clean(clean, root, service_factory)["edges"]
+    return scope
+
+
+def test_an_edit_resolves_the_files_that_mention_its_names(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
+    root = tmp_path / "p"
+    write_files(root, PYTHON)
+    svc = service_factory(root, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+
+    def edit(files: dict[str, str]) -> set[str] | None:
+        return _edit(root, files, svc, tmp_path, service_factory, scopes)
+
+    assert scopes == [None]  # a first index: every file
+
+    assert edit({"pkg/m1.py": "def alpha():\n    return 10\n"}) == {"pkg/m1.py", "pkg/m2.py"}  # m2 imports and calls alpha
+
+    two_betas = {"pkg/m5.py": "def gamma():\n    return 3\n\n\ndef beta():\n    return 4\n"}
+    assert edit(two_betas) == {"pkg/m5.py", "pkg/m3.py"}  # beta() in m3 is ambiguous now: its edge goes
+    edges = {(s, t, d) for s, t, d in svc.ctx.manifest.resolved_edges() if t == "CALLS"}
+    assert not any(s == _id(svc, "pkg.m3.uses_beta") for s, _, _ in edges)
+
+    assert edit({"pkg/m5.py": "def gamma():\n    return 3\n"}) == {"pkg/m5.py", "pkg/m3.py"}  # beta is unique again: the call links back
+    assert (_id(svc, "pkg.m3.uses_beta"), "CALLS", _id(svc, "pkg.m4.beta")) in svc.ctx.manifest.resolved_edges()
+
+
+def test_the_whole_repository_when_files_come_or_go_or_a_hierarchy_changes(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
+    root = tmp_path / "p"
+    write_files(root, PYTHON)
+    svc = service_factory(root, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+
+    def edit(files: dict[str, str]) -> set[str] | None:
+        return _edit(root, files, svc, tmp_path, service_factory, scopes)
+
+    assert edit({"pkg/m6.py": "def delta():\n    return alpha()\n"}) is None  # a new file: imports may resolve to it
+    (root / "pkg/m6.py").unlink()
+    svc.index(IndexInput(embed=False))
+    assert scopes[-1] is None
+    no_base = {"pkg/shapes.py": PYTHON["pkg/shapes.py"].replace("class Square(Base)", "class Square")}
+    assert edit(no_base) is None  # bases changed: inherited members are found through them
+    assert edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"] + "\n\ndef unrelated():\n    return 0\n"}) is None  # Square extends Base again
+    assert edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"]}) == {"pkg/shapes.py"}
+
+
+def test_c_definitions_and_the_files_that_call_them(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
+    root = tmp_path / "p"
+    write_files(root, C)
+    svc = service_factory(root, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+
+    def edit(files: dict[str, str]) -> set[str] | None:
+        return _edit(root, files, svc, tmp_path, service_factory, scopes)
+
+    run, helper = _id(svc, "run"), _id(svc, "helper", path="lib/helper.c")
+    assert (run, "CALLS", helper) in svc.ctx.manifest.resolved_edges()  # the definition, not the prototype
+
+    assert edit({"lib/helper.c": '#include "helper.h"\n\nint helper(int x) { return x + 2; }\n'}) == {
+        "lib/helper.c", "app/main.c", "lib/other.c"}  # main.c calls helper; other.c's #include "helper.h" mentions the name
+    assert (run, "CALLS", helper) in svc.ctx.manifest.resolved_edges()
+
+    side = {"app/side.c": "static int quiet(void) { return 1; }\nint side(void) { return quiet(); }\n"}
+    assert edit(side) == {"app/side.c"}  # nothing else mentions quiet or side
+
+
+def test_a_manifest_without_recorded_names_is_resolved_whole_once(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
+    root = tmp_path / "p"
+    write_files(root, PYTHON)
+    svc = service_factory(root, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+
+    def edit(files: dict[str, str]) -> set[str] | None:
+        return _edit(root, files, svc, tmp_path, service_factory, scopes)
+
+    with svc.ctx.manifest.transaction() as conn:  # as an earlier release left it
+        conn.execute("DELETE FROM ref_names")
+        conn.execute("DELETE FROM meta WHERE key = ?", (REF_NAMES_COMPLETE,))
+    assert edit({"pkg/m1.py": "def alpha():\n    return 11\n"}) is None
+    assert svc.ctx.manifest.get_meta(REF_NAMES_COMPLETE) == "1"
+    assert edit({"pkg/m1.py": "def alpha():\n    return 12\n"}) == {"pkg/m1.py", "pkg/m2.py"}
+
+
+def _id(svc, qualified: str, path: str | None = None) -> str:  # noqa: ANN001
+    found = [s for s in svc.ctx.manifest.all_symbols() if s.qualified_name == qualified and (path is None or s.path == path)]
+    assert len(found) == 1, (qualified, found)
+    return found[0].id
