@@ -62,7 +62,7 @@ def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previ
     fault_point("index:before_graph")
     paths = [p.state.path for p in prepared]
     previous_refs = ctx.manifest.refs_of(paths)
-    previous_names = ctx.manifest.names_defined_in(paths)
+    previous_symbols = {path: ctx.manifest.find_symbols_in(path) for path in paths}
     ctx.graph.replace_files(
         paths,
         [n for p in prepared for n in p.nodes],
@@ -73,8 +73,8 @@ def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previ
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
         ctx.manifest.mark_dirty(conn, destroyed)
-        record_writes(ctx.manifest, conn, {p.state.path: p.refs for p in prepared}, {p.state.path: p.ref_names for p in prepared},
-                      (s.name for p in prepared for s in p.symbols), previous_refs, previous_names)
+        record_writes(ctx.manifest, conn, [(p.state.path, p.refs, p.ref_names, p.symbols) for p in prepared],
+                      previous_refs, previous_symbols)
 
 
 def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:

@@ -5,9 +5,9 @@ call of ``f`` links to the one definition of ``f`` it can see, through the file'
 includes, or the only one in the repository. So a file's edges can change only when a name its
 references mention is defined, removed or redefined somewhere, or when what every lookup rests on
 changes. Each write records, with the files (``Manifest.set_ref_names``), the identifiers their
-references mention, and the names their symbols define before and after
-(``Manifest.note_changed_names``); the next resolution re-resolves the changed files and every
-file that mentions one of those names, and keeps every other file's edges as they are.
+references mention, and the names whose definitions it changed (``Manifest.note_changed_names``);
+the next resolution re-resolves the changed files, every file that mentions one of those names
+and every file with an edge into a replaced symbol, and keeps every other file's edges as they are.
 
 The whole repository is resolved again when the set of files changes (imports and includes
 resolve to paths), when a type's bases or fields change (inherited members are found through
@@ -62,21 +62,40 @@ def hierarchy_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> b
     return before is None or before.get("types", []) != after.get("types", [])
 
 
-def record_writes(manifest: Manifest, conn: Any, paths_refs: dict[str, dict[str, Any]], ref_names: dict[str, set[str]],
-                  defined: Iterable[str], previous: dict[str, dict[str, Any]], previous_names: set[str]) -> None:
+def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | None,
+                        after: list[SymbolRow], after_refs: dict[str, Any]) -> set[str]:
+    """The names whose definitions in a file differ between two versions of it: a name defined
+    the same way in both (same ids, kinds, containers and qualified names, declaration or not)
+    cannot change another file's resolution. (Calls into the file's symbols are re-resolved
+    anyway: their targets were replaced; see ``affected_paths``.)"""
+    def by_name(rows: list[SymbolRow], refs: dict[str, Any] | None) -> dict[str, set[tuple[Any, ...]]]:
+        declared = set((refs or {}).get("declarations", []))
+        found: dict[str, set[tuple[Any, ...]]] = {}
+        for s in rows:
+            found.setdefault(s.name, set()).add(
+                (s.id, s.local_name, s.qualified_name, s.kind, s.container, s.language, s.id in declared))
+        return found
+
+    old, new = by_name(before, before_refs), by_name(after, after_refs)
+    return {name for name in old.keys() | new.keys() if old.get(name) != new.get(name)}
+
+
+def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[str, Any], set[str], list[SymbolRow]]],
+                  previous_refs: dict[str, dict[str, Any]], previous_symbols: dict[str, list[SymbolRow]]) -> None:
     """Inside the transaction that commits written files: their referenced names, and the names
-    (defined before or now) whose resolution may have changed.
+    whose definitions changed (or that every file must be resolved again).
 
     Args:
-        paths_refs: Each written file's new references.
-        ref_names: Each written file's ``referenced_names``.
-        defined: The names the written files' symbols define now.
-        previous: The references indexed before for those files (a new file is absent).
-        previous_names: The names their symbols defined before.
+        written: Each written file's path, new references, ``referenced_names`` and symbols.
+        previous_refs: The references indexed before for those files (a new file is absent).
+        previous_symbols: The symbols indexed before for those files.
     """
-    manifest.set_ref_names(conn, ref_names)
-    everything = any(hierarchy_changed(previous.get(path), refs) for path, refs in paths_refs.items())
-    manifest.note_changed_names(conn, name_tokens(previous_names) | name_tokens(defined), everything)
+    manifest.set_ref_names(conn, {path: names for path, _, names, _ in written})
+    everything = any(hierarchy_changed(previous_refs.get(path), refs) for path, refs, _, _ in written)
+    changed: set[str] = set()
+    for path, refs, _, symbols in written:
+        changed |= changed_definitions(previous_symbols.get(path, []), previous_refs.get(path), symbols, refs)
+    manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 
 def affected_paths(manifest: Manifest, touched: set[str], symbols: list[SymbolRow], current: set[Edge]) -> set[str] | None:
@@ -87,7 +106,6 @@ def affected_paths(manifest: Manifest, touched: set[str], symbols: list[SymbolRo
         return None
     path_of_file = {file_id(path): path for path in manifest.files()}
     changed = {path for fid, path in path_of_file.items() if fid in touched}
-    names |= name_tokens(s.name for s in symbols if s.path in changed)
     affected = changed | manifest.paths_mentioning(names)
     path_of = {s.id: s.path for s in symbols} | path_of_file
     affected |= {path_of[source] for source, _, target in current if target in touched and source in path_of}

@@ -267,14 +267,6 @@ class Manifest:
                 found.update(r[0] for r in self._conn.execute(f"SELECT DISTINCT path FROM ref_names WHERE name IN ({marks})", chunk))
         return found
 
-    def names_defined_in(self, paths: Iterable[str]) -> set[str]:
-        """The names of the symbols indexed for these files."""
-        names: set[str] = set()
-        with self._lock:
-            for path in paths:
-                names.update(r[0] for r in self._conn.execute("SELECT name FROM symbols WHERE path = ?", (path,)))
-        return names
-
     def refs_of(self, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored references of these files (a file not indexed is absent)."""
         found: dict[str, dict[str, Any]] = {}

@@ -125,11 +125,14 @@ def test_c_definitions_and_the_files_that_call_them(tmp_path: Path, service_fact
     assert (run, "CALLS", helper) in svc.ctx.manifest.resolved_edges()  # the definition, not the prototype
 
     assert edit({"lib/helper.c": '#include "helper.h"\n\nint helper(int x) { return x + 2; }\n'}) == {
-        "lib/helper.c", "app/main.c", "lib/other.c"}  # main.c calls helper; other.c's #include "helper.h" mentions the name
+        "lib/helper.c", "app/main.c"}  # the same definitions: only main.c, whose call reached the replaced helper
     assert (run, "CALLS", helper) in svc.ctx.manifest.resolved_edges()
 
     side = {"app/side.c": "static int quiet(void) { return 1; }\nint side(void) { return quiet(); }\n"}
     assert edit(side) == {"app/side.c"}  # nothing else mentions quiet or side
+
+    side["app/side.c"] += "int helper(int x) { return x; }\n"  # a second definition of helper
+    assert edit(side) == {"app/side.c", "app/main.c", "lib/helper.c", "lib/other.c"}  # #include "helper.h" mentions the name
 
 
 def test_a_manifest_without_recorded_names_is_resolved_whole_once(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
