@@ -31,6 +31,8 @@ class LazyGraphStore:
         self._factory = factory
         self._store: Any = None
         self._lock = threading.Lock()
+        self._schema_lock = threading.Lock()
+        """Guards ``_schema_wanted`` and the publication of the store (never waits for a start)."""
         self._closed = False
         self._schema_wanted = False
         self.db_dir = db_dir
@@ -55,9 +57,10 @@ class LazyGraphStore:
                 if self._closed:
                     raise RuntimeError("the graph store was closed")
                 store = self._factory()
-                if self._schema_wanted:
-                    store.ensure_schema()
-                self._store = store
+                with self._schema_lock:
+                    if self._schema_wanted:
+                        store.ensure_schema()
+                    self._store = store
             return self._store
 
     def start_in_background(self) -> None:
@@ -75,12 +78,12 @@ class LazyGraphStore:
         threading.Thread(target=start, name="codemem-graph-start", daemon=True).start()
 
     def ensure_schema(self) -> None:
-        """Create the schema now if the store is started, else right after it starts."""
-        if self._store is None:
-            with self._lock:
-                if self._store is None:
-                    self._schema_wanted = True
-                    return
+        """Create the schema now if the store is started, else right after it starts (a start in
+        progress is not waited for: the run goes on parsing meanwhile)."""
+        with self._schema_lock:
+            if self._store is None:
+                self._schema_wanted = True
+                return
         self._store.ensure_schema()
 
     def __getattr__(self, name: str) -> Any:

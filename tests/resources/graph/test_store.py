@@ -700,3 +700,37 @@ def test_models_validate() -> None:
     )
     with pytest.raises(ValueError):
         GraphNode(id="ok", label="Function", properties={"bad-name": 1})
+
+
+def test_a_schema_asked_for_during_a_start_is_made_when_the_start_ends(tmp_path: Path) -> None:
+    """An index run asks for the schema while the embedded server is still starting in the
+    background: it does not wait for the start, and the schema exists once the store is up."""
+    import threading
+    import time
+
+    from resources.graph.factory import create_graph_store
+    from resources.graph.lazy import LazyGraphStore
+    from resources.settings import Settings
+
+    real = create_graph_store(Settings(project_root=tmp_path, neo4j_uri=None))
+    release = threading.Event()
+
+    def slow_start():  # noqa: ANN202 - the real server, started once the test lets it
+        release.wait(30)
+        return real.store
+
+    lazy = LazyGraphStore(slow_start, real.db_dir, "falkordb")
+    try:
+        lazy.start_in_background()
+        time.sleep(0.05)
+        asked = time.monotonic()
+        lazy.ensure_schema()
+        assert time.monotonic() - asked < 1.0 and not lazy.started
+        release.set()
+        _, rows, _ = lazy.read_query("CALL db.indexes() YIELD label, properties RETURN label, properties", {}, 1_000)
+        indexed = {(row["label"], prop) for row in rows for prop in row["properties"]}
+        assert ("Function", "id") in indexed and ("File", "path") in indexed
+    finally:
+        release.set()
+        lazy.close()
+        real.close()
