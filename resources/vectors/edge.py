@@ -23,6 +23,7 @@ from resources.vectors.points import (
     point_vectors,
     scored_hits,
     scroll_hits,
+    stored_payload,
 )
 from resources.vectors.store import (
     DENSE,
@@ -189,7 +190,7 @@ class EdgeVectorStore:
 
         if not points:
             return
-        edge_points = [qe.Point(point.id, point_vectors(point, qe.SparseVector), point.payload) for point in points]
+        edge_points = [qe.Point(point.id, point_vectors(point, qe.SparseVector), stored_payload(point.payload)) for point in points]
         with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.upsert_points(edge_points))
 

@@ -18,6 +18,7 @@ from resources.vectors.points import (
     rrf,
     scored_hits,
     scroll_hits,
+    stored_payload,
 )
 from resources.vectors.store import (
     DENSE,
@@ -147,7 +148,7 @@ class ServerVectorStore:
         if not points:
             return
         structs = [
-            models.PointStruct(id=point.id, vector=point_vectors(point, self._sparse_vector), payload=point.payload)
+            models.PointStruct(id=point.id, vector=point_vectors(point, self._sparse_vector), payload=stored_payload(point.payload))
             for point in points
         ]
         self._client.upsert(collection, structs, wait=True)

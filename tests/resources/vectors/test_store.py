@@ -157,3 +157,35 @@ def test_an_edge_collection_of_an_older_codemem_loses_its_surplus_indexes(tmp_pa
     third = EdgeVectorStore(tmp_path / "q")
     assert third.count("session_history", PayloadFilter({"status": ["active"]})) == 3
     third.close()
+
+
+def test_a_code_points_shown_fields_come_back_as_written_and_its_filters_still_match(store) -> None:
+    """A code point's shown-only fields are stored as one string (``points.stored_payload``):
+    every read gives the payload as written, and the fields filtered on stay fields."""
+    from resources.vectors.points import SHOWN_KEY, read_payload
+
+    c = store.test_collection
+    a, b, m = ids(3)
+    code = {
+        "id": a, "kind": "function", "name": "parse", "qualified_name": "pkg.parse", "file_path": "pkg/p.py",
+        "path_prefixes": ["pkg/"], "language": "python", "start_line": 3, "end_line": 9, "is_test": False,
+        "signature": "def parse(text: str) -> dict", "docstring": "Parse ü text.", "code": "def parse(text):\n    return {}",
+        "code_truncated": False, "is_async": False, "extends": [], "implements": [], "content_hash": "ab12",
+        "symbol_hash": "cd34", "requirement_ids": ["REQ-1"], "local_name": "parse", "indexed_at": "2026-11-26T00:00:00",
+    }
+    memory = {"memory_id": m, "memory_type": "design", "status": "active", "content_hash": "ef56", "metadata": {"k": "v"}}
+    store.upsert(c, [VectorPoint(a, code, sparse=SparseVec([1], [1.0])), VectorPoint(b, {**code, "id": b, "name": "other"}, dense=[1, 0, 0, 0]),
+                     VectorPoint(m, memory, dense=[0, 1, 0, 0])])
+    assert store.retrieve(c, [a])[0].payload == code
+    assert store.retrieve(c, [m])[0].payload == memory  # no code: stored as it is
+    assert {h.id: h.payload for h in store.scroll(c, PayloadFilter({"name": ["parse"], "kind": ["function"]}))} == {a: code}
+    assert [h.payload for h in store.hybrid_query(c, dense=None, sparse=SparseVec([1], [1.0]), limit=5)] == [code]
+    assert store.count(c, PayloadFilter({"requirement_ids": ["REQ-1"], "path_prefixes": ["pkg/"]})) == 2
+    assert store.count(c, PayloadFilter({"id": [b]})) == 1
+    assert read_payload({**{k: v for k, v in code.items() if k != "code"}}) == {k: v for k, v in code.items() if k != "code"}  # an older point
+    assert SHOWN_KEY not in read_payload({SHOWN_KEY: "{}", "name": "x"})
+    if isinstance(store, EdgeVectorStore):  # as stored: one string for the shown fields
+        with store._locked(c) as shard:
+            raw = dict(shard.retrieve([a], with_payload=True, with_vector=False)[0].payload)
+        assert set(raw) == {"id", "kind", "name", "qualified_name", "file_path", "path_prefixes", "language", "start_line",
+                            "end_line", "is_test", "requirement_ids", SHOWN_KEY}
