@@ -25,6 +25,13 @@ def main() -> None:
         from query_server.mcp_front import start_front
 
         start_front()
+    if argv and argv[0] == "index":
+        import atexit
+        import gc
+
+        # Python's exit collects every object an index run left (~0.1 s of a small run): the
+        # stores are closed and the output written by then, so freeze them instead (runs last).
+        atexit.register(gc.freeze)
     if argv and argv[0] == "index" and not {"--plain", "--reembed", "--help", "-h"} & set(argv):
         # Dagster takes a second to load: the recorder of the run loads it while the CLI loads
         from pipelines.dagster.recorder import prestart
