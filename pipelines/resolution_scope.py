@@ -94,7 +94,12 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
     everything = any(hierarchy_changed(previous_refs.get(path), refs) for path, refs, _, _ in written)
     changed: set[str] = set()
     for path, refs, _, symbols in written:
-        changed |= changed_definitions(previous_symbols.get(path, []), previous_refs.get(path), symbols, refs)
+        before = previous_symbols.get(path, [])
+        changed |= changed_definitions(before, previous_refs.get(path), symbols, refs)
+        if (previous_refs.get(path) or {}).get("imports", []) != refs.get("imports", []):
+            # a C/C++ definition is preferred by the files that include its declaration's header:
+            # another file's call may now pick (or stop picking) one of this file's definitions
+            changed |= {s.name for s in before} | {s.name for s in symbols}
     manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 

@@ -135,6 +135,27 @@ def test_c_definitions_and_the_files_that_call_them(tmp_path: Path, service_fact
     assert edit(side) == {"app/side.c", "app/main.c", "lib/helper.c", "lib/other.c"}  # #include "helper.h" mentions the name
 
 
+def test_a_c_file_that_starts_including_a_header_can_change_which_definition_a_call_reaches(
+    tmp_path: Path, service_factory, scopes  # noqa: ANN001
+) -> None:
+    """Two definitions of one declared function: a call reaches the one whose file includes the
+    declaration's header. When the other file starts including it too, the call's file (which
+    mentions nothing the edit changed the definition of) must be resolved again."""
+    root = tmp_path / "p"
+    write_files(root, {
+        "inc/x.h": "int foo(int a);\n",
+        "a/a.c": '#include "../inc/x.h"\nint foo(int a) { return a; }\n',
+        "b/b.c": "int foo(int a) { return a + 1; }\n",
+        "g/g.c": '#include "../inc/x.h"\nint use(void) { return foo(1); }\n',
+    })
+    svc = service_factory(root, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+    use, in_a = _id(svc, "use"), _id(svc, "foo", path="a/a.c")
+    assert (use, "CALLS", in_a) in svc.ctx.manifest.resolved_edges()
+    scope = _edit(root, {"b/b.c": '#include "../inc/x.h"\nint foo(int a) { return a + 1; }\n'}, svc, tmp_path, service_factory, scopes)
+    assert scope is not None and "g/g.c" in scope  # its edge is the clean index's (checked by _edit)
+
+
 def test_a_manifest_without_recorded_names_is_resolved_whole_once(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
     root = tmp_path / "p"
     write_files(root, PYTHON)
