@@ -8,7 +8,10 @@ indexer passes to ``pipelines.resolution.resolve``."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,125 +55,113 @@ def scopes(monkeypatch: pytest.MonkeyPatch) -> list[set[str] | None]:
     return seen
 
 
-def _clean(tmp_path: Path, root: Path, service_factory) -> dict:  # noqa: ANN001
-    copy = tmp_path / "clean"
-    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".codemem"))
-    svc = service_factory(copy, dense_embeddings=False)
-    svc.index(IndexInput(embed=False))
-    return _snapshot(svc)
+@dataclass
+class _Project:
+    """An indexed project, and ``edit``: write files, index, check the edges against a clean
+    index of the same tree, return the scope the run resolved."""
+
+    root: Path
+    svc: Any
+    edit: Callable[[dict[str, str]], set[str] | None]
 
 
-def _edit(root: Path, files: dict[str, str], svc, tmp_path: Path, service_factory, scopes) -> set[str] | None:  # noqa: ANN001
-    """Write ``files``, index, check the edges against a clean index of the tree; the run's scope."""
-    write_files(root, files)
-    svc.index(IndexInput(embed=False))
-    scope = scopes[-1]
-    clean = tmp_path / f"clean{len(scopes)}"
-    clean.mkdir()
-    assert _snapshot(svc)["edges"] == _clean(clean, root, service_factory)["edges"]
-    return scope
+@pytest.fixture()
+def indexed(tmp_path: Path, service_factory, scopes) -> Callable[[dict[str, str]], _Project]:  # noqa: ANN001
+    """Index ``files`` in a project of their own."""
+
+    def make(files: dict[str, str]) -> _Project:
+        root = tmp_path / "p"
+        write_files(root, files)
+        svc = service_factory(root, dense_embeddings=False)
+        svc.index(IndexInput(embed=False))
+
+        def edit(changed: dict[str, str]) -> set[str] | None:
+            write_files(root, changed)
+            svc.index(IndexInput(embed=False))
+            scope = scopes[-1]
+            clean = tmp_path / f"clean{len(scopes)}"
+            shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".codemem"))
+            twin = service_factory(clean, dense_embeddings=False)
+            twin.index(IndexInput(embed=False))
+            assert _snapshot(svc)["edges"] == _snapshot(twin)["edges"]
+            return scope
+
+        return _Project(root, svc, edit)
+
+    return make
 
 
-def test_an_edit_resolves_the_files_that_mention_its_names(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
-    root = tmp_path / "p"
-    write_files(root, PYTHON)
-    svc = service_factory(root, dense_embeddings=False)
-    svc.index(IndexInput(embed=False))
-
-    def edit(files: dict[str, str]) -> set[str] | None:
-        return _edit(root, files, svc, tmp_path, service_factory, scopes)
+def test_an_edit_resolves_the_files_that_mention_its_names(indexed, scopes) -> None:  # noqa: ANN001
+    p = indexed(PYTHON)
 
     assert scopes == [None]  # a first index: every file
 
-    assert edit({"pkg/m1.py": "def alpha():\n    return 10\n"}) == {"pkg/m1.py", "pkg/m2.py"}  # m2 imports and calls alpha
+    assert p.edit({"pkg/m1.py": "def alpha():\n    return 10\n"}) == {"pkg/m1.py", "pkg/m2.py"}  # m2 imports and calls alpha
 
     two_betas = {"pkg/m5.py": "def gamma():\n    return 3\n\n\ndef beta():\n    return 4\n"}
-    assert edit(two_betas) == {"pkg/m5.py", "pkg/m3.py"}  # beta() in m3 is ambiguous now: its edge goes
-    edges = {(s, t, d) for s, t, d in svc.ctx.manifest.resolved_edges() if t == "CALLS"}
-    assert not any(s == _id(svc, "pkg.m3.uses_beta") for s, _, _ in edges)
+    assert p.edit(two_betas) == {"pkg/m5.py", "pkg/m3.py"}  # beta() in m3 is ambiguous now: its edge goes
+    edges = {(s, t, d) for s, t, d in p.svc.ctx.manifest.resolved_edges() if t == "CALLS"}
+    assert not any(s == _id(p.svc, "pkg.m3.uses_beta") for s, _, _ in edges)
 
-    assert edit({"pkg/m5.py": "def gamma():\n    return 3\n"}) == {"pkg/m5.py", "pkg/m3.py"}  # beta is unique again: the call links back
-    assert (_id(svc, "pkg.m3.uses_beta"), "CALLS", _id(svc, "pkg.m4.beta")) in svc.ctx.manifest.resolved_edges()
+    assert p.edit({"pkg/m5.py": "def gamma():\n    return 3\n"}) == {"pkg/m5.py", "pkg/m3.py"}  # beta is unique again: the call links back
+    assert (_id(p.svc, "pkg.m3.uses_beta"), "CALLS", _id(p.svc, "pkg.m4.beta")) in p.svc.ctx.manifest.resolved_edges()
 
 
-def test_the_whole_repository_when_files_come_or_go_or_a_hierarchy_changes(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
-    root = tmp_path / "p"
-    write_files(root, PYTHON)
-    svc = service_factory(root, dense_embeddings=False)
-    svc.index(IndexInput(embed=False))
+def test_the_whole_repository_when_files_come_or_go_or_a_hierarchy_changes(indexed, scopes) -> None:  # noqa: ANN001
+    p = indexed(PYTHON)
 
-    def edit(files: dict[str, str]) -> set[str] | None:
-        return _edit(root, files, svc, tmp_path, service_factory, scopes)
-
-    assert edit({"pkg/m6.py": "def delta():\n    return alpha()\n"}) is None  # a new file: imports may resolve to it
-    (root / "pkg/m6.py").unlink()
-    svc.index(IndexInput(embed=False))
+    assert p.edit({"pkg/m6.py": "def delta():\n    return alpha()\n"}) is None  # a new file: imports may resolve to it
+    (p.root / "pkg/m6.py").unlink()
+    p.svc.index(IndexInput(embed=False))
     assert scopes[-1] is None
     no_base = {"pkg/shapes.py": PYTHON["pkg/shapes.py"].replace("class Square(Base)", "class Square")}
-    assert edit(no_base) is None  # bases changed: inherited members are found through them
-    assert edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"] + "\n\ndef unrelated():\n    return 0\n"}) is None  # Square extends Base again
-    assert edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"]}) == {"pkg/shapes.py"}
+    assert p.edit(no_base) is None  # bases changed: inherited members are found through them
+    assert p.edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"] + "\n\ndef unrelated():\n    return 0\n"}) is None  # Square extends Base again
+    assert p.edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"]}) == {"pkg/shapes.py"}
 
 
-def test_c_definitions_and_the_files_that_call_them(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
-    root = tmp_path / "p"
-    write_files(root, C)
-    svc = service_factory(root, dense_embeddings=False)
-    svc.index(IndexInput(embed=False))
+def test_c_definitions_and_the_files_that_call_them(indexed) -> None:  # noqa: ANN001
+    p = indexed(C)
 
-    def edit(files: dict[str, str]) -> set[str] | None:
-        return _edit(root, files, svc, tmp_path, service_factory, scopes)
+    run, helper = _id(p.svc, "run"), _id(p.svc, "helper", path="lib/helper.c")
+    assert (run, "CALLS", helper) in p.svc.ctx.manifest.resolved_edges()  # the definition, not the prototype
 
-    run, helper = _id(svc, "run"), _id(svc, "helper", path="lib/helper.c")
-    assert (run, "CALLS", helper) in svc.ctx.manifest.resolved_edges()  # the definition, not the prototype
-
-    assert edit({"lib/helper.c": '#include "helper.h"\n\nint helper(int x) { return x + 2; }\n'}) == {
+    assert p.edit({"lib/helper.c": '#include "helper.h"\n\nint helper(int x) { return x + 2; }\n'}) == {
         "lib/helper.c", "app/main.c"}  # the same definitions: only main.c, whose call reached the replaced helper
-    assert (run, "CALLS", helper) in svc.ctx.manifest.resolved_edges()
+    assert (run, "CALLS", helper) in p.svc.ctx.manifest.resolved_edges()
 
     side = {"app/side.c": "static int quiet(void) { return 1; }\nint side(void) { return quiet(); }\n"}
-    assert edit(side) == {"app/side.c"}  # nothing else mentions quiet or side
+    assert p.edit(side) == {"app/side.c"}  # nothing else mentions quiet or side
 
     side["app/side.c"] += "int helper(int x) { return x; }\n"  # a second definition of helper
-    assert edit(side) == {"app/side.c", "app/main.c", "lib/helper.c", "lib/other.c"}  # #include "helper.h" mentions the name
+    assert p.edit(side) == {"app/side.c", "app/main.c", "lib/helper.c", "lib/other.c"}  # #include "helper.h" mentions the name
 
 
-def test_a_c_file_that_starts_including_a_header_can_change_which_definition_a_call_reaches(
-    tmp_path: Path, service_factory, scopes  # noqa: ANN001
-) -> None:
+def test_a_c_file_that_starts_including_a_header_can_change_which_definition_a_call_reaches(indexed) -> None:  # noqa: ANN001
     """Two definitions of one declared function: a call reaches the one whose file includes the
     declaration's header. When the other file starts including it too, the call's file (which
     mentions nothing the edit changed the definition of) must be resolved again."""
-    root = tmp_path / "p"
-    write_files(root, {
+    p = indexed({
         "inc/x.h": "int foo(int a);\n",
         "a/a.c": '#include "../inc/x.h"\nint foo(int a) { return a; }\n',
         "b/b.c": "int foo(int a) { return a + 1; }\n",
         "g/g.c": '#include "../inc/x.h"\nint use(void) { return foo(1); }\n',
     })
-    svc = service_factory(root, dense_embeddings=False)
-    svc.index(IndexInput(embed=False))
-    use, in_a = _id(svc, "use"), _id(svc, "foo", path="a/a.c")
-    assert (use, "CALLS", in_a) in svc.ctx.manifest.resolved_edges()
-    scope = _edit(root, {"b/b.c": '#include "../inc/x.h"\nint foo(int a) { return a + 1; }\n'}, svc, tmp_path, service_factory, scopes)
-    assert scope is not None and "g/g.c" in scope  # its edge is the clean index's (checked by _edit)
+    use, in_a = _id(p.svc, "use"), _id(p.svc, "foo", path="a/a.c")
+    assert (use, "CALLS", in_a) in p.svc.ctx.manifest.resolved_edges()
+    scope = p.edit({"b/b.c": '#include "../inc/x.h"\nint foo(int a) { return a + 1; }\n'})
+    assert scope is not None and "g/g.c" in scope  # its edge is the clean index's (checked by edit)
 
 
-def test_a_manifest_without_recorded_names_is_resolved_whole_once(tmp_path: Path, service_factory, scopes) -> None:  # noqa: ANN001
-    root = tmp_path / "p"
-    write_files(root, PYTHON)
-    svc = service_factory(root, dense_embeddings=False)
-    svc.index(IndexInput(embed=False))
+def test_a_manifest_without_recorded_names_is_resolved_whole_once(indexed) -> None:  # noqa: ANN001
+    p = indexed(PYTHON)
 
-    def edit(files: dict[str, str]) -> set[str] | None:
-        return _edit(root, files, svc, tmp_path, service_factory, scopes)
-
-    with svc.ctx.manifest.transaction() as conn:  # as an earlier release left it
+    with p.svc.ctx.manifest.transaction() as conn:  # as an earlier release left it
         conn.execute("DELETE FROM ref_names")
         conn.execute("DELETE FROM meta WHERE key = ?", (REF_NAMES_COMPLETE,))
-    assert edit({"pkg/m1.py": "def alpha():\n    return 11\n"}) is None
-    assert svc.ctx.manifest.get_meta(REF_NAMES_COMPLETE) == "1"
-    assert edit({"pkg/m1.py": "def alpha():\n    return 12\n"}) == {"pkg/m1.py", "pkg/m2.py"}
+    assert p.edit({"pkg/m1.py": "def alpha():\n    return 11\n"}) is None
+    assert p.svc.ctx.manifest.get_meta(REF_NAMES_COMPLETE) == "1"
+    assert p.edit({"pkg/m1.py": "def alpha():\n    return 12\n"}) == {"pkg/m1.py", "pkg/m2.py"}
 
 
 def _id(svc, qualified: str, path: str | None = None) -> str:  # noqa: ANN001
