@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipelines.index_context import CODE_COLLECTION, IndexContext
-from pipelines.stages import dangling_edges, hash_mismatches, store_consistency
+from pipelines.stages import dangling_edges, hash_mismatches, store_consistency, stored_symbol_ids
 
 REPAIR_HINT = "run `codemem index --repair` to re-index the named files and drop stray entries"
 
@@ -52,8 +52,7 @@ def touched_stores_agree(ctx: IndexContext, paths: Iterable[str]) -> CheckResult
     ids = sorted({i for group in ctx.manifest.symbol_ids_of(list(paths)).values() for i in group})
     manifest_symbols = ctx.manifest.counts()["symbols"]
     if len(ids) * WHOLE_SET_SHARE >= manifest_symbols:  # most of the index: reading every id is cheaper
-        in_vectors = ctx.vectors.ids(CODE_COLLECTION)
-        in_graph = ctx.graph.node_ids("Function") | ctx.graph.node_ids("Class")
+        in_vectors, in_graph = stored_symbol_ids(ctx)
     else:
         in_vectors = {hit.id for hit in ctx.vectors.retrieve(CODE_COLLECTION, ids)} if ids else set()
         in_graph = set()

@@ -243,11 +243,15 @@ def normalize_index(ctx: IndexContext, rewritten: int = 0) -> tuple[int, int]:
     return added, removed
 
 
+def stored_symbol_ids(ctx: IndexContext) -> tuple[set[str], set[str]]:
+    """Every symbol id the vector store holds, and every one the graph holds."""
+    return ctx.vectors.ids(CODE_COLLECTION), ctx.graph.node_ids("Function") | ctx.graph.node_ids("Class")
+
+
 def store_consistency(ctx: IndexContext) -> dict[str, list[str]]:
     """Symbol ids one store has and another lacks (empty lists when the stores agree)."""
     manifest_ids = ctx.manifest.symbol_ids()
-    vector_ids = ctx.vectors.ids(CODE_COLLECTION)
-    graph_ids = ctx.graph.node_ids("Function") | ctx.graph.node_ids("Class")
+    vector_ids, graph_ids = stored_symbol_ids(ctx)
     return {
         "missing_in_vectors": sorted(manifest_ids - vector_ids)[:50],
         "extra_in_vectors": sorted(vector_ids - manifest_ids)[:50],
