@@ -13,6 +13,7 @@ from typing import Any
 
 from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.stages import dangling_edges, hash_mismatches, store_consistency, stored_symbol_ids
+from resources.graph.cypher import locate_ids_query
 
 REPAIR_HINT = "run `codemem index --repair` to re-index the named files and drop stray entries"
 
@@ -59,8 +60,7 @@ def touched_stores_agree(ctx: IndexContext, paths: Iterable[str]) -> CheckResult
         for label in ("Function", "Class"):
             for start in range(0, len(ids), 1000):
                 chunk = ids[start:start + 1000]
-                _, rows, _ = ctx.graph.read_query(f"UNWIND $ids AS id MATCH (n:{label} {{id: id}}) RETURN n.id AS id",
-                                                  {"ids": chunk}, limit=len(chunk) + 1)
+                _, rows, _ = ctx.graph.read_query(locate_ids_query(label), {"ids": chunk}, limit=len(chunk) + 1)
                 in_graph |= {row["id"] for row in rows}
     counts = ctx.graph.counts()
     totals = {"manifest_symbols": manifest_symbols, "vector_points": ctx.vectors.count(CODE_COLLECTION),
