@@ -1,10 +1,11 @@
 """The ``codemem`` console script.
 
 ``codemem hook <Event>`` runs on every Claude Code tool call, so it must answer in a few
-milliseconds: it imports only ``query_server.hooks.dispatch`` and the hook module of the event
-(standard library only), never the click/rich CLI, pydantic or the stores. Every other command
-goes to ``query_server.cli:main``; ``codemem index`` first starts the process that records its
-Dagster run (``pipelines.dagster.recorder``), which loads Dagster meanwhile.
+milliseconds: it imports only ``query_server.hooks.relay`` (which asks the project's server),
+else ``query_server.hooks.dispatch`` and the hook module of the event (standard library only),
+never the click/rich CLI, pydantic or the stores. Every other command goes to
+``query_server.cli:main``; ``codemem index`` first starts the process that records its Dagster run
+(``pipelines.dagster.recorder``), which loads Dagster meanwhile.
 """
 
 import sys
@@ -14,7 +15,7 @@ def main() -> None:
     """Dispatch ``codemem hook …`` to the fast hook module and everything else to the CLI."""
     argv = sys.argv[1:]
     if argv and argv[0] == "hook":
-        from query_server.hooks.dispatch import main as hook_main
+        from query_server.hooks.relay import main as hook_main
 
         sys.exit(hook_main(argv[1:]))
     if argv and argv[0] == "mcp" and not {"--help", "-h"} & set(argv):

