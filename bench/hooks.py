@@ -70,6 +70,9 @@ LEDGER_BATCH = 5_000
 SERVED = "(server running)"
 """Rows measured while the project's server answers hooks (``query_server.hooks.relay_server``);
 the others run with no server, as at a session's start before ``codemem mcp`` is up."""
+READ_AHEAD = "SessionStart read ahead at the last end"
+"""SessionStart as a session usually starts: the previous one's end read the stores for it, and
+nothing changed them since (the plain SessionStart rows: something did, the hook reads them)."""
 REGULAR_BASELINE = "python -c pass, regular install (baseline)"
 """The interpreter start of a regular (not editable) install such as pipx makes (``regular_install``).
 This checkout's editable install adds an import finder to every start with the site step (~25 ms
@@ -241,6 +244,19 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
         return lambda i: text
 
     transcript = str(project["transcript"])
+
+    def read_ahead() -> None:
+        """What the last session's end did: the server's relay or the SessionEnd worker read the stores
+        for this start (``query_server.hooks.session_start.save_snapshot``)."""
+        from query_server.hooks.common import Project
+        from query_server.hooks.session_start import save_snapshot
+
+        if not save_snapshot(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(root), "CODEMEM_STATE_DIR": str(project["state"])})):
+            raise RuntimeError("SessionStart could not be read ahead")
+
+    def start_after_end(key: str) -> Any:
+        return lambda i: read_ahead() or dumps(_fixture("session_start.json", session_id=f"bench-start-{key}-{i}", cwd=str(root)))
+
     served = {
         f"{name} {SERVED}": (argv, make, expect) for name, (argv, make, expect) in {
             "SessionStart": (hook(codemem, "SessionStart"), lambda i: dumps(_fixture(
@@ -263,6 +279,8 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
             "session_start.json", session_id=f"bench-start-cs-{i}", cwd=str(root))), "additionalContext"),
         "SessionStart": (hook(codemem, "SessionStart"), lambda i: dumps(_fixture(
             "session_start.json", session_id=f"bench-start-{i}", cwd=str(root))), "additionalContext"),
+        READ_AHEAD: (hook(codemem, "SessionStart"), start_after_end("ra"), "additionalContext"),
+        f"{READ_AHEAD} by the console script": ([codemem, "hook", "SessionStart"], start_after_end("racs"), "additionalContext"),
         "PostToolUse Read (mentioned file)": (hook(codemem, "PostToolUse"),
                                               lambda i: read(root / project["busiest"], i), "additionalContext"),
         "PostToolUse Read (no memory)": (hook(codemem, "PostToolUse"), lambda i: read(project["quiet"], i), ""),

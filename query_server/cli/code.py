@@ -219,7 +219,7 @@ def mcp(project: str) -> None:
     # call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: start_first_build(open_handle(project)), warm=warm_up)
     shutdown = Shutdown()
-    hooks = HookRelay(settings.resolved_state_dir())
+    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root())
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
@@ -272,7 +272,7 @@ def serve(project: str, host: str, port: int) -> None:
         )
     shutdown = Shutdown()
     handle = open_handle(project)
-    hooks = HookRelay(settings.resolved_state_dir())
+    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root())
     try:
         hooks.start()  # Claude Code's hooks are answered here while it serves
         if handle.is_owner:

@@ -222,10 +222,11 @@ def log_error(project: Project | None, event: str, exc: BaseException) -> None:
 
 
 def now_iso() -> str:
-    """The current UTC time as ISO 8601 with microseconds (the ledger's format)."""
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    """The current UTC time as ISO 8601 with microseconds (the ledger's format:
+    ``datetime.now(UTC).isoformat(timespec="microseconds")``, without importing datetime)."""
+    now_ns = time.time_ns()
+    seconds, micros = divmod(now_ns // 1_000, 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}+00:00"
 
 
 def session_key(session_id: str) -> str:

@@ -7,7 +7,9 @@ with the project found from the hook process's environment and directory. Only o
 project listens: the one holding ``<state>/hooks.lock`` (released by the kernel when it dies,
 and then taken by another running server within ``TAKEOVER_S``); a stale socket file left by a
 killed server is replaced. Hooks are answered one at a time, in arrival order, by one thread.
-A hook whose project is not this server's is refused (the hook then answers by itself).
+A hook whose project is not this server's is refused (the hook then answers by itself). When it
+stops listening, the relay reads the stores for the next session's SessionStart
+(``query_server.hooks.session_start.save_snapshot``).
 """
 
 from __future__ import annotations
@@ -70,9 +72,10 @@ def answer(request: bytes, state_dir: str) -> bytes:
 class HookRelay:
     """Answers the project's hooks on ``<state>/hooks.sock`` while this process runs."""
 
-    def __init__(self, state_dir: Path) -> None:
-        """Nothing listens until ``start``."""
+    def __init__(self, state_dir: Path, project_root: Path | None = None) -> None:
+        """Nothing listens until ``start``; ``project_root`` defaults to the state dir's parent."""
         self.state_dir = os.path.realpath(state_dir)
+        self.project_root = os.path.realpath(project_root if project_root is not None else os.path.dirname(self.state_dir))
         self.socket_path = os.path.join(self.state_dir, SOCKET_FILE)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -94,7 +97,8 @@ class HookRelay:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop answering: the socket file goes (when it is still this process's), the lock is released."""
+        """Stop answering: the socket file goes (when it is still this process's), the lock is
+        released, and the next session's SessionStart is read ahead (``session_start.save_snapshot``)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(POLL_S * 4)
@@ -106,9 +110,19 @@ class HookRelay:
             except OSError:
                 pass
             listener.close()
+            self.save_snapshot()
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
+
+    def save_snapshot(self) -> bool:
+        """Read the stores for the next session's SessionStart (a failure is logged, never raised)."""
+        project = Project({}, environ={"CODEMEM_PROJECT_ROOT": self.project_root, "CODEMEM_STATE_DIR": self.state_dir})
+        try:
+            return session_start.save_snapshot(project)
+        except Exception as exc:  # noqa: BLE001 - the next SessionStart reads the stores itself
+            log_error(project, "SessionStart snapshot", exc)
+            return False
 
     def _try_listen(self) -> bool:
         if not os.path.isdir(self.state_dir):

@@ -3,6 +3,13 @@
 Memory counts per type, what changed since the last session, stale memories, index freshness
 and the tools to use, within ~2,000 tokens. A project without a state dir gets a one-line hint.
 Standard library only (see ``query_server.hooks.dispatch``).
+
+What the stores say (``_facts``) is read at the end of a session for the next one: the server's
+hook relay when it closes and the SessionEnd worker after it recorded the session
+(``save_snapshot``) keep it in ``<state>/hooks/session_start.json`` with the size and mtime of the
+ledger's and the manifest's files. A session that starts with those unchanged renders it without
+opening either store (no sqlite3, ~20 ms less); otherwise the hook reads the stores as before. The
+times ("3 h ago") and the freshness of the recently indexed files are checked as the session starts.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from query_server.hooks.common import (
     read_text,
     write_atomic,
 )
-from query_server.hooks.mentions import mentions_cache
-from resources.manifest_reader import ManifestReader
-from resources.memory.ledger_reader import LedgerReader
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING (see query_server.hooks.common)
+if TYPE_CHECKING:
+    from resources.memory.ledger_reader import LedgerReader
 
 CONTEXT_CHAR_BUDGET = 6_000
 """SessionStart context cap: 2,000 tokens at ~3 characters per token."""
@@ -38,6 +46,11 @@ TOOLS_LINE = (
     "get_related / impact_of_change; record decisions and learnings with memory_add; memory_get <id> shows a "
     "memory in full."
 )
+SNAPSHOT_FILE = "session_start.json"
+SNAPSHOT_VERSION = 1
+STORE_FILES = ("memory.db", "memory.db-wal", "index.db", "index.db-wal")
+"""The files whose size and mtime say whether a snapshot still describes the stores."""
+STATE_FILE = "last_session.json"
 
 
 def session_start(project: Project, payload: dict) -> dict | None:
@@ -48,41 +61,106 @@ def session_start(project: Project, payload: dict) -> dict | None:
             "codemem: this project has no codemem state yet — run `codemem index .` to get code search and project "
             "memory (memory_search, code_search) in Claude Code.",
         )
-    lines = [f"codemem — project memory and code index for {os.path.basename(project.root)}"]
-    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
-    if ledger is not None:
+    session_id = str(payload.get("session_id") or "")
+    state = _session_state(project)
+    again = bool(session_id) and state.get("session_id") == session_id  # resume, clear, compact: same baseline
+    facts = None if again else _saved_facts(project, state)
+    if facts is None:
+        facts = _facts(project, state, again, refresh_mentions=True)
+    if facts["ledger"] and not again:
+        write_atomic(os.path.join(project.hooks_dir, STATE_FILE),
+                     json_dumps({"session_id": session_id, "started_at": now_iso(), "previous_at": facts["baseline"]}))
+    _prune_hook_files(project)
+    return additional_context("SessionStart", _fit(_render(project, facts, time.time()), CONTEXT_CHAR_BUDGET))
+
+
+def save_snapshot(project: Project) -> bool:
+    """Read the stores now for the next session's SessionStart (``<state>/hooks/session_start.json``);
+    False (and nothing written) when they changed while being read or hold nothing yet."""
+    if not project.indexed:
+        return False
+    key = _store_key(project)
+    state = _session_state(project)
+    facts = _facts(project, state, again=False, refresh_mentions=False)
+    if _store_key(project) != key:
+        return False
+    write_atomic(os.path.join(project.hooks_dir, SNAPSHOT_FILE), json_dumps(
+        {"version": SNAPSHOT_VERSION, "started_at": state.get("started_at"), "key": key, "facts": facts}))
+    return True
+
+
+def _session_state(project: Project) -> dict:
+    """The hook state of the last SessionStart: its session id, when it started, its baseline."""
+    try:
+        state = json_loads(read_text(os.path.join(project.hooks_dir, STATE_FILE)))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _store_key(project: Project) -> list:
+    """What changes whenever the ledger or the manifest does: each database file's and write-ahead
+    log's size, mtime and header (a log's salts change at each restart, its size at each commit; a
+    database's change counter at each commit outside WAL mode). A missing and an empty log are the
+    same (a read-only reader creates an empty one)."""
+    key: list = []
+    for name in STORE_FILES:
         try:
-            lines += _memory_sections(project, ledger, payload)
+            fd = os.open(os.path.join(project.state_dir, name), os.O_RDONLY)
+        except OSError:
+            key.append(None)
+            continue
+        try:
+            stat = os.fstat(fd)
+            header = os.read(fd, 32).hex() if stat.st_size else ""
+        finally:
+            os.close(fd)
+        key.append([stat.st_size, stat.st_mtime_ns, header] if stat.st_size or not name.endswith("-wal") else None)
+    return key
+
+
+def _saved_facts(project: Project, state: dict) -> dict | None:
+    """The snapshot's facts when they still hold: same stores, same last session."""
+    try:
+        saved = json_loads(read_text(os.path.join(project.hooks_dir, SNAPSHOT_FILE)))
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(saved, dict) or saved.get("version") != SNAPSHOT_VERSION
+            or saved.get("started_at") != state.get("started_at") or saved.get("key") != _store_key(project)):
+        return None
+    facts = saved.get("facts")
+    return facts if isinstance(facts, dict) else None
+
+
+# -- what the stores say ----------------------------------------------------------------------------
+
+
+def _facts(project: Project, state: dict, again: bool, *, refresh_mentions: bool) -> dict:
+    """What SessionStart reports, read from the ledger and the manifest: the memory lines (a line
+    is text, or [text, moment, text] around a time shown relative to the session's start), the
+    index's facts, the baseline the changes are counted from, and whether a ledger exists."""
+    from resources.memory.ledger_reader import LedgerReader
+
+    facts: dict = {"ledger": False, "baseline": None, "memory": [], "index": _index_facts(project)}
+    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
+    if ledger is None:
+        return facts
+    try:
+        baseline = state.get("previous_at") if again else (state.get("started_at") or ledger.last_session_created_at())
+        facts.update(ledger=True, baseline=baseline, memory=_memory_lines(ledger, baseline))
+        if refresh_mentions:
+            from query_server.hooks.mentions import mentions_cache
+
             cache = mentions_cache(project, ledger)  # bring PostToolUse's lookup cache up to date (or start its build)
             if cache is not None:
                 cache.close()
-        finally:
-            ledger.close()
-    lines += _index_section(project)
-    lines.append(TOOLS_LINE)
-    _prune_hook_files(project)
-    return additional_context("SessionStart", _fit(lines, CONTEXT_CHAR_BUDGET))
+    finally:
+        ledger.close()
+    return facts
 
 
-def _ago(iso: str) -> str:
-    from datetime import UTC, datetime
-
-    try:
-        then = datetime.fromisoformat(iso)
-    except ValueError:
-        return iso
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
-    seconds = max(0.0, (datetime.now(UTC) - then).total_seconds())
-    stamp = then.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds >= size:
-            return f"{stamp} ({int(seconds // size)} {unit} ago)"
-    return f"{stamp} (just now)"
-
-
-def _memory_sections(project: Project, ledger: LedgerReader, payload: dict) -> list[str]:
-    lines: list[str] = []
+def _memory_lines(ledger: LedgerReader, baseline: str | None) -> list:
+    lines: list = []
     counts: dict[str, list[int]] = {}
     for memory_type, deleted, count in ledger.counts():
         counts.setdefault(memory_type, [0, 0])[1 if deleted else 0] += count
@@ -93,20 +171,16 @@ def _memory_sections(project: Project, ledger: LedgerReader, payload: dict) -> l
         f"Memories: {active:,} active" + (f" ({per_type})" if per_type else " — none yet; record decisions with memory_add")
         + (f"; {deleted:,} soft-deleted" if deleted else "")
     )
-
-    baseline = _session_baseline(project, ledger, str(payload.get("session_id") or ""))
     if baseline:
         created, updated, removed = ledger.change_counts(baseline)
+        since = _moment(baseline)
         if created or updated or removed:
-            lines.append(
-                f"Since the last session ({_ago(baseline)}): {created} new, {updated} updated, {removed} deleted"
-            )
+            lines.append(["Since the last session (", since, f"): {created} new, {updated} updated, {removed} deleted"])
             for memory_id, memory_type, content, metadata, created_at in ledger.changed(baseline, CHANGED_MEMORIES_SHOWN):
                 mark = "+" if created_at > baseline else "~"
                 lines.append(f"  {mark} {memory_label(memory_type, content, metadata, 140)} (id {memory_id})")
         else:
-            lines.append(f"Since the last session ({_ago(baseline)}): no memory changed")
-
+            lines.append(["Since the last session (", since, "): no memory changed"])
     stale_total, stale = ledger.stale(STALE_MEMORIES_SHOWN)
     if stale_total:
         lines.append(
@@ -117,45 +191,69 @@ def _memory_sections(project: Project, ledger: LedgerReader, payload: dict) -> l
     return lines
 
 
-def _session_baseline(project: Project, ledger: LedgerReader, session_id: str) -> str | None:
-    """When the previous session started (hook state), else when the last session memory was made.
+def _index_facts(project: Project) -> dict:
+    """The manifest's file count, when it last changed, and its most recently indexed files with
+    their recorded mtimes (compared with the disk's when the session starts)."""
+    from resources.manifest_reader import ManifestReader
 
-    A SessionStart of the same session again (resume, clear, compact) keeps the first baseline.
-    """
-    state_file = os.path.join(project.hooks_dir, "last_session.json")
-    try:
-        state = json_loads(read_text(state_file))
-        if not isinstance(state, dict):
-            state = {}
-    except (OSError, ValueError):
-        state = {}
-    if session_id and state.get("session_id") == session_id:
-        return state.get("previous_at")
-    baseline = state.get("started_at") or ledger.last_session_created_at()
-    write_atomic(state_file, json_dumps({"session_id": session_id, "started_at": now_iso(), "previous_at": baseline}))
-    return baseline
-
-
-def _index_section(project: Project) -> list[str]:
-    """Files indexed, when the index last changed, and whether recently indexed files changed since.
-
-    The most recently indexed files' ``indexed_at`` is the last index time, and their recorded
-    mtimes are compared with the disk's for ``MTIME_CHECK_BUDGET_S`` at most.
-    """
     manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S)
     if manifest is None:
-        return ["Index: no code index yet — run `codemem index .` for code_search, get_symbol and get_related."]
+        return {"line": "Index: no code index yet — run `codemem index .` for code_search, get_symbol and get_related."}
     try:
         files = manifest.file_count()
         if not files:
-            return ["Index: empty — run `codemem index .`."]
+            return {"line": "Index: empty — run `codemem index .`."}
         recent = manifest.recently_indexed(RECENT_FILES_CHECKED)
     finally:
         manifest.close()
-    last = max(row[2] for row in recent)
+    return {"files": files, "last": _moment(max(row[2] for row in recent)),
+            "recent": [[path, mtime_ns] for path, mtime_ns, _ in recent]}
+
+
+def _moment(iso: str) -> list:
+    """[POSIX time, "YYYY-MM-DD HH:MM UTC"] of an ISO time; [None, the text] when it is not one."""
+    from datetime import UTC, datetime
+
+    try:
+        then = datetime.fromisoformat(iso)
+    except ValueError:
+        return [None, iso]
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return [then.timestamp(), then.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")]
+
+
+# -- rendering, as the session starts ---------------------------------------------------------------
+
+
+def _ago(moment: list, now: float) -> str:
+    when, stamp = moment
+    if when is None:
+        return stamp
+    seconds = max(0.0, now - when)
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{stamp} ({int(seconds // size)} {unit} ago)"
+    return f"{stamp} (just now)"
+
+
+def _render(project: Project, facts: dict, now: float) -> list[str]:
+    lines = [f"codemem — project memory and code index for {os.path.basename(project.root)}"]
+    lines += [line if isinstance(line, str) else line[0] + _ago(line[1], now) + line[2] for line in facts["memory"]]
+    lines += _index_lines(project, facts["index"], now)
+    lines.append(TOOLS_LINE)
+    return lines
+
+
+def _index_lines(project: Project, index: dict, now: float) -> list[str]:
+    """Files indexed, when the index last changed, and whether recently indexed files changed since
+    (their recorded mtimes against the disk's, for ``MTIME_CHECK_BUDGET_S`` at most)."""
+    if "line" in index:
+        return [index["line"]]
+    files = index["files"]
     checked = changed = 0
     deadline = time.perf_counter() + MTIME_CHECK_BUDGET_S
-    for path, mtime_ns, _ in recent:
+    for path, mtime_ns in index["recent"]:
         try:
             if os.stat(os.path.join(project.root, path)).st_mtime_ns != mtime_ns:
                 changed += 1
@@ -164,7 +262,7 @@ def _index_section(project: Project) -> list[str]:
         checked += 1
         if time.perf_counter() > deadline:
             break
-    line = f"Index: {files:,} files, last indexed {_ago(last)}"
+    line = f"Index: {files:,} files, last indexed {_ago(index['last'], now)}"
     scope = "" if checked == files else f" of the {checked:,} most recently indexed"
     if changed:
         line += f"; {changed:,}{scope} file(s) changed since — run `codemem index .` (or index_file) to refresh"

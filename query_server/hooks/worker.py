@@ -286,7 +286,21 @@ def record(args: argparse.Namespace) -> str:
         tmp.write_text(json.dumps({"memory_id": memory_id, "upto": args.upto, "event": args.event,
                                    "extracted_upto": extracted_upto}), encoding="utf-8")
         os.replace(tmp, state_file)
+    if args.event == "SessionEnd":
+        done += "; " + read_ahead(root, state_dir)
     return done
+
+
+def read_ahead(root: Path, state_dir: Path) -> str:
+    """Read the stores for the next session's SessionStart, now that this one is recorded."""
+    from query_server.hooks.common import Project
+    from query_server.hooks.session_start import save_snapshot
+
+    try:
+        saved = save_snapshot(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(root), "CODEMEM_STATE_DIR": str(state_dir)}))
+    except Exception as exc:  # noqa: BLE001 - the next SessionStart reads the stores itself
+        return f"next session's start not read ahead ({type(exc).__name__}: {exc})"
+    return "next session's start read ahead" if saved else "next session's start not read ahead (the stores changed meanwhile)"
 
 
 def extract_memories(handle: Any, args: argparse.Namespace, since: int) -> str:

@@ -432,6 +432,13 @@ def test_precompact_and_session_end_record_one_session_memory(project: dict[str,
     assert [m[3] for m in _session_memories(state, SESSION)] == [2]
     assert len(_extracted_memories(state)) == 1  # later hooks read only what was said since, and skip duplicates
 
+    # the worker read the stores for the next session's start: it renders them without opening either
+    assert "next session's start read ahead" in worker_log.read_text()
+    done, _ = run_hook("SessionStart", payload("session_start.json", root, session_id="the-next-one"), cwd=root,
+                       env=clean_env(PYTHONPROFILEIMPORTTIME="1"))
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "sqlite3" not in imported and "Memories: 10 active" in context_of(done, "SessionStart")
+
 
 # -- the mentions cache behind PostToolUse ----------------------------------------------------------
 

@@ -141,3 +141,57 @@ def test_the_relay_refuses_what_is_not_its_project_s_hook(project: dict[str, Any
     assert answer(request("SessionEnd", data, environ={}, cwd=str(root).encode()), state) == REFUSED  # not relayed
     assert answer(b"GET / HTTP/1.1\r\n\r\n", state) == REFUSED
     assert answer(request("SessionStart", b"[1, 2]", environ={}, cwd=str(root).encode()), state) == REFUSED
+
+
+# -- SessionStart read ahead at a session's end (query_server.hooks.session_start.save_snapshot) ---------------
+
+
+def _start(root: Path, session: str) -> tuple[str, bool]:
+    """SessionStart's answer as Claude Code gets it, and whether the hook opened a store."""
+    done, modules = run_bare("SessionStart", payload("session_start.json", root, session_id=session), root)
+    return done.stdout, "sqlite3" in modules
+
+
+def test_a_start_read_ahead_says_what_the_stores_say(project: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+    root = project["root"]
+    _start(root, "first")
+    twin = tmp_path / "twin" / "proj"
+    shutil.copytree(root, twin)
+    relay = HookRelay(project["state"])  # a server's session ends: its relay reads ahead as it closes
+    relay.start()
+    relay.close()
+    assert (project["state"] / "hooks" / "session_start.json").is_file()
+
+    (fast, opened), (slow, twin_opened) = _start(root, "second"), _start(twin, "second")
+    assert not opened and twin_opened
+    assert fast.replace(str(root), "<root>") == slow.replace(str(twin), "<root>")
+    assert "Since the last session" in fast and "Memories: 8 active" in fast and "Stale memories" in fast
+
+    # read once: the next start counts from this one's, and reads the stores
+    (again, opened), (twin_again, _) = _start(root, "third"), _start(twin, "third")
+    assert opened and again.replace(str(root), "<root>") == twin_again.replace(str(twin), "<root>")
+
+
+def test_a_start_read_ahead_is_not_used_once_a_store_changed(project: dict[str, Any]) -> None:  # noqa: F811
+    from query_server.hooks.common import Project
+    from query_server.hooks.session_start import save_snapshot
+    from resources.memory.ledger import Ledger, NewMemory
+
+    root = project["root"]
+    _start(root, "first")
+    assert save_snapshot(Project({"cwd": str(root)}))
+    ledger = Ledger(project["state"] / "memory.db")
+    ledger.add([NewMemory(memory_type="session", content="Added after the read-ahead.", metadata={"session_id": "x"},
+                          importance_score=0.4)])
+    ledger.close()
+    text, opened = _start(root, "second")
+    assert opened and "Memories: 9 active" in text and "Added after the read-ahead." in text
+
+    assert save_snapshot(Project({"cwd": str(root)}))
+    (src := root / "src" / "dispatch.py").write_text(src.read_text() + "# edited\n")
+    text, opened = _start(root, "third")  # the index is unchanged: read ahead, and the edit is seen as the session starts
+    assert not opened and "1 of the" not in text and "file(s) changed since" in text
+
+    assert save_snapshot(Project({"cwd": str(root)}))
+    text, opened = _start(root, "third")  # the same session again (resume): its first baseline, from the stores
+    assert opened
