@@ -13,7 +13,6 @@ This module imports only ``sys``, ``posix`` and ``_socket``: under ``python -S``
 costs a hook ~3 ms, more than the whole exchange with the server.
 """
 
-import _socket
 import posix
 import sys
 
@@ -58,6 +57,12 @@ def ask_server(event: str, raw: bytes) -> bytes | None:
     path = socket_path()
     if path is None or event not in RELAYED_EVENTS:
         return None
+    try:
+        posix.stat(path)  # no server has run here: not even _socket is imported
+    except OSError:
+        return None
+    import _socket
+
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(REPLY_TIMEOUT_S)
