@@ -22,6 +22,8 @@ Measured, ``--runs`` times each, interleaved round by round so machine noise hit
   deduplication never empties the answer) and of a file no memory mentions;
 * PreToolUse: ``npm test`` (allowed), an Edit of a source file (allowed), ``rm -rf .codemem``
   (denied, the Bash parser runs);
+* UserPromptSubmit on a prompt that reads like a design decision (the think reminder), and
+  PostToolUse after a Bash command that names the busiest file;
 * PreCompact and SessionEnd with a transcript: the hook spawns the detached worker
   (``CODEMEM_HOOK_WORKER_DRY_RUN=1``: the worker digests the transcript and stores nothing, so 100
   workers do not load the embedding model) — the hook's own wall time is what is measured.
@@ -254,6 +256,10 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
         if not save_snapshot(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(root), "CODEMEM_STATE_DIR": str(project["state"])})):
             raise RuntimeError("SessionStart could not be read ahead")
 
+    def prompt(text: str, key: str) -> Any:
+        return lambda i: dumps(_fixture("user_prompt_submit.json", session_id=f"bench-prompt-{key}-{i}", cwd=str(root),
+                                        prompt=text))
+
     def start_after_end(key: str) -> Any:
         return lambda i: read_ahead() or dumps(_fixture("session_start.json", session_id=f"bench-start-{key}-{i}", cwd=str(root)))
 
@@ -269,6 +275,8 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
                                                   lambda i: read(root / project["busiest"], 2_000_000 + i), "additionalContext"),
             "PostToolUse Read (no memory)": (hook(codemem, "PostToolUse"), lambda i: read(project["quiet"], i), ""),
             "PreToolUse Bash npm test (allow)": (hook(codemem, "PreToolUse"), pre({"command": "npm test"}), ""),
+            "UserPromptSubmit (a decision)": (hook(codemem, "UserPromptSubmit"), prompt("Should we retry in the queue?", "sv"),
+                                              "design decision"),
         }.items()
     }
     return {
@@ -287,6 +295,11 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
         "PreToolUse Bash npm test (allow)": (hook(codemem, "PreToolUse"), pre({"command": "npm test"}), ""),
         "PreToolUse Edit src file (allow)": (hook(codemem, "PreToolUse"), pre(
             _fixture("tool_inputs.json")["Edit"] | {"file_path": str(root / project["busiest"])}, "Edit"), ""),
+        "UserPromptSubmit (a decision)": (hook(codemem, "UserPromptSubmit"), prompt("Should we retry in the queue?", "alone"),
+                                          "design decision"),
+        "PostToolUse Bash (names a file)": (hook(codemem, "PostToolUse"), lambda i: dumps(_fixture(
+            "post_tool_use_write.json", session_id=f"bench-bash-{i}", cwd=str(root), tool_name="Bash",
+            tool_input={"command": f"pytest {project['busiest']} -q"})), "additionalContext"),
         "PreToolUse Bash rm -rf .codemem (deny)": (hook(codemem, "PreToolUse"),
                                                    pre({"command": "rm -rf .codemem"}), '"deny"'),
         "PreCompact (spawns the worker)": (hook(codemem, "PreCompact"), lambda i: dumps(_fixture(

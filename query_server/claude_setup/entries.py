@@ -167,8 +167,11 @@ def _is_our_server(entry: Any) -> bool:
 
 HOOKS: tuple[HookSpec, ...] = (
     HookSpec("SessionStart", None, 10, "add memory counts, what changed since the last session, stale memories and index freshness to the context"),
+    HookSpec("UserPromptSubmit", None, 5, "remind to record what came out of the files edited since the last memory, "
+             "and to look up earlier decisions before a design choice"),
     HookSpec("PreToolUse", "Edit|Write|MultiEdit|Bash", 5, "deny direct edits of .codemem/ and Bash commands that write into it"),
-    HookSpec("PostToolUse", "Read|Edit|Write|MultiEdit", 5, "add the top memories about the file read or edited, each once per session"),
+    HookSpec("PostToolUse", "Read|Edit|Write|MultiEdit|Bash", 5, "add the top memories about the file read or edited "
+             "(or the files a Bash command names), each once per session"),
     HookSpec("PreCompact", None, 10, "record a session memory from the transcript before compaction (in the background)"),
     HookSpec("SessionEnd", None, 10, "record a session memory from the transcript (in the background)"),
 )

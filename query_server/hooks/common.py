@@ -239,6 +239,11 @@ def session_key(session_id: str) -> str:
     return clean or "unknown"
 
 
+def edited_file(project: Project, session_id: str) -> str:
+    """Where the files a session edited are noted, one per line (PostToolUse writes, UserPromptSubmit reads)."""
+    return os.path.join(project.hooks_dir, f"edited-{session_key(session_id)}.txt")
+
+
 def make_dir(path: str, *, parents: bool = False) -> None:
     """Create the directory ``path`` unless it exists (``Path.mkdir(parents=parents, exist_ok=True)``)."""
     if parents:

@@ -11,14 +11,18 @@ read-only (``resources.memory.ledger_reader``, ``resources.manifest_reader``);
 module of the event at hand is imported.
 
 Input is the hook JSON on stdin (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``,
-``tool_name``, ``tool_input``, ``source``, ``trigger``, ``reason`` …); output follows Claude Code's
+``tool_name``, ``tool_input``, ``prompt``, ``source``, ``trigger``, ``reason`` …); output follows Claude Code's
 documented formats (https://code.claude.com/docs/en/hooks):
 
 * SessionStart (``session_start``) — ``hookSpecificOutput.additionalContext`` (≤ ~2,000 tokens):
   memory counts per type, what changed since the last session, stale memories, index freshness,
   the tools to use.
-* PostToolUse (``post_tool_use``; Read/Edit/Write/MultiEdit) — ``hookSpecificOutput.additionalContext``:
-  the top 3 memories about that file (gotchas, patterns and designs first), each shown once per session.
+* UserPromptSubmit (``user_prompt_submit``) — ``hookSpecificOutput.additionalContext``: a reminder to
+  record what came out of the files edited since the last memory, and to look up earlier decisions
+  before a design choice (seed 002 FR-031/032).
+* PostToolUse (``post_tool_use``; Read/Edit/Write/MultiEdit, Bash) — ``hookSpecificOutput.additionalContext``:
+  the top 3 memories about that file (or the files a Bash command names; gotchas, patterns and
+  designs first), each shown once per session.
 * PreToolUse (``pre_tool_use``) — ``hookSpecificOutput.permissionDecision: "deny"`` with a reason
   for direct edits of the state dir (``.codemem/``) and Bash commands that write into it; silence
   (allow) otherwise.
@@ -40,7 +44,7 @@ import sys
 
 from query_server.hooks.common import Project, log_error, read_payload, write_answer
 
-EVENTS = ("SessionStart", "PostToolUse", "PreToolUse", "PreCompact", "SessionEnd")
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreToolUse", "PreCompact", "SessionEnd")
 """The Claude Code events (``query_server.claude_setup`` installs one hook for each)."""
 GIT_EVENTS = ("GitPostCommit",)
 """git's hooks (``codemem init --git-notes`` installs them in the repository)."""
@@ -65,6 +69,10 @@ def run_event(event: str, project: Project, payload: dict) -> dict | None:
         from query_server.hooks.pre_tool_use import pre_tool_use
 
         return pre_tool_use(project, payload)
+    if event == "UserPromptSubmit":
+        from query_server.hooks.user_prompt_submit import user_prompt_submit
+
+        return user_prompt_submit(project, payload)
     if event == "GitPostCommit":
         from query_server.hooks.post_commit import post_commit
 

@@ -1,9 +1,12 @@
-"""PostToolUse (Read/Edit/Write/MultiEdit): the top memories about the file just touched.
+"""PostToolUse (Read/Edit/Write/MultiEdit, Bash): the top memories about the files just touched.
 
 Up to 3 memories as ``additionalContext`` — gotchas, patterns and designs first — each shown once
-per session (``<state>/hooks/shown-<session>.txt``). Candidates come from the mentions cache
-(``query_server.hooks.mentions``) when it is current, else from a scan of the ledger.
-Standard library only (see ``query_server.hooks.dispatch``).
+per session (``<state>/hooks/shown-<session>.txt``): about the file read or edited, or about the
+project's files a Bash command names (``pytest tests/test_api.py``, ``python tools/migrate.py``;
+seed 002 FR-029). Candidates come from the mentions cache (``query_server.hooks.mentions``) when
+it is current, else from a scan of the ledger. An edit is also noted for the session
+(``<state>/hooks/edited-<session>.txt``), which UserPromptSubmit reads
+(``query_server.hooks.user_prompt_submit``). Standard library only (see ``query_server.hooks.dispatch``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from query_server.hooks.common import (
     BUSY_TIMEOUT_S,
     Project,
     additional_context,
+    edited_file,
     in_state_dir,
     json_loads,
     make_dir,
@@ -26,6 +30,10 @@ from resources.manifest_reader import ManifestReader
 from resources.memory.ledger_reader import LedgerReader
 
 FILE_TOOLS = ("Read", "Edit", "Write", "MultiEdit")
+EDIT_TOOLS = ("Edit", "Write", "MultiEdit")
+BASH_PATHS = 3
+"""Files of a Bash command whose memories are looked up (the first that exist in the project)."""
+_SHELL_PUNCTUATION = str.maketrans({ch: " " for ch in ";&|()<>`'\"="})
 MEMORIES_PER_FILE = 3
 SYMBOLS_PER_FILE = 900
 """Symbols of the file whose anchored memories are looked up (one ``IN (…)`` list)."""
@@ -46,17 +54,25 @@ _MODULE_TAILS = {"__init__", "index", "mod", "lib", "main"}
 
 
 def post_tool_use(project: Project, payload: dict) -> dict | None:
-    """The top memories about the file just read or edited, each once per session."""
-    if not project.indexed or payload.get("tool_name") not in FILE_TOOLS:
+    """The top memories about the file just read or edited (or the files a Bash command names),
+    each once per session."""
+    tool = payload.get("tool_name")
+    if not project.indexed or (tool not in FILE_TOOLS and tool != "Bash"):
         return None
     tool_input = payload.get("tool_input") or {}
-    raw = tool_input.get("file_path") if isinstance(tool_input, dict) else None
-    if not isinstance(raw, str) or not raw:
-        return None
-    rel = project.relative(raw, payload.get("cwd"))
-    if not rel or rel == "." or rel.startswith("../") or in_state_dir(project, os.path.join(project.root, rel)):
+    if not isinstance(tool_input, dict):
         return None
     session_id = str(payload.get("session_id") or "")
+    if tool == "Bash":
+        command = tool_input.get("command")
+        rels = command_files(project, command, payload.get("cwd")) if isinstance(command, str) else []
+    else:
+        rel = _project_file(project, tool_input.get("file_path"), payload.get("cwd"))
+        rels = [rel] if rel else []
+        if rel and tool in EDIT_TOOLS and session_id:
+            note_edit(project, session_id, rel)
+    if not rels:
+        return None
     shown_path = _shown_file(project, session_id) if session_id else None
     shown: set[str] = set()
     if shown_path is not None:
@@ -64,17 +80,55 @@ def post_tool_use(project: Project, payload: dict) -> dict | None:
             shown = set(read_text(shown_path).split())
         except OSError:
             pass
-    picked = file_memories(project, rel, shown)[:MEMORIES_PER_FILE]
+    found: list[tuple[float, str, str]] = []
+    for rel in rels:
+        found += [hit for hit in file_memories(project, rel, shown) if hit[1] not in {h[1] for h in found}]
+    picked = sorted(found, key=lambda item: (-item[0], item[1]))[:MEMORIES_PER_FILE]
     if not picked:
         return None
     if shown_path is not None:
         make_dir(os.path.dirname(shown_path), parents=True)
         with open(shown_path, "a", encoding="utf-8") as handle:  # appends of a few lines are atomic
             handle.write("".join(f"{memory_id}\n" for _, memory_id, _ in picked))
+    about = rels[0] if tool != "Bash" else "the files this command uses (" + ", ".join(rels) + ")"
     text = "\n".join(
-        [f"codemem: project memories about {rel} (memory_get <id> shows one in full):"] + [line for _, _, line in picked]
+        [f"codemem: project memories about {about} (memory_get <id> shows one in full):"] + [line for _, _, line in picked]
     )
     return additional_context("PostToolUse", text)
+
+
+def _project_file(project: Project, raw: object, cwd: object) -> str | None:
+    """``raw`` as a repo-relative path of the project's (not the state dir's), else None."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    rel = project.relative(raw, cwd if isinstance(cwd, str) else None)
+    if not rel or rel == "." or rel.startswith("../") or in_state_dir(project, os.path.join(project.root, rel)):
+        return None
+    return rel
+
+
+def command_files(project: Project, command: str, cwd: object) -> list[str]:
+    """The project's files a shell command names (words that are existing files, relative to the
+    command's directory, outside the state dir), the first ``BASH_PATHS`` of them in order."""
+    base = cwd if isinstance(cwd, str) and cwd else project.root
+    found: list[str] = []
+    for word in command[:4_000].translate(_SHELL_PUNCTUATION).split():
+        word = word.partition("::")[0]  # pytest's tests/test_api.py::test_name
+        if word.startswith("-") or ("/" not in word and "." not in word) or "$" in word or "*" in word:
+            continue
+        rel = _project_file(project, word, base)
+        if rel and rel not in found and os.path.isfile(os.path.join(project.root, rel)):
+            found.append(rel)
+            if len(found) == BASH_PATHS:
+                break
+    return found
+
+
+def note_edit(project: Project, session_id: str, rel: str) -> None:
+    """Note that the session edited ``rel`` (an append of one line: atomic)."""
+    make_dir(project.hooks_dir, parents=True)
+    with open(edited_file(project, session_id), "a", encoding="utf-8") as handle:
+        handle.write(rel + "\n")
 
 
 def module_name(rel: str) -> str:

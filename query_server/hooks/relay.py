@@ -18,7 +18,7 @@ import sys
 
 SOCKET_FILE = "hooks.sock"
 """The relay's socket in the state dir."""
-RELAYED_EVENTS = frozenset({"SessionStart", "PostToolUse", "PreToolUse"})
+RELAYED_EVENTS = frozenset({"SessionStart", "UserPromptSubmit", "PostToolUse", "PreToolUse"})
 """The events the server answers: the ones Claude Code waits for (SessionEnd and PreCompact only
 start a detached worker, which the hook process does at the same cost)."""
 PROTOCOL = b"codemem-hook/1"

@@ -22,7 +22,12 @@ from pathlib import Path
 
 # the hooks' modules are imported here, by the starting thread, not by the relay's while the
 # server's other threads import theirs
-from query_server.hooks import post_tool_use, pre_tool_use, session_start  # noqa: F401
+from query_server.hooks import (  # noqa: F401
+    post_tool_use,
+    pre_tool_use,
+    session_start,
+    user_prompt_submit,
+)
 from query_server.hooks.common import Project, json_dumps, log_error, read_payload
 from query_server.hooks.dispatch import run_event
 from query_server.hooks.relay import ANSWERED, PROTOCOL, RELAYED_EVENTS, SOCKET_FILE

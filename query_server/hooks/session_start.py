@@ -51,6 +51,8 @@ SNAPSHOT_VERSION = 1
 STORE_FILES = ("memory.db", "memory.db-wal", "index.db", "index.db-wal")
 """The files whose size and mtime say whether a snapshot still describes the stores."""
 STATE_FILE = "last_session.json"
+PER_SESSION_PREFIXES = ("shown-", "recorded-", "edited-", "prompted-")
+"""The hooks' per-session files (PostToolUse, the worker, UserPromptSubmit), pruned after ``HOOK_FILE_MAX_AGE_S``."""
 
 
 def session_start(project: Project, payload: dict) -> dict | None:
@@ -279,7 +281,7 @@ def _prune_hook_files(project: Project) -> None:
     cutoff = time.time() - HOOK_FILE_MAX_AGE_S
     for entry in entries:
         try:
-            if entry.name.startswith(("shown-", "recorded-")) and entry.stat().st_mtime < cutoff:  # per-session state
+            if entry.name.startswith(PER_SESSION_PREFIXES) and entry.stat().st_mtime < cutoff:  # per-session state
                 os.unlink(entry.path)
         except OSError:
             continue

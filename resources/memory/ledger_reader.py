@@ -69,6 +69,12 @@ class LedgerReader:
             (since, limit),
         ).fetchall()
 
+    def recorded_since(self, since: str) -> int:
+        """How many memories other than session summaries were added or changed after ``since`` (ISO time)."""
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE updated_at > ? AND memory_type != 'session'", (since,)
+        ).fetchone()[0]
+
     def last_session_created_at(self) -> str | None:
         """When the newest session memory was created (None without one)."""
         row = self.conn.execute("SELECT MAX(created_at) FROM memories WHERE memory_type = 'session'").fetchone()

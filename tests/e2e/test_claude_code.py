@@ -250,6 +250,19 @@ def test_session_start_context_reaches_model(claude_bin: Path, workspace) -> Non
     assert "memory_search (decisions, patterns, gotchas)" in context
 
 
+def test_user_prompt_submit_reminder_reaches_model(claude_bin: Path, workspace) -> None:
+    """Seed 002 FR-032: a prompt that reads like a design decision ("should we …") gets the
+    UserPromptSubmit hook's reminder to look up earlier decisions, in the model's context."""
+    _, _, fake = workspace
+    run_claude(claude_bin, workspace, "should-we-adopt-redis", [Turn("noted")])
+    (first,) = fake.conversation("should-we-adopt-redis")
+    seen = json.dumps(first, ensure_ascii=False)
+    assert "this reads like a design decision" in seen and "memory_search" in seen
+    run_claude(claude_bin, workspace, "plain-prompt", [Turn("ok")])  # "[[plain-prompt]] use codemem": no decision
+    (plain,) = fake.conversation("plain-prompt")
+    assert "this reads like a design decision" not in json.dumps(plain, ensure_ascii=False)
+
+
 def test_memory_carried_to_next_session(claude_bin: Path, workspace) -> None:
     """Session 1 stores a memory and reads the file it is about (PostToolUse adds the memory to the
     context); session 2, a new process, is told a memory is new and finds it with memory_search."""

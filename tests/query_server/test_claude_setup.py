@@ -192,7 +192,7 @@ def check_hooks(hooks: dict[str, list[MatcherGroup]]) -> list[str]:
                     pattern = re.compile(group.matcher)
                     matched = {tool for tool in CLAUDE_TOOLS if pattern.fullmatch(tool)}
                     expected = {"PreToolUse": {"Edit", "Write", "MultiEdit", "Bash"},
-                                "PostToolUse": {"Read", "Edit", "Write", "MultiEdit"}}[event]
+                                "PostToolUse": {"Read", "Edit", "Write", "MultiEdit", "Bash"}}[event]
                     assert matched == expected, (event, matched)
                 else:
                     assert group.matcher is None, f"{event}: no tool matcher"
@@ -290,7 +290,8 @@ def test_init_merges_with_the_users_setup(user_project: Path) -> None:
     assert raw["hooks"]["Stop"] == original["hooks"]["Stop"]
     settings = SettingsFile.model_validate(raw)
     assert sorted(check_hooks(settings.hooks)) == sorted(spec.event for spec in setup.HOOKS)
-    assert {spec.event for spec in setup.HOOKS} == {"SessionStart", "PostToolUse", "PreCompact", "SessionEnd", "PreToolUse"}
+    assert {spec.event for spec in setup.HOOKS} == {"SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "SessionEnd",
+                                                  "PreToolUse"}
 
     claude_md = (user_project / "CLAUDE.md").read_text()
     assert claude_md.startswith(USER_CLAUDE_MD)

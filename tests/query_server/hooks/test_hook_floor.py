@@ -95,6 +95,18 @@ def test_hook_processes_import_neither_re_json_pathlib_nor_enum(project: dict[st
         assert done.stdout == ""
         assert_at_the_floor(f"PreToolUse {tool}", modules)
 
+    done, modules = run_bare("PostToolUse", payload("post_tool_use_write.json", root, tool_name="Bash", session_id="floor-bash",
+                                                    tool_input={"command": "pytest src/dispatch.py -q"}), root)
+    assert ids["Dispatch outside transactions"] in done.stdout
+    assert_at_the_floor("PostToolUse Bash", modules)
+    prompt = payload("user_prompt_submit.json", root, prompt="start", session_id="floor-prompt")
+    assert run_bare("UserPromptSubmit", prompt, root)[0].stdout == ""
+    for rel in ("src/dispatch.py", "src/other.py", "README.md"):
+        run_bare("PostToolUse", read_of(root, rel, "Edit", session="floor-prompt"), root)
+    done, modules = run_bare("UserPromptSubmit", {**prompt, "prompt": "Should we retry inside the transaction?"}, root)
+    assert "3 files edited" in done.stdout and "design decision" in done.stdout  # both reminders, the ledger read
+    assert_at_the_floor("UserPromptSubmit", modules)
+
     transcript = root.parent / "transcript.jsonl"
     transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace("PROJECT", str(root)))
     for number, (event, name) in enumerate((("PreCompact", "pre_compact.json"), ("SessionEnd", "session_end.json")), 1):

@@ -224,14 +224,32 @@ def test_post_tool_use_injects_top_memories_once_per_session(project: dict[str, 
     assert ids["Dispatch outside transactions"] in context_of(other_session, "PostToolUse")
 
 
-@pytest.mark.parametrize(("tool", "rel"), [("Read", "README.md"), ("Read", "tools/run.py"), ("Bash", "src/dispatch.py"),
+@pytest.mark.parametrize(("tool", "rel"), [("Read", "README.md"), ("Read", "tools/run.py"), ("Bash", "ls -la src"),
+                                           ("Bash", "cat README.md && rm -f .codemem/x"), ("Bash", "pytest tests/missing.py"),
                                            ("Read", ".codemem/memory.db"), ("Read", "../outside.py")])
 def test_post_tool_use_is_silent_without_a_match(project: dict[str, Any], tool: str, rel: str) -> None:
     root = project["root"]
     data = read_of(root, "src/dispatch.py")
-    data.update(tool_name=tool, tool_input={"file_path": str(root / rel)} if tool != "Bash" else {"command": "ls src/dispatch.py"})
+    data.update(tool_name=tool, tool_input={"file_path": str(root / rel)} if tool != "Bash" else {"command": rel})
     done, _ = run_hook("PostToolUse", data, cwd=root)
     assert (done.returncode, done.stdout) == (0, "")
+
+
+@pytest.mark.parametrize("command", [
+    "python src/dispatch.py --dry-run", "pytest 'src/dispatch.py::test_x' -q", "cd src && python dispatch.py",
+    "git diff -- ./src/dispatch.py | head", "FOO=1 python3 src/other.py src/dispatch.py",
+])
+def test_post_tool_use_after_bash_brings_the_memories_of_the_files_it_names(project: dict[str, Any], command: str) -> None:
+    """Seed 002 FR-029: Bash-specific memory context — the gotcha of a file a command runs, once per session."""
+    root, ids = project["root"], project["ids"]
+    cwd = root / "src" if command.startswith("cd src") else root
+    data = payload("post_tool_use_write.json", root, tool_name="Bash", tool_input={"command": command.removeprefix("cd src && ")},
+                   cwd=str(cwd), session_id=f"bash-{command}")
+    done, _ = run_hook("PostToolUse", data, cwd=root)
+    text = context_of(done, "PostToolUse")
+    assert "src/dispatch.py" in text.splitlines()[0] and ids["Dispatch outside transactions"] in text
+    again, _ = run_hook("PostToolUse", data, cwd=root)
+    assert ids["Dispatch outside transactions"] not in again.stdout
 
 
 # -- PreToolUse -----------------------------------------------------------------------------------
@@ -331,12 +349,14 @@ def test_hook_process_imports_only_the_standard_library(project: dict[str, Any])
         "PostToolUse": read_of(root, "src/dispatch.py"),
         "PreToolUse": payload("pre_tool_use_bash.json", root, tool_input={"command": "rm -rf .codemem"}),
         "PreCompact": payload("pre_compact.json", root, transcript_path=str(root / "missing.jsonl")),
+        "UserPromptSubmit": payload("user_prompt_submit.json", root, prompt="Should we retry?"),
     }
     expected = {  # the entry, the module of the event and what it reads with
         "SessionStart": HOOK_ENTRY | {"query_server.hooks.session_start", "query_server.hooks.mentions"} | STORE_READERS,
         "PostToolUse": HOOK_ENTRY | {"query_server.hooks.post_tool_use", "query_server.hooks.mentions"} | STORE_READERS,
         "PreToolUse": HOOK_ENTRY | {"query_server.hooks.pre_tool_use"},
         "PreCompact": HOOK_ENTRY | {"query_server.hooks.session_end"},
+        "UserPromptSubmit": HOOK_ENTRY | {"query_server.hooks.user_prompt_submit"},
     }
     for event, data in cases.items():
         done, _ = run_hook(event, data, cwd=root, env=clean_env(PYTHONPROFILEIMPORTTIME="1"))

@@ -48,6 +48,9 @@ def _sequence(root: Path) -> list[tuple[str, dict[str, Any]]]:
         ("PreToolUse", payload("pre_tool_use_bash.json", root, tool_name="Edit", tool_input=edit)),
         ("PreToolUse", payload("pre_tool_use_bash.json", root, tool_input={"command": "rm -rf .codemem"})),
         ("PreToolUse", payload("pre_tool_use_bash.json", root, tool_input={"command": "npm test"})),
+        ("UserPromptSubmit", payload("user_prompt_submit.json", root, session_id="relay-1", prompt="Should we retry?")),
+        ("PostToolUse", payload("post_tool_use_write.json", root, session_id="relay-3", tool_name="Bash",
+                                tool_input={"command": "python src/dispatch.py"})),
         ("SessionStart", payload("session_start.json", root, session_id="relay-2")),
         ("PostToolUse", read_of(root, "src/dispatch.py", session="relay-2")),
     ]
@@ -68,10 +71,11 @@ def test_a_relayed_hook_answers_as_the_hook_process_would(project: dict[str, Any
             alone, alone_modules = run_bare(event, alone_data, twin)
             assert served.stdout.replace(str(root), "<root>") == alone.stdout.replace(str(twin), "<root>"), event
             assert served_modules <= floor, (event, sorted(served_modules - floor))
-            if event != "PreToolUse":  # the hook process reads the stores itself; the relayed one did not
+            if event not in ("PreToolUse", "UserPromptSubmit"):  # the hook process reads the stores itself; the relayed one did not
                 assert "sqlite3" in alone_modules and "sqlite3" not in served_modules
             answered += bool(served.stdout)
-        assert answered == 7  # both session starts, 3 reads with news (other.py: its folder's component), 2 denials
+        assert answered == 9  # both session starts, 3 reads with news (other.py: its folder's component), 2 denials,
+        # the think reminder, the Bash command's file
     finally:
         relay.close()
     assert not (project["state"] / SOCKET_FILE).exists()
