@@ -713,6 +713,31 @@ def test_plugin_mcp_server_and_the_example() -> None:
     assert example == {"mcpServers": {setup.SERVER_NAME: setup.MCP_SERVER}}
 
 
+class AgentFrontmatter(Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    description: str = Field(min_length=40, max_length=500)
+    tools: str | None = None
+    model: str | None = None
+
+
+def test_plugin_agents_seed_002_fr_025_fr_026() -> None:
+    """The plugin's memory-recall and memory-curator agents (seed 002 FR-025, FR-026): valid
+    frontmatter, and every codemem tool they name exists."""
+    files = sorted((REPO / "agents").glob("*.md"))
+    assert [p.stem for p in files] == ["memory-curator", "memory-recall"]
+    known = registered_tools()
+    for path in files:
+        match = re.match(r"---\n(.*?)\n---\n(.+)", path.read_text(encoding="utf-8"), re.DOTALL)
+        assert match, f"{path.name}: YAML frontmatter between --- lines"
+        front = AgentFrontmatter.model_validate(yaml.safe_load(match.group(1)))
+        assert front.name == path.stem and front.tools is None  # no tools key: the agent gets codemem's MCP tools
+        named = {word for word in re.findall(r"`(\w+)", match.group(2)) if re.fullmatch(r"(memory|code|get|normalize)_\w+", word)}
+        assert named and named <= known, (path.name, named - known)
+    recall, curator = ((REPO / "agents" / f"{name}.md").read_text() for name in ("memory-recall", "memory-curator"))
+    assert {"memory_context", "memory_search", "get_related"} <= set(re.findall(r"`(\w+)", recall)) and "never add" in recall
+    assert {"memory_health", "get_related", "memory_update"} <= set(re.findall(r"`(\w+)", curator)) and "orphan" in curator
+
+
 def test_plugin_commands() -> None:
     files = sorted((REPO / "commands").glob("*.md"))
     assert [p.stem for p in files] == ["context", "health", "recall", "remember"]
