@@ -135,6 +135,82 @@ def memory_get(memory_id: str, memory_type: str, project: str, as_json: bool, re
     show(project, TOOLS["memory_get"], request, as_json, render)
 
 
+def _memory_start(result: Any, memory_id: str) -> dict[str, Any]:
+    """The start of a ``get_related`` walk, which must be a memory."""
+    if result.entity.get("kind") != "memory":
+        raise click.ClickException(f"{memory_id} is not a memory id — memory search or memory list shows the ids")
+    return result.entity
+
+
+@memory.command(name="link")
+@click.argument("source_id")
+@click.argument("target")
+@click.option("--type", "rel_type", default="RELATES_TO", show_default=True,
+              help="The relationship: RELATES_TO, DEPENDS_ON, ADDRESSES, IMPLEMENTS_REQ, FOLLOWS_DESIGN, USES_PATTERN, TESTS …")
+@query_options
+def memory_link(source_id: str, target: str, rel_type: str, project: str, as_json: bool) -> None:
+    """Link a memory to another memory, a requirement id or code (shown from both ends)."""
+    from resources.schemas.memory import MemoryUpdateInput, RelationshipSpec
+    from resources.schemas.tools import GetRelatedInput
+
+    from query_server.tools import TOOLS
+
+    spec = make_input(RelationshipSpec, type=rel_type, target_id=target)
+    handle = open_handle(project)
+    try:
+        start = _memory_start(handle.call(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=source_id, limit=1)), source_id)
+        request = make_input(MemoryUpdateInput, memory_id=start["id"], memory_type=start["memory_type"], relationships=[spec])
+        result = handle.call(TOOLS["memory_update"], request)
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        raise failure("memory_update", exc) from exc
+    finally:
+        handle.close()
+    if as_json:
+        click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        click.echo(f"linked {result.memory_id} -[{spec.type}]-> {target} (version {result.version})")
+
+
+@memory.command(name="edges")
+@click.argument("memory_id")
+@click.option("--depth", default=1, show_default=True, type=click.IntRange(1, 5))
+@query_options
+def memory_edges(memory_id: str, depth: int, project: str, as_json: bool) -> None:
+    """The memories and code linked to a memory, with the relationship of each (both directions)."""
+    from resources.schemas.tools import GetRelatedInput
+
+    from query_server.tools import TOOLS
+
+    def render(result: Any) -> Iterable[RenderableType]:
+        if not result.results:
+            yield Text(f"{memory_id} is linked to nothing (an orphan): memory link adds a link")
+            return
+        table = result_table("relationship", "direction", "hops", "kind", "other end", "id", title=Text(f"links of {result.entity.get('title')}"))
+        for item in result.results:
+            table.add_row(item.edge or "", item.edge_direction or "", str(item.distance), item.memory_type or item.node_kind or "",
+                          Text(item.title or item.qualified_name or item.id), item.id)
+        yield table
+
+    show(project, TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, depth=depth, limit=200), as_json, render)
+
+
+@memory.command(name="graph")
+@click.argument("memory_id")
+@click.option("--depth", default=2, show_default=True, type=click.IntRange(1, 5))
+@click.option("--project", default=".", help="The project.")
+def memory_graph(memory_id: str, depth: int, project: str) -> None:
+    """A memory and its neighbourhood as a Mermaid flowchart (paste it into Markdown)."""
+    from resources.schemas.tools import GetRelatedInput
+
+    from query_server.memory.graph_view import memory_graph as render_graph
+    from query_server.tools import TOOLS
+
+    result = call(project, TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, depth=depth, limit=200))
+    click.echo(render_graph(_memory_start(result, memory_id), result.results), nl=False)
+
+
 @memory.command(name="search")
 @click.argument("query")
 @query_options

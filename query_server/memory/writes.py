@@ -174,12 +174,18 @@ class MemoryWrites:
             _merged_metadata_within_limits(row.metadata, metadata)
         if (request.metadata and "anchors" in request.metadata) or request.confirm_anchors or (request.content is not None and metadata.get("anchors")):
             metadata = self._anchored(metadata, reanchor=request.confirm_anchors or request.content is not None)
+        links = [self._resolve_target(spec, row.scope) for spec in request.relationships]
+        for link in links:
+            if link.target_id == row.id:
+                raise ToolError(f"memory {row.id} cannot link to itself — name another memory, a requirement or code")
+            link.source_id = row.id
         try:
             after, changed = store.ledger.update(
                 row.id,
                 content=request.content,
                 metadata=metadata,
                 importance_score=request.importance_score,
+                relationships=links,
                 expected_version=request.expected_version,
                 expected_updated_at=request.expected_updated_at,
                 request_id=request_id,
@@ -259,6 +265,10 @@ class MemoryWrites:
         visible = ["global"] if scope == "global" else None
         row = self.stores.scopes.locate(target)
         if row is not None:
+            if row.deleted:
+                raise ToolError(
+                    f"memory {row.id} is deleted (since {row.deleted_at}) — restore it first, or link to a live memory"
+                )
             if scope == "global" and row.scope != "global":
                 raise ToolError(
                     f"a global memory can link only to global memories (every project sees it; {row.id} is a {row.scope} "

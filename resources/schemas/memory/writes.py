@@ -115,6 +115,13 @@ class MemoryUpdateInput(ToolInput):
     expected_version: int | None = Field(default=None, ge=1, description="Optimistic concurrency: the version you read (memory_get/memory_search). If the memory changed since, the update is refused with the current version; read it again and retry.")
     expected_updated_at: IsoTimestamp | None = Field(default=None, description="Alternative to expected_version: the updated_at you read; a mismatch is refused.")
     confirm_anchors: bool = Field(default=False, description="The memory still holds for the code it is anchored to: re-anchor it to the code as indexed now (clears the stale flag).")
+    relationships: Annotated[
+        list[RelationshipSpec],
+        BeforeValidator(_null_is_empty_list, json_schema_input_type=Annotated[list[RelationshipSpec], Field(max_length=100)] | None),
+    ] = Field(default_factory=list, max_length=100, description=(
+        "Links to add from this memory (max 100; the ones it has stay): [{type: RELATES_TO|DEPENDS_ON|ADDRESSES|"
+        "IMPLEMENTS_REQ|FOLLOWS_DESIGN|USES_PATTERN|TESTS..., target_id: memory id, REQ id, code qualified name or file path}]."
+    ))
 
 
 class MemoryUpdateResult(BaseModel):

@@ -297,8 +297,8 @@ def test_init_git_notes_configures_git_and_undo_takes_it_back(tmp_path: Path) ->
     if launcher.python is not None:  # the fast form: no site, nothing but the standard library and the hook's readers
         foreign = {m for m in imported - {"imported package"} if m.split(".")[0] not in sys.stdlib_module_names}
         assert "site" not in imported and foreign <= {
-            "query_server", "query_server.hooks", "query_server.hooks.common", "query_server.hooks.dispatch",
-            "query_server.hooks.post_commit", "resources", "resources.memory", "resources.memory.ledger_reader",
+            "query_server", "query_server.hooks", "query_server.hooks.relay", "query_server.hooks.common",
+            "query_server.hooks.dispatch", "query_server.hooks.post_commit", "resources", "resources.memory", "resources.memory.ledger_reader",
             "resources.sqlite_readonly"}, foreign
 
     hook.write_text("#!/usr/bin/env python3\nprint('mine')\n")
