@@ -196,6 +196,86 @@ def memory_edges(memory_id: str, depth: int, project: str, as_json: bool) -> Non
     show(project, TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, depth=depth, limit=200), as_json, render)
 
 
+def _linked_ids(record: Any) -> list[str]:
+    return [r.target_id for r in record.relationships or ()]
+
+
+@memory.command(name="quality")
+@click.argument("memory_id")
+@query_options
+def memory_quality(memory_id: str, project: str, as_json: bool) -> None:
+    """A memory's quality score (0-100: content, metadata, links, freshness) and how to raise it."""
+    from resources.schemas.tools import GetRelatedInput
+
+    from query_server.memory.curation import quality
+    from query_server.tools import TOOLS
+
+    handle = open_handle(project)
+    try:
+        start = _memory_start(handle.call(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, limit=1)), memory_id)
+        record = handle.call(TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=start["id"], memory_type=start["memory_type"],
+                                                              include_relationships=True))
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        raise failure("memory_get", exc) from exc
+    finally:
+        handle.close()
+    score, advice = quality(str(record.memory_type), record.content, record.metadata, len(_linked_ids(record)), bool(record.stale_anchors))
+    if as_json:
+        click.echo(json.dumps({"memory_id": record.id, "memory_type": str(record.memory_type), "score": score, "advice": advice}, indent=2))
+        return
+    click.echo(f"{record.id} ({record.memory_type}): quality {score}/100")
+    for line in advice:
+        click.echo(f"  - {line}")
+
+
+@memory.command(name="suggest-links")
+@click.argument("memory_id", required=False)
+@click.option("--limit", default=3, show_default=True, type=click.IntRange(1, 20), help="Suggestions per memory.")
+@click.option("--scan", default=100, show_default=True, type=click.IntRange(1, 100),
+              help="Without MEMORY_ID: the most recently updated memories checked for orphans.")
+@query_options
+def memory_suggest_links(memory_id: str | None, limit: int, scan: int, project: str, as_json: bool) -> None:
+    """Links a memory should have (without MEMORY_ID: for each orphan among the recent memories),
+    its nearest memories by content; `memory link` makes one."""
+    from resources.schemas.tools import GetRelatedInput
+
+    from query_server.memory.curation import UNLINKED_TYPES, suggested_links
+    from query_server.tools import TOOLS
+
+    handle = open_handle(project)
+    suggestions: list[dict[str, Any]] = []
+    try:
+        if memory_id:
+            starts = [_memory_start(handle.call(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, limit=1)), memory_id)]
+        else:
+            page = handle.call(TOOLS["memory_list"], make_input(MemoryListInput, limit=scan))
+            starts = [{"id": hit.id, "memory_type": str(hit.memory_type)} for hit in page.results if hit.memory_type not in UNLINKED_TYPES]
+        for start in starts:
+            record = handle.call(TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=start["id"], memory_type=start["memory_type"],
+                                                                  include_relationships=True))
+            linked = _linked_ids(record)
+            if linked and not memory_id:
+                continue  # not an orphan
+            hits = handle.call(TOOLS["memory_search"], make_input(MemorySearchInput, query=record.content[:400], limit=limit + 5))
+            suggestions += suggested_links(start, linked, hits.results, limit)
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        raise failure("memory_search", exc) from exc
+    finally:
+        handle.close()
+    if as_json:
+        click.echo(json.dumps(suggestions, indent=2, ensure_ascii=False))
+        return
+    if not suggestions:
+        click.echo("no link to suggest" + ("" if memory_id else ": no orphan among the recent memories, or nothing near them"))
+    for item in suggestions:
+        click.echo(f"{item['source_id']} -[{item['type']}]-> {item['target_id']} ({item['target_type']}: {item['target']})\n"
+                   f"  codemem memory link {item['source_id']} {item['target_id']} --type {item['type']}")
+
+
 @memory.command(name="graph")
 @click.argument("memory_id")
 @click.option("--depth", default=2, show_default=True, type=click.IntRange(1, 5))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from query_server.memory.curation import link_type, optional_fields, quality
 from query_server.memory.graph_view import memory_graph, mermaid_label
 from query_server.paging import ToolError
 from resources.schemas.memory import MemoryAddInput, MemoryDeleteInput, MemoryUpdateInput
@@ -75,6 +76,19 @@ def test_mermaid_labels_are_escaped_and_edges_keep_their_direction() -> None:
     assert "class n0,n1 memory" in text
 
 
+def test_us5_4_quality_scores_completeness_links_and_freshness() -> None:
+    """Seed 002 US5-4 / FR-040: a 0-100 score with what would raise it."""
+    full = {"design_type": "ADR", "title": "t", "status": "Accepted", **{name: "x" for name in optional_fields("design")}}
+    assert quality("design", "We chose argon2id for password hashing because it resists GPU attacks well.", full, 2, False) == (100, [])
+    score, advice = quality("design", "Use argon2.", {"design_type": "ADR", "title": "t", "status": "Accepted"}, 0, True)
+    assert score < 40 and len(advice) == 4
+    assert advice[0].startswith("say more (2 words)") and "rationale" in advice[1] and "suggest-links" in advice[2]
+    assert "confirm_anchors" in advice[3]
+    score, advice = quality("session", "A session that went well and touched a dozen files in the auth module.", {}, 0, False)
+    assert score >= 60 and not any("link" in line for line in advice)  # a session summary is not expected to link
+    assert link_type("code_pattern", "design") == "FOLLOWS_DESIGN" and link_type("session", "design") == "RELATES_TO"
+
+
 def _mermaid_parser() -> Path:
     """A node script that parses Mermaid with Mermaid's own parser (npm: mermaid, jsdom), installed
     into bench/.cache/mermaid on first use; the test is skipped with the reason without npm."""
@@ -116,6 +130,8 @@ def test_us3_the_commands_link_list_and_draw(project: Path) -> None:
     gotcha = _add(svc, "code_pattern", "Never log tokens.", pattern_name="No token logs", pattern_type="Convention",
                   language="python", code_template="log(redacted)", usage_context="auth")
     orphan = _add(svc, "session", "A lone note.")
+    twin = _add(svc, "user_preference", "Never log tokens, not even at debug level.", category="Convention", key="logs.tokens",
+                value="never", scope="Project")  # an orphan near the gotcha: suggest-links proposes it
     svc.close()
 
     linked = _codemem(project, "memory", "link", adr, hub, "--type", "DEPENDS_ON")
@@ -133,6 +149,14 @@ def test_us3_the_commands_link_list_and_draw(project: Path) -> None:
     assert "ADR-1 #quot;OAuth2#quot; for #35;api" in graph.stdout and "FOLLOWS_DESIGN" in graph.stdout
     bad = _codemem(project, "memory", "graph", "src/missing.py")
     assert bad.returncode != 0 and ("not found" in bad.stderr or "not a memory id" in bad.stderr), bad.stderr
+
+    quality_of = json.loads(_codemem(project, "memory", "quality", twin, "--json").stdout)
+    assert quality_of["score"] < 70 and any("suggest-links" in line for line in quality_of["advice"])
+    suggested = _codemem(project, "memory", "suggest-links", "--json")  # the orphans among the recent memories
+    assert suggested.returncode == 0, suggested.stderr
+    assert {(item["source_id"], item["target_id"], item["type"]) for item in json.loads(suggested.stdout)} == {(twin, gotcha, "RELATES_TO")}
+    shown = _codemem(project, "memory", "suggest-links", twin)
+    assert f"codemem memory link {twin} {gotcha} --type RELATES_TO" in shown.stdout
 
     parsed = subprocess.run(["node", str(_mermaid_parser())], input=graph.stdout, capture_output=True, text=True, timeout=120,
                             check=False)
