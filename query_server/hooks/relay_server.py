@@ -145,11 +145,10 @@ class HookRelay:
                 pass
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                old_umask = os.umask(0o177)  # created 0600: only this user's hooks connect
-                try:
-                    listener.bind(self.socket_path)
-                finally:
-                    os.umask(old_umask)
+                listener.bind(self.socket_path)
+                # 0600: only this user's hooks connect (the state dir is 0700 already; not through
+                # the umask, which is the whole process's while other threads create files)
+                os.chmod(self.socket_path, 0o600)
                 listener.listen(16)
                 listener.settimeout(POLL_S)
             except OSError:

@@ -65,6 +65,7 @@ def test_a_relayed_hook_answers_as_the_hook_process_would(project: dict[str, Any
     relay.start()
     try:
         assert relay.listening and (project["state"] / SOCKET_FILE).is_socket()
+        assert (project["state"] / SOCKET_FILE).stat().st_mode & 0o777 == 0o600  # only this user's hooks connect
         answered = 0
         for (event, served_data), (_, alone_data) in zip(_sequence(root), _sequence(twin), strict=True):
             served, served_modules = run_bare(event, served_data, root)
