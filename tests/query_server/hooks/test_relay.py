@@ -200,3 +200,16 @@ def test_a_start_read_ahead_is_not_used_once_a_store_changed(project: dict[str, 
     assert save_snapshot(Project({"cwd": str(root)}))
     text, opened = _start(root, "third")  # the same session again (resume): its first baseline, from the stores
     assert opened
+
+
+def test_codemem_index_reads_the_next_start_ahead(tmp_path: Path) -> None:
+    """With no server up, `codemem index` leaves the next SessionStart read ahead: the hook opens no store."""
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    done = subprocess.run([CODEMEM, "index", str(root), "--plain", "--no-embed"], capture_output=True, text=True, timeout=300,
+                          env=clean_env(CODEMEM_DENSE_EMBEDDINGS="false"), check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (root / ".codemem" / "hooks" / "session_start.json").is_file()
+    text, opened = _start(root, "after-index")
+    assert not opened and "Index: 1 files" in text
