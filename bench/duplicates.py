@@ -316,6 +316,7 @@ def pad_code_collection(service: Any, total: int, rng: np.random.Generator, log:
     (``pipelines.indexer._maybe_optimize``): a search then runs on HNSW, not on unindexed segments."""
     from pipelines.indexer import CODE_COLLECTION
     from pipelines.parsing import parse_source
+    from pipelines.records import callable_language
     from resources.vectors.store import VectorPoint
 
     have = service.vectors.count(CODE_COLLECTION)
@@ -334,7 +335,8 @@ def pad_code_collection(service: Any, total: int, rng: np.random.Generator, log:
                 vector /= np.linalg.norm(vector)
                 batch.append(VectorPoint(id=str(uuid.uuid4()), dense=vector.tolist(), payload={
                     "kind": symbol.kind, "name": symbol.name, "qualified_name": symbol.qualified_name,
-                    "language": "python", "file_path": f"pad/{round_}/{path.relative_to(STDLIB)}",
+                    "language": "python", **callable_language(symbol.kind, "python"),
+                    "file_path": f"pad/{round_}/{path.relative_to(STDLIB)}",
                     "start_line": symbol.start_line, "end_line": symbol.end_line, "code": symbol.code,
                     "signature": symbol.signature or "",
                 }))

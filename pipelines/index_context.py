@@ -15,9 +15,14 @@ from resources.settings import Settings
 from resources.vectors.store import VectorStore
 
 CODE_COLLECTION = "code"
+CALLABLE_LANGUAGE = "callable_language"
+"""Payload field of a function, method or constructor: its language (absent on other symbols).
+find_duplicates filters on it, one condition where ``kind`` (3 values) and ``language`` were two:
+at 100,000 symbols the filter cost more than the search (docs/benchmarks.md, find_duplicates).
+A collection written before it is filled in by ``pipelines.index_stores.ensure_code_collection``."""
 CODE_INDEXES = (
     "file_path", "language", "kind", "name", "path_prefixes", "qualified_name", "path_qualified_name", "container",
-    "requirement_ids",
+    "requirement_ids", CALLABLE_LANGUAGE,
 )
 """The code collection's payload indexes: the fields code_search, find_duplicates, the design
 layer and the derivations filter on."""

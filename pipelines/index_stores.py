@@ -4,9 +4,20 @@ text recipe changed), forget the whole index, and fill the dense vectors still m
 from __future__ import annotations
 
 import threading
+import typing
 
-from pipelines.index_context import CODE_COLLECTION, CODE_INDEXES, IndexContext, IndexReport, Progress, _no_progress
+from pipelines.index_context import (
+    CALLABLE_LANGUAGE,
+    CODE_COLLECTION,
+    CODE_INDEXES,
+    IndexContext,
+    IndexReport,
+    Progress,
+    _no_progress,
+)
 from pipelines.records import EMBEDDING_TEXT_VERSION
+from resources.schemas.code import CALLABLE_KINDS, Language
+from resources.vectors.store import PayloadFilter, VectorStore
 
 DENSE_BATCH = 64
 
@@ -39,6 +50,28 @@ def embed_pending(
         done += len(live)
         progress("embed", done, total)
     return ctx.manifest.dense_counts()
+
+
+def ensure_code_collection(vectors: VectorStore, dimension: int) -> None:
+    """The code collection, with its payload indexes (``CODE_INDEXES``).
+
+    One written before ``callable_language`` existed gets the field on every function, method and
+    constructor first, then the field's index, then a compaction (the writes moved its points to
+    new segments). find_duplicates filters on the field only once the collection lists its index,
+    so it never misses a point that lacks it; a run stopped before the index is written fills the
+    field again next time (setting it twice does no harm).
+    """
+    indexes = vectors.payload_indexes(CODE_COLLECTION)
+    migrate = bool(indexes) and CALLABLE_LANGUAGE not in indexes
+    if migrate:
+        for language in typing.get_args(Language):
+            vectors.set_payload(
+                CODE_COLLECTION, {CALLABLE_LANGUAGE: language},
+                PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": [language]}),
+            )
+    vectors.ensure_collection(CODE_COLLECTION, dimension, CODE_INDEXES)
+    if migrate:
+        vectors.optimize(CODE_COLLECTION)
 
 
 def reset_index(ctx: IndexContext) -> None:
@@ -103,6 +136,6 @@ def prepare_stores(ctx: IndexContext, report: IndexReport, *, reembed: bool = Fa
         report.notes.append("--reembed: the index was rebuilt from scratch")
     _check_embedding_model(ctx, report)
     _check_extraction(ctx, report)
-    ctx.vectors.ensure_collection(CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES)
+    ensure_code_collection(ctx.vectors, ctx.embedder.dimension)
     ctx.graph.ensure_schema()
 

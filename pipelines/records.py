@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pipelines.index_context import CALLABLE_LANGUAGE
 from pipelines.qualified_names import file_module, language_qualified_name, path_qualified_name
-from resources.schemas.code import CLASS_KINDS, ParsedFile, ParsedSymbol
+from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS, ParsedFile, ParsedSymbol
 from resources.text.identifiers import identifier_words
 
 ID_NAMESPACE = uuid.UUID("5b0e7c1e-6a43-4c4f-9a55-2f6f3c0de111")
@@ -170,6 +171,12 @@ def cited_requirements(parsed: ParsedFile, symbol: ParsedSymbol) -> list[str]:
     return list(found)
 
 
+def callable_language(kind: str, language: str) -> dict[str, str]:
+    """The ``callable_language`` field of a symbol's payload: its language for a function,
+    method or constructor, nothing for any other kind (``pipelines.index_context.CALLABLE_LANGUAGE``)."""
+    return {CALLABLE_LANGUAGE: language} if kind in CALLABLE_KINDS else {}
+
+
 def build_symbol_records(
     parsed: ParsedFile, content_hash: str, indexed_at: str, root: Path | None = None
 ) -> list[SymbolRecord]:
@@ -201,6 +208,7 @@ def build_symbol_records(
             "file_path": parsed.path,
             "path_prefixes": prefixes,
             "language": parsed.language,
+            **callable_language(symbol.kind, parsed.language),
             "start_line": symbol.start_line,
             "end_line": symbol.end_line,
             "signature": symbol.signature,

@@ -25,11 +25,12 @@ from __future__ import annotations
 import bisect
 import difflib
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -444,14 +445,34 @@ def compare_code(
     """
     a = code_tokens(existing, language, existing_name) if isinstance(existing, str) else existing
     b = code_tokens(new, language, new_name) if isinstance(new, str) else new
-    texts_a, texts_b = [t.text for t in a], [t.text for t in b]
-    count_a, count_b = Counter(texts_a), Counter(texts_b)
+    return _compare_sides(_Side.of(a), _Side.of(b), existing_name, new_name)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One function's tokens and their multisets (the new code's, computed once for all candidates)."""
+
+    tokens: Sequence[Token]
+    texts: list[str]
+    counts: Counter[str]
+    semantic: Counter[str]
+
+    @classmethod
+    def of(cls, tokens: Sequence[Token]) -> _Side:
+        texts = [t.text for t in tokens]
+        return cls(tokens, texts, Counter(texts), Counter(t.text for t in tokens if t.kind == "semantic"))
+
+
+def _compare_sides(side_a: _Side, side_b: _Side, existing_name: str | None, new_name: str | None) -> CodeComparison:
+    """:func:`compare_code` on the two functions' tokens."""
+    a, b = side_a.tokens, side_b.tokens
+    texts_a, texts_b = side_a.texts, side_b.texts
+    count_a, count_b = side_a.counts, side_b.counts
     total = len(texts_a) + len(texts_b)
-    bag = 2 * sum((count_a & count_b).values()) / total if total else 0.0
-    edits = sum(((count_a - count_b) + (count_b - count_a)).values())
-    semantic_a = Counter(t.text for t in a if t.kind == "semantic")
-    semantic_b = Counter(t.text for t in b if t.kind == "semantic")
-    only_a, only_b = semantic_a - semantic_b, semantic_b - semantic_a
+    common = sum((count_a & count_b).values())
+    bag = 2 * common / total if total else 0.0
+    edits = total - 2 * common  # the tokens in one multiset and not the other
+    only_a, only_b = side_a.semantic - side_b.semantic, side_b.semantic - side_a.semantic
     semantic_edits = sum(only_a.values()) + sum(only_b.values())
     # the order-sensitive ratio matters for the variant rule only (and costs the most)
     sequence = (
@@ -518,6 +539,29 @@ class Candidate:
     original: str | None = None
 
 
+class _Background:
+    """``fn(arg)`` on a thread of its own; :meth:`result` waits for it (and raises what it raised)."""
+
+    def __init__(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        self._fn, self._arg = fn, arg
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="codemem-reembed", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn(self._arg)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def score_candidates(
     new_code: str,
     new_name: str | None,
@@ -528,6 +572,7 @@ def score_candidates(
     use_names: bool = True,
     new_original: str | None = None,
     new_vector: np.ndarray | None = None,
+    compared_code: Callable[[Candidate], str] | None = None,
 ) -> list[tuple[float, CodeComparison | None]]:
     """Duplicate scores of candidates for new code, in the candidates' order.
 
@@ -547,36 +592,50 @@ def score_candidates(
         new_original: The new code as written when ``new_code`` is a canonical form of it.
         new_vector: The unit vector of :func:`reembed_text` of the new code, when the caller
             has it already (``find_duplicates`` searches with it): not embedded again.
+        compared_code: What is compared of a candidate (its canonical form, say), computed only
+            for the candidates compared by structure; None: its ``code``. The others' ``code``
+            only needs to be empty or not.
 
     Returns:
         ``(score, comparison)`` per candidate; comparison is None when the candidate's code is
         missing or cut, its language differs, or its cosine is under ``STRUCTURE_COSINE_FLOOR``
         (its score is then its index cosine).
     """
-    new_tokens = code_tokens(new_code, language, new_name)
-    comparisons: list[CodeComparison | None] = []
-    for candidate in candidates:
+    new_side = _Side.of(code_tokens(new_code, language, new_name))
+
+    def compare(candidate: Candidate) -> CodeComparison | None:
         if (
             not candidate.code or candidate.truncated or candidate.cosine < STRUCTURE_COSINE_FLOOR
             or (candidate.language or language) != language
         ):
-            comparisons.append(None)
-        elif len(new_tokens) < MIN_TOKENS:  # too short for structure: names only
+            return None
+        if len(new_side.tokens) < MIN_TOKENS:  # too short for structure: names only
             opposite = opposite_names(candidate.name, new_name) if candidate.name and new_name else None
-            comparisons.append(CodeComparison("other", 0.0, None, 0, 0, opposite=opposite))
-        else:
-            comparisons.append(compare_code(candidate.code, new_tokens, language, candidate.name, new_name))
-    cosines = [c.cosine for c in candidates]
-    reembed = sorted(
-        (i for i, comp in enumerate(comparisons)
-         if comp is not None and comp.verdict == "other" and candidates[i].cosine >= CODE_COSINE_FLOOR
-         and comp.bag >= MIN_REEMBED_BAG),
-        key=lambda i: -candidates[i].cosine,
-    )[:MAX_CODE_EMBEDDINGS]
-    if reembed:
+            return CodeComparison("other", 0.0, None, 0, 0, opposite=opposite)
+        code = compared_code(candidate) if compared_code is not None else candidate.code
+        return _compare_sides(_Side.of(code_tokens(code, language, candidate.name)), new_side, candidate.name, new_name)
+
+    def embedding_texts() -> list[str]:
         texts = [] if new_vector is not None else [reembed_text(new_original or new_code, language)]
-        texts += [reembed_text(candidates[i].original or candidates[i].code, language) for i in reembed]
-        vectors = np.asarray(embed(texts), dtype=np.float32)
+        return texts + [reembed_text(candidates[i].original or candidates[i].code, language) for i in reembed]
+
+    # In order of decreasing cosine: the candidates to re-embed are known once those before them
+    # are compared, and the model then runs while the rest are (it holds no GIL while it computes).
+    comparisons: list[CodeComparison | None] = [None] * len(candidates)
+    reembed: list[int] = []
+    encoding: _Background | None = None
+    for i in sorted(range(len(candidates)), key=lambda i: -candidates[i].cosine):
+        comp = comparisons[i] = compare(candidates[i])
+        if (
+            len(reembed) < MAX_CODE_EMBEDDINGS and comp is not None and comp.verdict == "other"
+            and candidates[i].cosine >= CODE_COSINE_FLOOR and comp.bag >= MIN_REEMBED_BAG
+        ):
+            reembed.append(i)
+            if len(reembed) == MAX_CODE_EMBEDDINGS:
+                encoding = _Background(embed, embedding_texts())
+    cosines = [c.cosine for c in candidates]
+    if reembed:
+        vectors = np.asarray(encoding.result() if encoding is not None else embed(embedding_texts()), dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         if new_vector is not None:
             vectors = np.vstack([np.asarray(new_vector, dtype=np.float32)[None, :], vectors])

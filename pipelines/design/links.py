@@ -26,7 +26,8 @@ from pipelines.design.patterns import (
     requirement_citations,
 )
 from pipelines.discovery import resolve_project_root
-from pipelines.index_context import CODE_COLLECTION, CODE_INDEXES
+from pipelines.index_context import CODE_COLLECTION
+from pipelines.index_stores import ensure_code_collection
 from pipelines.records import file_id
 from resources.graph.store import GraphEdge
 from resources.memory.ledger import MemoryRow
@@ -60,7 +61,7 @@ def derive_links(stores: DesignStores) -> DesignReport:
     """
     report = DesignReport()
     settings = stores.settings
-    stores.vectors.ensure_collection(CODE_COLLECTION, stores.embedder.dimension, CODE_INDEXES)  # a docs-only or empty repo has none yet
+    ensure_code_collection(stores.vectors, stores.embedder.dimension)  # a docs-only or empty repo has none yet
     edges: list[GraphEdge] = []
     requirement_rows = {
         row.metadata.get("requirement_id"): row

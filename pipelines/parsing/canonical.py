@@ -49,11 +49,6 @@ _LOCAL_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
 """A name not reached through ``.``: a local, a parameter or a global (abstracted when ordering)."""
 
 
-def _holds_block(node: Node) -> bool:
-    """Whether a statement has a block of statements inside (an ``if``, a loop, a callback body)."""
-    return any(child.type in _BLOCKS or _holds_block(child) for child in node.children)
-
-
 @dataclass(frozen=True)
 class CanonicalCode:
     """A function's code in canonical form, and what was taken out to get there.
@@ -95,6 +90,7 @@ class _Renderer:
     docstrings: set[int] = field(default_factory=set)
     memo: dict[int, str] = field(default_factory=dict)
     folded: dict[int, list[_Statement]] = field(default_factory=dict)
+    holds_block: dict[int, bool] = field(default_factory=dict)
     rules: dict[str, Callable[[Node], str | None]] = field(init=False)
     code: str = field(init=False)
 
@@ -125,13 +121,17 @@ class _Renderer:
             return self.text(node)
         parts, position = [], node.start_byte
         for child in node.children:
-            parts.append(self.source[position : child.start_byte].decode("utf-8", "replace"))
+            if child.start_byte > position:
+                parts.append(self.source[position : child.start_byte].decode("utf-8", "replace"))
             position = child.end_byte
-            if child.type in _COMMENTS:
+            kind = child.type
+            if kind in _COMMENTS:
                 self.comments += 1
                 parts.append(" ")
             elif (skip is not None and skip(child)) or self._is_type(child):
                 parts.append(" ")
+            elif child.child_count == 0 and kind not in self.rules:  # a leaf renders as written
+                parts.append(self.source[child.start_byte : position].decode("utf-8", "replace"))
             else:
                 parts.append(self.render(child))
         parts.append(self.source[position : node.end_byte].decode("utf-8", "replace"))
@@ -314,6 +314,16 @@ class _Renderer:
 
     # -- statement blocks ------------------------------------------------------------------
 
+    def _holds_block(self, node: Node) -> bool:
+        """Whether a statement has a block of statements inside (an ``if``, a loop, a callback
+        body); remembered per node, as a nested block's statements ask again."""
+        known = self.holds_block.get(node.id)
+        if known is None:
+            known = self.holds_block[node.id] = any(
+                child.type in _BLOCKS or (child.child_count > 0 and self._holds_block(child)) for child in node.children
+            )
+        return known
+
     def _block(self, node: Node) -> str | None:
         statements: list[_Statement] = []
         children = [child for child in node.named_children if child.type not in _COMMENTS]
@@ -322,7 +332,7 @@ class _Renderer:
         statements = self._fold(statements)
         self.folded[node.id] = statements
         for statement in statements:  # one line per simple statement, whatever its layout
-            if statement.node is None or not _holds_block(statement.node):
+            if statement.node is None or not self._holds_block(statement.node):
                 statement.text = " ".join(statement.text.split())
         opener = "{" if node.type == "statement_block" else ""
         closer = "}" if node.type == "statement_block" else ""

@@ -11,6 +11,7 @@ import numpy as np
 import structlog
 
 from pipelines.discovery import DiscoveryError, confine_path
+from pipelines.index_context import CALLABLE_LANGUAGE
 from pipelines.indexer import CODE_COLLECTION
 from pipelines.parsing import parse_source
 from pipelines.parsing.canonical import CanonicalCode, canonical_code, wrap_member
@@ -92,21 +93,20 @@ class DuplicateFinder(CodeLookups):
         vector = self.embedder.embed_documents([snippet.embed_text])[0]
         candidates = self._candidates(snippet, vector, language if request.language else None, request.limit, threshold)
         # Both sides in canonical form (pipelines.parsing.canonical): names, annotations, comments
-        # and statements written another way no longer read as a behaviour change.
-        existing = {
-            hit.id: canonical_code(hit.payload["code"], hit.payload.get("language") or language)
-            for hit in candidates if hit.payload.get("code") and not hit.payload.get("code_truncated")
-        }
+        # and statements written another way no longer read as a behaviour change. A candidate's
+        # form is computed when it is compared (not for one of another language, say), once.
+        def canonical(hit: VectorHit) -> CanonicalCode:
+            return canonical_code(hit.payload["code"], hit.payload.get("language") or language)
+
         scores = score_candidates(
             snippet.canonical.text, snippet.name, language,
             [
-                Candidate(existing[hit.id].text if hit.id in existing else hit.payload.get("code") or "",
-                          hit.payload.get("name"), hit.payload.get("language"),
+                Candidate(hit.payload.get("code") or "", hit.payload.get("name"), hit.payload.get("language"),
                           hit.score, bool(hit.payload.get("code_truncated")), hit.payload.get("code"))
                 for hit in candidates
             ],
             self.embedder.embed_documents, new_original=snippet.code,
-            new_vector=vector,
+            new_vector=vector, compared_code=lambda candidate: canonical_code(candidate.code, candidate.language or language).text,
         )
         ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1][0])
         duplicates: list[DuplicateHit] = []
@@ -116,10 +116,12 @@ class DuplicateFinder(CodeLookups):
         for hit, (score, comparison) in ranked[: request.limit]:
             if score < threshold:
                 break
+            comparable = hit.payload.get("code") and not hit.payload.get("code_truncated")
+            existing = canonical(hit) if comparable else None
             differences = describe_differences(
-                existing[hit.id], snippet.canonical, code_tokens(existing[hit.id].text, language, hit.payload.get("name")),
+                existing, snippet.canonical, code_tokens(existing.text, language, hit.payload.get("name")),
                 snippet_tokens, comparison, hit.payload.get("name"), snippet.name, hit.payload.get("code"), snippet.code,
-            ) if hit.id in existing else []
+            ) if existing is not None else []
             duplicates.append(_duplicate_hit(hit, score, differences))
             budget -= estimate_tokens(duplicates[-1].model_dump_json())
             if budget < 0:
@@ -149,13 +151,10 @@ class DuplicateFinder(CodeLookups):
         to be re-scored by structure (the embedding alone rates renamed copies low and same-shape
         opposites high), with the payloads of those that can be shown or compared, a long one's
         whole code read from its file. A candidate's score is its cosine with the snippet."""
-        must: dict[str, list[Any]] = {"kind": sorted(CALLABLE_KINDS)}
-        if language:
-            must["language"] = [language]
         hits, by_words = self.vectors.ranked_lists(
             CODE_COLLECTION, dense=vector, sparse=sparse.query_vector(snippet.code),
             candidates=max(limit * 5, DENSE_CANDIDATES),
-            payload_filter=PayloadFilter(must), with_payload=False,
+            payload_filter=self._callables_filter(language), with_payload=False,
         )
         known = {hit.id for hit in hits}
         extra = [hit.id for hit in by_words if hit.id not in known][:SPARSE_CANDIDATES]
@@ -170,6 +169,19 @@ class DuplicateFinder(CodeLookups):
                 self._whole_code(payload, stale_cache)
         return [VectorHit(id=hit.id, score=hit.score, payload=payloads.get(hit.id, {})) for hit in hits
                 if hit.score < floor or hit.id in payloads]
+
+    def _callables_filter(self, language: str | None) -> PayloadFilter:
+        """Functions, methods and constructors (of ``language`` when given). One condition on
+        ``callable_language`` where the collection indexes it (every point then has it), two
+        (``kind``, 3 values, and ``language``) in a collection written before it, until the next
+        ``codemem index`` fills it in: at 100,000 symbols the two conditions cost more than the
+        search itself (docs/benchmarks.md, find_duplicates)."""
+        if language and CALLABLE_LANGUAGE in self.vectors.payload_indexes(CODE_COLLECTION):
+            return PayloadFilter({CALLABLE_LANGUAGE: [language]})
+        must: dict[str, list[Any]] = {"kind": sorted(CALLABLE_KINDS)}
+        if language:
+            must["language"] = [language]
+        return PayloadFilter(must)
 
     def _whole_code(self, payload: dict[str, Any], stale: dict[str, bool]) -> None:
         """Put a long function's whole code in its payload, read from its file while the file is

@@ -204,6 +204,13 @@ class EdgeVectorStore:
         with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.update_vectors(updates))
 
+    def set_payload(self, collection: str, values: dict[str, Any], payload_filter: PayloadFilter) -> None:
+        """See ``VectorStore.set_payload``."""
+        import qdrant_edge as qe
+
+        with self._locked(collection) as shard:
+            shard.update(qe.UpdateOperation.set_payload_by_filter(self._filter(payload_filter), values))
+
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """See ``VectorStore.delete``."""
         import qdrant_edge as qe

@@ -164,6 +164,10 @@ class ServerVectorStore:
                 wait=True,
             )
 
+    def set_payload(self, collection: str, values: dict[str, Any], payload_filter: PayloadFilter) -> None:
+        """See ``VectorStore.set_payload``."""
+        self._client.set_payload(collection, values, points=self._filter(payload_filter), wait=True)
+
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """See ``VectorStore.delete``."""
         from qdrant_client import models

@@ -108,6 +108,11 @@ class VectorStore(Protocol):
         """Attach dense vectors to existing points, keeping their sparse vector and payload."""
         ...
 
+    def set_payload(self, collection: str, values: dict[str, Any], payload_filter: PayloadFilter) -> None:
+        """Set payload fields on every point matching the filter, keeping its other fields and
+        vectors (a collection's migration to a new field: ``pipelines.index_stores``)."""
+        ...
+
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """Delete points by id (missing ids are ignored)."""
         ...

@@ -210,3 +210,51 @@ def test_the_snippet_is_embedded_once_and_candidates_also_come_by_words(service,
     assert {c.id for c in candidates} == {by_vector[0].id, by_words[0].id}
     stored = service.vectors.dense_vectors(CODE_COLLECTION, [c.id for c in candidates])
     assert all(abs(c.score - float(np.dot(stored[c.id], vector))) < 1e-3 for c in candidates)
+
+
+def test_an_index_written_before_callable_language_is_searched_and_then_filled_in(tmp_path: Path, service_factory) -> None:
+    """find_duplicates filters on one field, ``callable_language`` (the language of a function,
+    method or constructor): at 100,000 symbols two conditions (``kind``, ``language``) cost more than
+    the search. An index written before the field is searched with the two until the next index run
+    fills the field in (no file changed) and indexes it; the answers stay the same throughout."""
+    import qdrant_edge as qe
+
+    from pipelines.index_context import CALLABLE_LANGUAGE, CODE_COLLECTION, CODE_INDEXES
+    from resources.schemas.code import CALLABLE_KINDS
+    from resources.vectors.store import PayloadFilter
+
+    root = tmp_path / "project"
+    write_files(root, {"stats.py": PYTHON, "cart.ts": TYPESCRIPT})
+    service = service_factory(root, state_dir=tmp_path / "state", dense_embeddings=True)
+    service.index(IndexInput(embed=True))
+    vectors = service.vectors
+
+    def callables(language: str) -> tuple[int, int]:
+        """(points with the field, functions/methods/constructors) of a language."""
+        return (vectors.count(CODE_COLLECTION, PayloadFilter({CALLABLE_LANGUAGE: [language]})),
+                vectors.count(CODE_COLLECTION, PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": [language]})))
+
+    def answers() -> list[dict]:
+        return [service.find_duplicates(FindDuplicatesInput(code=code, language=language)).model_dump()
+                for code, language in ((WEIGHTED_EDITS["renamed"], "python"),
+                                       ("def pos_sq(nums):\n    return [n * n for n in nums if n < 0]\n", "python"),
+                                       (TYPESCRIPT.replace("Cart", "Basket"), "typescript"))]
+
+    assert callables("python") == (3, 3) and callables("typescript") == (1, 1)  # written by the index run
+    assert service.duplicates._callables_filter("python") == PayloadFilter({CALLABLE_LANGUAGE: ["python"]})
+    expected = answers()
+    assert expected[0]["duplicates"][0]["name"] == "weighted_mean"
+
+    # as an older codemem left the collection: the field on no point, no index for it
+    with vectors._locked(CODE_COLLECTION) as shard:
+        shard.update(qe.UpdateOperation.delete_payload_by_filter(
+            vectors._filter(PayloadFilter({"kind": sorted(CALLABLE_KINDS)})), [CALLABLE_LANGUAGE]))
+    vectors.ensure_collection(CODE_COLLECTION, service.embedder.dimension, [k for k in CODE_INDEXES if k != CALLABLE_LANGUAGE])
+    assert callables("python") == (0, 3) and CALLABLE_LANGUAGE not in vectors.payload_indexes(CODE_COLLECTION)
+    assert service.duplicates._callables_filter("python") == PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": ["python"]})
+    assert answers() == expected
+
+    service.index(IndexInput(embed=True))  # nothing changed on disk: the run fills the field in
+    assert CALLABLE_LANGUAGE in vectors.payload_indexes(CODE_COLLECTION)
+    assert callables("python") == (3, 3) and callables("typescript") == (1, 1)
+    assert answers() == expected

@@ -243,3 +243,28 @@ def test_score_candidates_embeds_nothing_when_structure_decides() -> None:
         no_embedding,
     )
     assert [c.verdict for _, c in scores] == ["clone", "variant"]
+
+
+def test_only_the_candidates_compared_are_put_in_compared_form_and_an_embedding_error_reaches_the_caller() -> None:
+    """``compared_code`` (find_duplicates: the canonical form) runs for the candidates compared by
+    structure only; the re-embedding runs on a thread of its own, and what it raises is raised."""
+    from resources.embeddings.base import EmbeddingError
+
+    asked: list[str] = []
+
+    def compared(candidate: Candidate) -> str:
+        asked.append(candidate.name or "")
+        return candidate.code
+
+    def failing(texts: list[str]) -> np.ndarray:
+        raise EmbeddingError("the model went away")
+
+    candidates = [
+        Candidate(COMPREHENSION, "rewrite", "python", 0.70),  # other: re-embedded
+        Candidate(SUM_POSITIVE, "java", "java", 0.99),  # another language: not compared
+        Candidate(SUM_POSITIVE, "noise", "python", 0.20),  # below the floor: not compared
+        Candidate(SUM_NEGATIVE, "variant", "python", 0.90),
+    ]
+    with pytest.raises(EmbeddingError, match="went away"):
+        score_candidates(RENAMED, "positive_total", "python", candidates, failing, compared_code=compared)
+    assert sorted(asked) == ["rewrite", "variant"]

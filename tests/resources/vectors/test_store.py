@@ -189,3 +189,21 @@ def test_a_code_points_shown_fields_come_back_as_written_and_its_filters_still_m
             raw = dict(shard.retrieve([a], with_payload=True, with_vector=False)[0].payload)
         assert set(raw) == {"id", "kind", "name", "qualified_name", "file_path", "path_prefixes", "language", "start_line",
                             "end_line", "is_test", "requirement_ids", SHOWN_KEY}
+
+
+def test_set_payload_adds_a_field_where_the_filter_matches_and_keeps_the_rest(store) -> None:
+    """How an older code collection gets a new filter field (``pipelines.index_stores``)."""
+    c = store.test_collection
+    a, b, d = ids(3)
+    code = {"kind": "function", "language": "python", "file_path": "a.py", "code": "def f():\n    pass"}
+    store.upsert(c, [
+        VectorPoint(a, code, dense=[1, 0, 0, 0], sparse=SparseVec([1], [1.0])),
+        VectorPoint(b, {"kind": "class", "language": "python", "file_path": "b.py"}, dense=[0, 1, 0, 0]),
+        VectorPoint(d, {"kind": "function", "language": "go", "file_path": "d.go"}, dense=[0, 0, 1, 0]),
+    ])
+    store.set_payload(c, {"callable_language": "python"}, PayloadFilter({"kind": ["function"], "language": ["python"]}))
+    assert store.retrieve(c, [a])[0].payload == {**code, "callable_language": "python"}
+    assert [h.id for h in store.scroll(c, PayloadFilter({"callable_language": ["python"]}))] == [a]
+    assert "callable_language" not in store.retrieve(c, [b])[0].payload | store.retrieve(c, [d])[0].payload
+    assert [round(x, 6) for x in store.dense_vectors(c, [a])[a]] == [1, 0, 0, 0]  # vectors kept
+    assert [h.id for h in store.hybrid_query(c, dense=None, sparse=SparseVec([1], [1.0]), limit=5)] == [a]
