@@ -254,7 +254,8 @@ def test_an_index_written_before_callable_language_is_searched_and_then_filled_i
     assert service.duplicates._callables_filter("python") == PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": ["python"]})
     assert answers() == expected
 
-    service.index(IndexInput(embed=True))  # nothing changed on disk: the run fills the field in
+    report = service.index(IndexInput(embed=True))  # nothing changed on disk: the run fills the field in, and says so
+    assert any("code collection was upgraded" in note for note in report["notes"]), report["notes"]
     assert CALLABLE_LANGUAGE in vectors.payload_indexes(CODE_COLLECTION)
     assert callables("python") == (3, 3) and callables("typescript") == (1, 1)
     assert answers() == expected
