@@ -113,6 +113,4 @@ def main(argv: list[str] | None = None, raw: bytes | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from query_server.hooks.relay import main as relayed
-
-    sys.exit(relayed(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
