@@ -161,3 +161,22 @@ def test_us3_the_commands_link_list_and_draw(project: Path) -> None:
     parsed = subprocess.run(["node", str(_mermaid_parser())], input=graph.stdout, capture_output=True, text=True, timeout=120,
                             check=False)
     assert json.loads(parsed.stdout.strip().splitlines()[-1]) == {"ok": True, "type": "flowchart-v2"}, parsed.stdout + parsed.stderr
+
+
+def test_a_link_survives_a_failure_right_after_the_ledger_commit(project: Path, service_factory) -> None:
+    """The link is written in the update's ledger transaction: a failure before the projection
+    loses nothing, and the next sync puts the edge in the graph."""
+    from resources.faults import FaultInjected, raising_at
+    from resources.schemas.memory import MemoryGetInput
+
+    svc = service_factory(project)
+    a = _add(svc, "user_preference", "Tabs.", category="Convention", key="a", value=1, scope="Project")
+    b = _add(svc, "user_preference", "Spaces.", category="Convention", key="b", value=2, scope="Project")
+    with raising_at("memory_update:after_ledger"), pytest.raises(FaultInjected):
+        svc.memory.memory_update(MemoryUpdateInput(memory_id=a, memory_type="user_preference",
+                                                   relationships=[{"type": "RELATES_TO", "target_id": b}]))
+    stored = svc.memory.memory_get(MemoryGetInput(memory_id=a, memory_type="user_preference", include_relationships=True))
+    assert [r.target_id for r in stored.relationships] == [b] and stored.version == 2
+    svc.memory.sync()
+    (found,) = svc.get_related(GetRelatedInput(entity_id=b)).results
+    assert (found.id, found.edge, found.edge_direction) == (a, "RELATES_TO", "incoming")
