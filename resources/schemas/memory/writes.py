@@ -62,16 +62,21 @@ class RelationshipSpec(ToolInput):
         return value
 
 
+MAX_RELATIONSHIPS = 100
+Relationships = Annotated[
+    list[RelationshipSpec],
+    BeforeValidator(_null_is_empty_list, json_schema_input_type=Annotated[list[RelationshipSpec], Field(max_length=MAX_RELATIONSHIPS)] | None),
+]
+"""Links a write creates (``null`` reads as none): memory_add's and memory_update's ``relationships``."""
+
+
 class MemoryAddInput(ToolInput):
     """Store a new memory. Its metadata is checked against its type when it is stored."""
 
     memory_type: MemoryTypeInput = Field(description="Kind of memory; decides which metadata fields apply: " + TYPES_HELP)
     content: ContentText = Field(description="The memory itself (what is embedded and searched), up to 100,000 characters.")
     metadata: Annotated[JsonObject, BeforeValidator(_null_is_empty_object, json_schema_input_type=JsonObject | None)] = Field(default_factory=dict, description="Type-specific fields (enum values are case-insensitive; other keys are kept):\n" + metadata_guide())
-    relationships: Annotated[
-        list[RelationshipSpec],
-        BeforeValidator(_null_is_empty_list, json_schema_input_type=Annotated[list[RelationshipSpec], Field(max_length=100)] | None),
-    ] = Field(default_factory=list, max_length=100, description=(
+    relationships: Relationships = Field(default_factory=list, max_length=MAX_RELATIONSHIPS, description=(
         "Links to create (max 100): [{type: ADDRESSES|IMPLEMENTS_REQ|DEPENDS_ON|USES_PATTERN|TESTS|RELATES_TO..., "
         "target_id: memory id, REQ id, code qualified name or file path}]."
     ))
@@ -115,10 +120,7 @@ class MemoryUpdateInput(ToolInput):
     expected_version: int | None = Field(default=None, ge=1, description="Optimistic concurrency: the version you read (memory_get/memory_search). If the memory changed since, the update is refused with the current version; read it again and retry.")
     expected_updated_at: IsoTimestamp | None = Field(default=None, description="Alternative to expected_version: the updated_at you read; a mismatch is refused.")
     confirm_anchors: bool = Field(default=False, description="The memory still holds for the code it is anchored to: re-anchor it to the code as indexed now (clears the stale flag).")
-    relationships: Annotated[
-        list[RelationshipSpec],
-        BeforeValidator(_null_is_empty_list, json_schema_input_type=Annotated[list[RelationshipSpec], Field(max_length=100)] | None),
-    ] = Field(default_factory=list, max_length=100, description=(
+    relationships: Relationships = Field(default_factory=list, max_length=MAX_RELATIONSHIPS, description=(
         "Links to add from this memory (max 100; the ones it has stay): [{type: RELATES_TO|DEPENDS_ON|ADDRESSES|"
         "IMPLEMENTS_REQ|FOLLOWS_DESIGN|USES_PATTERN|TESTS..., target_id: memory id, REQ id, code qualified name or file path}]."
     ))
