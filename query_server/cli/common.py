@@ -12,7 +12,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,19 +148,36 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
+ToolCall = Callable[..., Any]
+"""``run(tool, request=None)``: one tool call on an open handle, with the CLI's errors (``call``)."""
+
+
+@contextmanager
+def tool_calls(project: str) -> Iterator[ToolCall]:
+    """Several tool calls on one handle (the stores opened once): yields ``run(tool, request)``,
+    each call's failure turned into the CLI's error as ``call`` does; the handle closes after."""
+    handle = open_handle(project)
+
+    def run(tool: Tool, request: BaseModel | None = None) -> Any:
+        try:
+            return handle.call(tool, *([request] if request is not None else []))
+        except Exception as exc:
+            raise failure(tool.name, exc) from exc
+
+    try:
+        yield run
+    finally:
+        handle.close()
+
+
 def call(project: str, tool: Tool, request: BaseModel | None = None) -> Any:
     """Run one tool of the registry for the project (through its owner) with CLI-friendly errors.
 
     A refusal of the tool (``ToolError``) or invalid input exits 2 with its message; any other
     failure exits 1 with a one-line message (see ``failure``).
     """
-    handle = open_handle(project)
-    try:
-        return handle.call(tool, *([request] if request is not None else []))
-    except Exception as exc:
-        raise failure(tool.name, exc) from exc
-    finally:
-        handle.close()
+    with tool_calls(project) as run:
+        return run(tool, request)
 
 
 def make_input(model: type[BaseModel], **fields: Any) -> BaseModel:

@@ -46,7 +46,9 @@ from query_server.cli.common import (
     parse_params,
     query_options,
     result_table,
+    ToolCall,
     show,
+    tool_calls,
 )
 from query_server.paging import ToolError
 
@@ -142,6 +144,15 @@ def _memory_start(result: Any, memory_id: str) -> dict[str, Any]:
     return result.entity
 
 
+def _locate_memory(run: ToolCall, memory_id: str) -> dict[str, Any]:
+    """The memory ``memory_id`` as ``get_related`` finds it: its id, type and title, in any scope."""
+    from resources.schemas.tools import GetRelatedInput
+
+    from query_server.tools import TOOLS
+
+    return _memory_start(run(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, limit=1)), memory_id)
+
+
 @memory.command(name="link")
 @click.argument("source_id")
 @click.argument("target")
@@ -151,22 +162,14 @@ def _memory_start(result: Any, memory_id: str) -> dict[str, Any]:
 def memory_link(source_id: str, target: str, rel_type: str, project: str, as_json: bool) -> None:
     """Link a memory to another memory, a requirement id or code (shown from both ends)."""
     from resources.schemas.memory import MemoryUpdateInput, RelationshipSpec
-    from resources.schemas.tools import GetRelatedInput
 
     from query_server.tools import TOOLS
 
     spec = make_input(RelationshipSpec, type=rel_type, target_id=target)
-    handle = open_handle(project)
-    try:
-        start = _memory_start(handle.call(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=source_id, limit=1)), source_id)
-        request = make_input(MemoryUpdateInput, memory_id=start["id"], memory_type=start["memory_type"], relationships=[spec])
-        result = handle.call(TOOLS["memory_update"], request)
-    except click.ClickException:
-        raise
-    except Exception as exc:
-        raise failure("memory_update", exc) from exc
-    finally:
-        handle.close()
+    with tool_calls(project) as run:
+        start = _locate_memory(run, source_id)
+        result = run(TOOLS["memory_update"], make_input(MemoryUpdateInput, memory_id=start["id"], memory_type=start["memory_type"],
+                                                        relationships=[spec]))
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
@@ -196,6 +199,14 @@ def memory_edges(memory_id: str, depth: int, project: str, as_json: bool) -> Non
     show(project, TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, depth=depth, limit=200), as_json, render)
 
 
+def _linked_record(run: ToolCall, start: dict[str, Any]) -> Any:
+    """The memory ``start`` (an id and a type) in full, with its relationships."""
+    from query_server.tools import TOOLS
+
+    return run(TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=start["id"], memory_type=start["memory_type"],
+                                               include_relationships=True))
+
+
 def _linked_ids(record: Any) -> list[str]:
     return [r.target_id for r in record.relationships or ()]
 
@@ -205,22 +216,10 @@ def _linked_ids(record: Any) -> list[str]:
 @query_options
 def memory_quality(memory_id: str, project: str, as_json: bool) -> None:
     """A memory's quality score (0-100: content, metadata, links, freshness) and how to raise it."""
-    from resources.schemas.tools import GetRelatedInput
-
     from query_server.memory.curation import quality
-    from query_server.tools import TOOLS
 
-    handle = open_handle(project)
-    try:
-        start = _memory_start(handle.call(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, limit=1)), memory_id)
-        record = handle.call(TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=start["id"], memory_type=start["memory_type"],
-                                                              include_relationships=True))
-    except click.ClickException:
-        raise
-    except Exception as exc:
-        raise failure("memory_get", exc) from exc
-    finally:
-        handle.close()
+    with tool_calls(project) as run:
+        record = _linked_record(run, _locate_memory(run, memory_id))
     score, advice = quality(str(record.memory_type), record.content, record.metadata, len(_linked_ids(record)), bool(record.stale_anchors))
     if as_json:
         click.echo(json.dumps({"memory_id": record.id, "memory_type": str(record.memory_type), "score": score, "advice": advice}, indent=2))
@@ -239,33 +238,23 @@ def memory_quality(memory_id: str, project: str, as_json: bool) -> None:
 def memory_suggest_links(memory_id: str | None, limit: int, scan: int, project: str, as_json: bool) -> None:
     """Links a memory should have (without MEMORY_ID: for each orphan among the recent memories),
     its nearest memories by content; `memory link` makes one."""
-    from resources.schemas.tools import GetRelatedInput
-
     from query_server.memory.curation import UNLINKED_TYPES, suggested_links
     from query_server.tools import TOOLS
 
-    handle = open_handle(project)
     suggestions: list[dict[str, Any]] = []
-    try:
+    with tool_calls(project) as run:
         if memory_id:
-            starts = [_memory_start(handle.call(TOOLS["get_related"], make_input(GetRelatedInput, entity_id=memory_id, limit=1)), memory_id)]
+            starts = [_locate_memory(run, memory_id)]
         else:
-            page = handle.call(TOOLS["memory_list"], make_input(MemoryListInput, limit=scan))
+            page = run(TOOLS["memory_list"], make_input(MemoryListInput, limit=scan))
             starts = [{"id": hit.id, "memory_type": str(hit.memory_type)} for hit in page.results if hit.memory_type not in UNLINKED_TYPES]
         for start in starts:
-            record = handle.call(TOOLS["memory_get"], make_input(MemoryGetInput, memory_id=start["id"], memory_type=start["memory_type"],
-                                                                  include_relationships=True))
+            record = _linked_record(run, start)
             linked = _linked_ids(record)
             if linked and not memory_id:
                 continue  # not an orphan
-            hits = handle.call(TOOLS["memory_search"], make_input(MemorySearchInput, query=record.content[:400], limit=limit + 5))
+            hits = run(TOOLS["memory_search"], make_input(MemorySearchInput, query=record.content[:400], limit=limit + 5))
             suggestions += suggested_links(start, linked, hits.results, limit)
-    except click.ClickException:
-        raise
-    except Exception as exc:
-        raise failure("memory_search", exc) from exc
-    finally:
-        handle.close()
     if as_json:
         click.echo(json.dumps(suggestions, indent=2, ensure_ascii=False))
         return
