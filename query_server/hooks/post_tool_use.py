@@ -80,10 +80,11 @@ def post_tool_use(project: Project, payload: dict) -> dict | None:
             shown = set(read_text(shown_path).split())
         except OSError:
             pass
-    found: list[tuple[float, str, str]] = []
+    found: dict[str, tuple[float, str, str]] = {}  # memory id -> its hit for the first file that brings it
     for rel in rels:
-        found += [hit for hit in file_memories(project, rel, shown) if hit[1] not in {h[1] for h in found}]
-    picked = sorted(found, key=lambda item: (-item[0], item[1]))[:MEMORIES_PER_FILE]
+        for hit in file_memories(project, rel, shown):
+            found.setdefault(hit[1], hit)
+    picked = sorted(found.values(), key=lambda item: (-item[0], item[1]))[:MEMORIES_PER_FILE]
     if not picked:
         return None
     if shown_path is not None:
