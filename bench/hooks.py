@@ -250,11 +250,10 @@ def cases(project: dict[str, Any], codemem: str) -> dict[str, tuple[list[str], A
     def read_ahead() -> None:
         """What the last session's end did: the server's relay or the SessionEnd worker read the stores
         for this start (``query_server.hooks.session_start.save_snapshot``)."""
-        from query_server.hooks.common import Project
-        from query_server.hooks.session_start import save_snapshot
+        from query_server.hooks.session_start import read_ahead as save_for_next_start
 
-        if not save_snapshot(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(root), "CODEMEM_STATE_DIR": str(project["state"])})):
-            raise RuntimeError("SessionStart could not be read ahead")
+        if not save_for_next_start(str(root), str(project["state"])):
+            raise RuntimeError("SessionStart could not be read ahead (see the project's logs/hooks.log)")
 
     def prompt(text: str, key: str) -> Any:
         return lambda i: dumps(_fixture("user_prompt_submit.json", session_id=f"bench-prompt-{key}-{i}", cwd=str(root),

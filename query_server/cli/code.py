@@ -155,8 +155,10 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
         raise failure("indexing", exc) from exc
     finally:
         handle.close()
-    if handle.is_owner:
-        read_ahead_session_start(handle.settings)
+    if handle.is_owner:  # no server up: read the stores for the next session's SessionStart hook
+        from query_server.hooks.session_start import read_ahead
+
+        read_ahead(str(handle.settings.resolved_root()), str(handle.settings.resolved_state_dir()))
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -164,20 +166,6 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     if report["failed"]:
         names = ", ".join(item["path"] for item in report["failed"][:10])
         raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
-
-
-def read_ahead_session_start(settings: Any) -> None:
-    """After an index run with no server up, read the stores for the next session's SessionStart
-    hook (``query_server.hooks.session_start.save_snapshot``; best effort)."""
-    from query_server.hooks.common import Project, log_error
-    from query_server.hooks.session_start import save_snapshot
-
-    environ = {"CODEMEM_PROJECT_ROOT": str(settings.resolved_root()), "CODEMEM_STATE_DIR": str(settings.resolved_state_dir())}
-    project = Project({}, environ=environ)
-    try:
-        save_snapshot(project)
-    except Exception as exc:  # noqa: BLE001 - the next SessionStart reads the stores itself (logged in hooks.log)
-        log_error(project, "SessionStart snapshot", exc)
 
 
 IMPORTS_WAIT_S = 10.0

@@ -103,7 +103,7 @@ class HookRelay:
 
     def close(self) -> None:
         """Stop answering: the socket file goes (when it is still this process's), the lock is
-        released, and the next session's SessionStart is read ahead (``session_start.save_snapshot``)."""
+        released, and the next session's SessionStart is read ahead (``session_start.read_ahead``)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(POLL_S * 4)
@@ -115,19 +115,10 @@ class HookRelay:
             except OSError:
                 pass
             listener.close()
-            self.save_snapshot()
+            session_start.read_ahead(self.project_root, self.state_dir)
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
-
-    def save_snapshot(self) -> bool:
-        """Read the stores for the next session's SessionStart (a failure is logged, never raised)."""
-        project = Project({}, environ={"CODEMEM_PROJECT_ROOT": self.project_root, "CODEMEM_STATE_DIR": self.state_dir})
-        try:
-            return session_start.save_snapshot(project)
-        except Exception as exc:  # noqa: BLE001 - the next SessionStart reads the stores itself
-            log_error(project, "SessionStart snapshot", exc)
-            return False
 
     def _try_listen(self) -> bool:
         if not os.path.isdir(self.state_dir):

@@ -23,6 +23,7 @@ from query_server.hooks.common import (
     additional_context,
     json_dumps,
     json_loads,
+    log_error,
     memory_label,
     now_iso,
     read_text,
@@ -89,6 +90,18 @@ def save_snapshot(project: Project) -> bool:
     write_atomic(os.path.join(project.hooks_dir, SNAPSHOT_FILE), json_dumps(
         {"version": SNAPSHOT_VERSION, "started_at": state.get("started_at"), "key": key, "facts": facts}))
     return True
+
+
+def read_ahead(root: str, state_dir: str) -> bool:
+    """``save_snapshot`` for the project at ``root`` with its state in ``state_dir``, from a process
+    that is not a hook (the relay as its server stops, the SessionEnd worker, ``codemem index``): a
+    failure goes to ``<state>/logs/hooks.log`` and is never raised. True when it was saved."""
+    project = Project({}, environ={"CODEMEM_PROJECT_ROOT": root, "CODEMEM_STATE_DIR": state_dir})
+    try:
+        return save_snapshot(project)
+    except Exception as exc:  # noqa: BLE001 - the next SessionStart reads the stores itself
+        log_error(project, "SessionStart snapshot", exc)
+        return False
 
 
 def _session_state(project: Project) -> dict:

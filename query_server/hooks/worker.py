@@ -293,14 +293,11 @@ def record(args: argparse.Namespace) -> str:
 
 def read_ahead(root: Path, state_dir: Path) -> str:
     """Read the stores for the next session's SessionStart, now that this one is recorded."""
-    from query_server.hooks.common import Project
-    from query_server.hooks.session_start import save_snapshot
+    from query_server.hooks.session_start import read_ahead as save_for_next_start
 
-    try:
-        saved = save_snapshot(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(root), "CODEMEM_STATE_DIR": str(state_dir)}))
-    except Exception as exc:  # noqa: BLE001 - the next SessionStart reads the stores itself
-        return f"next session's start not read ahead ({type(exc).__name__}: {exc})"
-    return "next session's start read ahead" if saved else "next session's start not read ahead (the stores changed meanwhile)"
+    if save_for_next_start(str(root), str(state_dir)):
+        return "next session's start read ahead"
+    return "next session's start not read ahead (the stores changed meanwhile, or see logs/hooks.log)"
 
 
 def extract_memories(handle: Any, args: argparse.Namespace, since: int) -> str:
