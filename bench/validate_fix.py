@@ -15,6 +15,15 @@ checkable decisions, a README, a few source files, sometimes ``docs/requirements
 * ``relctl`` (split ``dev``): a release CLI (click, httpx): exit codes, timeouts and retries,
   configuration and credentials, output streams, confirmation and audit of destructive commands,
   artifact checksums and signing;
+* ``hearthsync`` (split ``dev``): an offline-first mobile sync backend (TypeScript, Fastify):
+  per-field last-writer-wins on hybrid logical clocks and tombstones, batch size limits,
+  validation and idempotency, JWT and refresh-token lifetimes (jose), Redis rate limits, date-fns
+  instead of moment, node-pg-migrate migrations, no personal data in logs, retry backoff (with a
+  requirements document);
+* ``quarrystore`` (split ``dev``): an S3-compatible object storage gateway (Go): SHA-256 checksums
+  and scrubbing, multipart part sizes, TLS versions and certificate verification, server and
+  backend timeouts, S3 error codes, an audit log before deletions, soft delete and Object Lock,
+  banned packages (unsafe, math/rand, crypto/md5);
 * ``paybridge`` (split ``heldout``): a payments service: integer minor units, idempotency keys,
   no cardholder data, webhook signatures, an append-only audit log, migrations, refund limits, PSP
   timeouts and circuit breaker (with a requirements document);
