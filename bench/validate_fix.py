@@ -1,6 +1,6 @@
 """Does ``validate_fix`` catch a fix that contradicts an accepted ADR? (issue 20, item 1).
 
-``python -m bench.validate_fix`` (every project, ~1 min on 2 cores) · ``--split dev`` (the project
+``python -m bench.validate_fix`` (every project, ~1 min on 2 cores) · ``--split dev`` (the projects
 the detector may be tuned on) · ``--split heldout`` · ``--json`` (the figures and every scenario's
 outcome as JSON on stdout) · ``--verbose`` (the misses, one line each, with the scores, the verdict
 and what was cited; the misses of held-out projects are only counted unless

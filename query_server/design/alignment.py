@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from query_server.design.contradictions import Contradiction, contradictions, diff_lines
-from query_server.design.statements import STOPWORDS, Statement, clean, statements_of
+from query_server.design.contradictions import Contradiction, contradictions, diff_lines, synonyms
+from query_server.design.statements import STOPWORDS, Statement, clean, overlap, statements_of, terms
 from resources.memory.ledger import MemoryRow
 from resources.text.identifiers import IDENTIFIER, identifier_words, suffix_stem
 
@@ -36,7 +36,8 @@ NOTHING_GOVERNS = 0.75
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*[-*+]\s+|\n{2,}")
 _NEGATION = re.compile(
     r"\b(must not|mustn't|shall not|should not|shouldn't|never|do not|don't|not allowed|not permitted|forbidden|"
-    r"prohibited|avoid|instead of|rather than)\b|(?:^|[:;]\s*)no\s+(?=\w)|\b(?:exposes?|has|have|with|uses?|contains?|takes?)\s+no\s+(?=\w)",
+    r"prohibited|avoid|instead of|rather than)\b(?!\s*(?:be\s+)?(?:more|less|fewer|longer|later|larger|higher|greater)\s+than\b)"
+    r"|(?:^|[:;]\s*)no\s+(?!(?:more|less|fewer|longer|later)\s+than\b)(?=\w)|\b(?:exposes?|has|have|with|uses?|contains?|takes?)\s+no\s+(?=\w)",
     re.IGNORECASE,
 )
 _REQUIRE = re.compile(r"\b(must|shall|always|only|required|requires|need to|needs to|should|are to|is to|go through|goes through|chosen option)\b", re.IGNORECASE)
@@ -328,20 +329,37 @@ def _covers(rule: Rule, statement: Statement) -> bool:
     return rule.row.id == statement.row.id and (statement.sentence in rule.sentence or rule.sentence in statement.sentence)
 
 
-def _checked_elsewhere(rule: Rule, fix: FixReading, checkable: Sequence[Statement]) -> bool:
+def _checked_elsewhere(rule: Rule, fix: FixReading, fix_text: str, checkable: Sequence[Statement]) -> bool:
     """The statement check read this rule's prohibition more exactly and found the fix clear of
-    it: the sentence forbids only names (``requests`` → http) the fix does not bring back, or an
-    action on named subjects (``POST, PUT … requests are never retried``) the fix does not name."""
-    hit = rule.prohibited & fix.introduced
+    it: the sentence forbids names (``requests`` → http; the name check found none brought back), or
+    an action on a subject (``POST, PUT … requests are never retried``, "other 4xx answers are
+    never retried") the fix does not name."""
+    words = None
     for s in checkable:
         if not _covers(rule, s):
             continue
-        if s.forbidden_names and not s.action and hit <= concepts(" ".join(s.forbidden_names)):
+        if s.forbidden_names and not s.action:  # a sentence that bans names: the name check is the exact reading
             return True
-        named = {n.lower() for n in s.names}
-        if s.action and s.specific and s.specific <= named and not s.specific & fix.words:
-            return True
+        if s.action and s.specific and s.restricted:
+            words = terms(fix_text, keep=frozenset({"file", "files"})) if words is None else words
+            if not overlap(s.specific, words) and not s.specific & fix.words:
+                return True
     return False
+
+
+def _action_absent(rule: Rule, fix_text: str, fix: FixReading, checkable: Sequence[Statement]) -> bool:
+    """The sentence prohibits an action ("never *log* personal data", "never *stores* a client-supplied
+    digest") and the fix does not do it: neither the verb (or a synonym) nor its concept is in the
+    fix, so sharing the sentence's nouns (tokens, client) is not a conflict."""
+    actions = [s.action for s in checkable if _covers(rule, s) and s.action]
+    if not actions:
+        return False
+    words = terms(fix_text, keep=frozenset({"file", "files"}))
+    for action in actions:
+        verbs = set().union(*(synonyms(v) for v in action))
+        if overlap(words, verbs) or concepts(" ".join(action)) & fix.introduced:
+            return False
+    return True
 
 
 def _conflict_statement(contradiction: Contradiction, relevance: float, statement_model: Any) -> Any:
@@ -412,7 +430,7 @@ def assess_fix(
         if any(_covers(rule, c.statement) for c, _ in contradicted):
             continue  # the statement check says how the fix contradicts this sentence
         verdict, reason = judge(rule, fix, alternatives(rule))
-        if verdict == "conflicts" and _checked_elsewhere(rule, fix, checkable):
+        if verdict == "conflicts" and (_checked_elsewhere(rule, fix, fix_text, checkable) or _action_absent(rule, fix_text, fix, checkable)):
             verdict, reason = "related", None  # the prohibition was read and checked: the fix does not break it
         statement = statement_model(
             memory_id=rule.row.id, memory_type=rule.row.memory_type, source=rule.source,

@@ -4,8 +4,10 @@ A fix (its description, and the added and removed lines of its diff) contradicts
 ``Statement`` (see ``statements``) when it
 
 * **changes a value**: states a number of the same quantity (time, count, size, percent, exit
-  status) on the statement's topic that the statement does not allow ("at most 3 times" → 10
-  times; "5 seconds to connect" → 60 s; "exit with code 2 …, never 1" → 1);
+  status, a rate, a version) on the statement's topic that the statement does not allow ("at
+  most 3 times" → 10 times; "5 seconds to connect" → 60 s; "exit with code 2 …, never 1" → 1;
+  "TLS 1.2 is the minimum" → TLS 1.0), or a diff line changes a number the statement gives
+  (``MetadataCallTimeout = 2 * time.Second`` → ``60 * time.Second`` where the design says 2 s);
 * **negates the modality**: does what a ``never`` sentence prohibits, on its subject ("POST …
   requests are never retried" → "make ApiClient.post retry"), or puts something else where an
   ``only`` sentence allows one thing ("stdout carries exactly one JSON document and nothing
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from query_server.design.statements import (
+    COUNT_NOUNS,
     UNITS,
     Statement,
     Value,
@@ -35,6 +38,7 @@ from query_server.design.statements import (
     terms,
     values_in,
 )
+from resources.text.identifiers import identifier_words
 
 Kind = Literal["changed_value", "negated_modality", "forbidden_name", "removed_step"]
 
@@ -46,14 +50,18 @@ _REMOVAL = re.compile(
 )
 _NEGATED = re.compile(r"\b(?:not|never|don't|doesn't|didn't|do not|does not|isn't|aren't|won't|no)\b", re.IGNORECASE)
 _SCOPE_END = re.compile(r"[,;:.!?]\s|[,;:.!?]$|\)|\b(?:so|because|but|since|and then|when|while|which)\b", re.IGNORECASE)
-_PAST = re.compile(r"\b(?:used to|previously|was|were|had been|kept|before this|old)\b", re.IGNORECASE)
+_PAST = re.compile(r"\b(?:used to|previously|was|were|had been|kept|before this)\b|(?<!days )(?<!hours )(?<!weeks )(?<!months )(?<!years )\bold\b", re.IGNORECASE)
 _OUTPUT_VERB = re.compile(r"\b(?:print|prints|printed|write|writes|show|shows|emit|emits|echo|echoes|output|outputs|display|displays|log|logs|send|sends|add|adds|put|puts)\b", re.IGNORECASE)
 _SYNONYMS = [
     {lemma(w) for w in group.split()}
-    for group in ("write save store persist dump put cache", "retry reattempt resend re-send re-try", "publish upload release push",
-                  "edit modify rewrite amend", "call invoke")
+    for group in ("write save store persist", "retry reattempt resend re-send re-try", "publish upload release push",
+                  "edit modify rewrite amend", "call invoke", "log logger logging dump trace print",
+                  "contain carry include expose leak embed echo", "order sort rank", "set enable turn",
+                  "create build construct instantiate spawn open")
 ]
-_QUANTITY_WORDS = {lemma(w) for w in UNITS if len(w) > 2} | {"exit", "status", "code", "return"}
+_QUANTITY_WORDS = {lemma(w) for w in UNITS if len(w) > 2 and w not in COUNT_NOUNS} | {"exit", "status", "code", "return"}
+"""Unit words, which say how a value is measured, not what it is about (counted nouns such as
+"requests" or "parts" do say what it is about)."""
 
 
 @dataclass
@@ -151,9 +159,16 @@ def _as_code(name: str, text: str) -> bool:
 
 def brought_back(name: str, fix: FixText, code_only: bool) -> bool:
     """The fix affirms ``name``: in its affirmed description or its added lines (and not only
-    where its removed lines had it already)."""
+    where its removed lines had it already). An import path (``crypto/md5``) is brought back by
+    its package used as code too (``md5.New()``), and by its mention: a path is code, not prose."""
     pattern = name_pattern(name)
     described = " ".join(fix.clauses)
+    if "/" in name.strip("/"):
+        package = name.rstrip("/").rsplit("/", 1)[1]
+        if pattern.search(described) or (not re.fullmatch(r"v\d+", package) and brought_back(package, fix, True)):
+            return True
+    if re.search(rf"`{re.escape(name)}[\s:.(]", described, re.IGNORECASE):  # `knex migrate:latest`
+        return True
     in_added = bool(pattern.search(fix.added)) and len(pattern.findall(fix.added)) > len(pattern.findall(fix.removed))
     if code_only:
         return _as_code(name, described) or (in_added and _as_code(name, fix.added))
@@ -173,8 +188,19 @@ def taken_away(name: str, fix: FixText) -> bool:
         return False
     if any(words <= overlap(words, terms(scope, keep=frozenset({"without"}))) for scope in fix.removal):
         return True
-    pattern = name_pattern(name)
+    if re.fullmatch(r"[A-Z]{2,5}(?:-?\d{1,3})?", name):  # an acronym (TLS, SHA-256) names a topic: fewer mentions are not a removal
+        return False
+    pattern = _spelling_pattern(name)
     return len(pattern.findall(fix.removed)) > len(pattern.findall(fix.added))
+
+
+def _spelling_pattern(name: str) -> re.Pattern[str]:
+    """A code name in any of its spellings: ``notification_failures``, ``notificationFailures``,
+    ``NotificationFailures``, ``notification-failures``."""
+    words = identifier_words(name) if re.fullmatch(r"[A-Za-z][\w-]*", name) else []
+    if len(words) < 2:
+        return name_pattern(name)
+    return re.compile(r"(?<![\w.\-/])" + r"[_-]?".join(re.escape(w) for w in words) + r"(?![\w\-])", re.IGNORECASE)
 
 
 # -- values ------------------------------------------------------------------------------------------
@@ -207,7 +233,7 @@ def fix_values(fix: FixText) -> list[tuple[Value, str]]:
     for clause in fix.clauses:
         if _PAST.search(clause):
             continue
-        for value in values_in(clause):
+        for value in values_in(clause, articles=True):
             at = clause.find(value.text)
             if not re.search(r"\bfrom\s+$", clause[:at]):
                 found.append((value, clause))
@@ -226,7 +252,7 @@ def value_conflicts(statements: list[Statement], fix: FixText) -> list[Contradic
                 continue
             topic = _topic(s)
             score = 2 * len(overlap(topic, near)) + len(overlap(topic, fix.whole))
-            if score:
+            if overlap(topic, near) or len(overlap(topic, fix.whole)) >= 2:
                 scored.append((score, len(overlap(topic, fix.whole)), s))
         if not scored:
             continue
@@ -242,16 +268,91 @@ def value_conflicts(statements: list[Statement], fix: FixText) -> list[Contradic
     return out
 
 
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _skeleton(line: str) -> str:
+    return " ".join(_DIGITS.sub("#", line).split())
+
+
+def changed_lines(diff: str | None) -> list[tuple[str, str]]:
+    """(removed, added) line pairs of a diff that differ only in their numbers
+    (``MetadataCallTimeout = 2 * time.Second`` → ``= 60 * time.Second``)."""
+    pairs: list[tuple[str, str]] = []
+    removed: list[str] = []
+    added: list[str] = []
+
+    def flush() -> None:
+        for old, new in zip(removed, added, strict=False):
+            if old.strip() != new.strip() and _skeleton(old) == _skeleton(new):
+                pairs.append((old, new))
+        removed.clear()
+        added.clear()
+
+    for line in (diff or "").splitlines():
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("-"):
+            if added:
+                flush()
+            removed.append(line[1:])
+        elif line.startswith("+"):
+            added.append(line[1:])
+        else:
+            flush()
+    flush()
+    return pairs
+
+
+def _stated_digits(value: Value) -> str | None:
+    """The number a value is written with (``8 MiB`` → 8, ``TLS 1.2`` → 12, ``30 days`` → 30)."""
+    found = _DIGITS.search(value.text.replace(",", ""))
+    if not found:
+        return None
+    return found.group(0).replace(".", "") if value.quantity.startswith("version:") else found.group(0)
+
+
+def diff_value_conflicts(statements: list[Statement], fix: FixText, diff: str | None) -> list[Contradiction]:
+    """A diff line that changes a number the design states, on its topic, to one it does not allow
+    (``MinPartSize = 8 << 20`` → ``1 << 20`` where the design says parts of at least 8 MiB)."""
+    out: list[Contradiction] = []
+    for old_line, new_line in changed_lines(diff):
+        near = terms(f"{old_line} {new_line}")
+        olds, news = _DIGITS.findall(old_line), _DIGITS.findall(new_line)
+        for old, new in zip(olds, news, strict=False):
+            if old == new:
+                continue
+            best: tuple[int, Statement, Value] | None = None
+            for statement in statements:
+                shared = len(overlap(_topic(statement), near))
+                for value in statement.values + statement.forbidden_values:
+                    stated = _stated_digits(value)
+                    if shared and stated is not None and float(stated) == float(old) and (best is None or shared > best[0]):
+                        best = (shared, statement, value)
+            if best is None:
+                continue
+            _, statement, value = best
+            version = value.quantity.startswith("version:")
+            before, after = (float(old.replace(".", "")), float(new.replace(".", ""))) if version else (float(old), float(new))
+            if value.bound == "max" and after <= before or value.bound == "min" and after >= before:
+                continue
+            out.append(Contradiction(statement, "changed_value",
+                                     f"{statement.source} says {describe(value)}; the fix changes {old} to {new} in `{' '.join(new_line.split())[:80]}`"))
+            break
+    return out
+
+
 # -- modality ----------------------------------------------------------------------------------------
 
-def _synonyms(verb: str) -> set[str]:
+def synonyms(verb: str) -> set[str]:
+    """The verb's group of synonyms (``write`` → save, store, persist …), or the verb alone."""
     return next((group for group in _SYNONYMS if any(same_term(verb, g) for g in group)), {verb})
 
 
 def action_conflict(statement: Statement, fix: FixText) -> str | None:
     """What the fix does that a ``never`` sentence prohibits (its action, on its subject and objects)."""
     blocks = [*fix.clauses, fix.added] if fix.added else fix.clauses
-    verbs = set().union(*(_synonyms(v) for v in statement.action))
+    verbs = set().union(*(synonyms(v) for v in statement.action))
     for block in blocks:
         words = terms(block, keep=frozenset({"file", "files"}))
         done = overlap(words, verbs)
@@ -285,7 +386,7 @@ def contradictions(statements: list[Statement], description: str, diff: str | No
     fix = read_fix(description, diff)
     found: dict[int, Contradiction] = {}
     prose = prose_names(statements)
-    for c in value_conflicts(statements, fix):
+    for c in value_conflicts(statements, fix) + diff_value_conflicts(statements, fix, diff):
         found.setdefault(id(c.statement), c)
     for s in statements:
         if id(s) in found:

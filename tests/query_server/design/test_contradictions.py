@@ -201,3 +201,48 @@ def test_validate_fix_quotes_the_statement_and_says_what_differs(project: Path, 
     assert good.verdict == "aligned" and good.overall_alignment_score > bad.overall_alignment_score
     for description in UNRELATED:
         assert svc.design.validate_fix(ValidateFixInput(fix_description=description)).verdict == "aligned"
+
+
+def _statements(text: str) -> list:
+    from query_server.design.statements import sentences, statement_of
+
+    row = SimpleNamespace(id="m1", memory_type="design", metadata={"title": "ADR", "source_document": "docs/adr/0001.md"})
+    return [s for s in (statement_of(row, "ADR", sentence, lead_in) for sentence, lead_in in sentences(text)) if s]
+
+
+def test_diff_changing_a_stated_number_is_a_changed_value_and_a_move_within_the_bound_is_not() -> None:
+    """A diff line that only changes a number the design states (Go durations, shifts, versions in
+    identifiers) contradicts it; the same change in the allowed direction does not."""
+    statements = _statements(
+        "Every metadata store call has a deadline of 2 s.\n\nTLS 1.2 is the minimum version on the public listener.\n\n"
+        "Parts are 8 MiB to 512 MiB."
+    )
+
+    def diff(old: str, new: str) -> str:
+        return f"--- a/x.go\n+++ b/x.go\n@@ -1,1 +1,1 @@\n-{old}\n+{new}\n"
+
+    found = contradictions(statements, "Compaction makes lookups slow.", diff("MetadataCallTimeout = 2 * time.Second", "MetadataCallTimeout = 60 * time.Second"))
+    assert [c.kind for c in found] == ["changed_value"] and "2 to 60" in found[0].differs
+    assert contradictions(statements, "Legacy appliance.", diff("MinVersion: tls.VersionTLS12,", "MinVersion: tls.VersionTLS10,"))
+    assert not contradictions(statements, "Only modern clients remain.", diff("MinVersion: tls.VersionTLS12,", "MinVersion: tls.VersionTLS13,"))
+    assert contradictions(statements, "IoT uploaders.", diff("MinPartSize = 8 << 20 // 8 MiB parts", "MinPartSize = 1 << 20 // 1 MiB parts"))
+
+
+def test_bounds_rates_tables_and_banned_lists_are_read() -> None:
+    """'No more than 5 attempts' is a bound, not a prohibition; a table row is a statement with its
+    rate; the items of a banning list are forbidden names; names in parentheses before 'is never
+    used' are forbidden."""
+    from query_server.design.statements import values_in
+
+    attempts = _statements("No more than 5 attempts in total per notification.")[0]
+    assert attempts.modality != "never" and attempts.values[0].bound == "max"
+    table = _statements("We limit every route.\n\n| Route | Limit |\n|---|---|\n| `POST /v1/sync/push` | 120 requests per minute |\n")
+    row = next(s for s in table if s.values)
+    assert row.values[0].quantity == "count/s" and "push" in row.subject
+    assert contradictions(table, "Raised the push throttle to 1000 calls a minute per device.", None)
+    banned = _statements("The following are not allowed in the gateway:\n\n* the `unsafe` package;\n* `crypto/md5`, for any purpose.\n")
+    assert {n for s in banned for n in s.forbidden_names} == {"unsafe", "crypto/md5"}
+    assert contradictions(banned, "ETags now come from md5 of the body.", "--- a/x.go\n+++ b/x.go\n@@ -1 +1 @@\n-\th := sha256.New()\n+\th := md5.New()\n")
+    clock = _statements("The device's wall-clock time (`clientUpdatedAt`, `Date` headers) is never used to order changes.")[0]
+    assert "clientUpdatedAt" in clock.forbidden_names
+    assert values_in("at least every 30 days")[0].bound == "max" and values_in("TLS 1.2 is the minimum")[0].bound == "min"
