@@ -8,8 +8,8 @@ candidate on a hard negative; the misses of held-out documents are only counted 
 ``--show-heldout-misses`` is given, so that nobody tunes on them by accident) · ``--given-source``
 (pass each document's labelled kind as ``source`` instead of ``auto``).
 
-Corpus: ``bench/memory_extract/*.yaml``, one file per document, written for this benchmark (28
-documents, 141 gold memories; 9 documents ``dev``, 19 ``heldout``). Eight realistic projects
+Corpus: ``bench/memory_extract/*.yaml``, one file per document, written for this benchmark (40
+documents, 222 gold memories; 21 documents ``dev``, 19 ``heldout``). Eight realistic projects
 (a Django invoicing service, a Rust log shipper, a React booking front end, a Go inventory service,
 a Kotlin offline-first Android app, a Terraform/Kubernetes platform team, a Python feature store,
 a Fastify/Prisma content API), four source kinds, seven documents each:
