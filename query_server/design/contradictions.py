@@ -23,7 +23,7 @@ and the removed lines are what it takes away. Each contradiction says what diffe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from query_server.design.statements import (
@@ -48,6 +48,9 @@ _REMOVAL = re.compile(
     r"turn(?:s|ed)? off)\b",
     re.IGNORECASE,
 )
+_TAKEN_OUT = re.compile(r"\b(?:t(?:ake|akes|ook|aken)|pull(?:s|ed)?|rip(?:s|ped)?|turn(?:s|ed)?|switch(?:es|ed)?|cut(?:s)?)\s+((?:\w[\w.-]*\s+){0,4}?\w[\w.-]*)\s+(?:out|off)\b",
+                        re.IGNORECASE)
+"""A removal with its object between the verb and the particle ("took the lookup out", "turned scrubbing off")."""
 _NEGATED = re.compile(r"\b(?:not|never|don't|doesn't|didn't|do not|does not|isn't|aren't|won't|no)\b", re.IGNORECASE)
 _SCOPE_END = re.compile(r"[,;:.!?]\s|[,;:.!?]$|\)|\b(?:so|because|but|since|and then|when|while|which)\b", re.IGNORECASE)
 _PAST = re.compile(r"\b(?:used to|previously|was|were|had been|kept|before this)\b|(?<!days )(?<!hours )(?<!weeks )(?<!months )(?<!years )\bold\b", re.IGNORECASE)
@@ -85,10 +88,14 @@ class FixText:
     removed: str
     whole: set[str]
     """The terms of the whole fix (description and changed lines)."""
+    steps: list[str] = field(default_factory=list)
+    """The removal scopes that take a step away ("skip the zod parse", "without waiting for a
+    co-signer"), not those that describe a condition ("a task without a subject")."""
 
 
-def _cut_scopes(text: str, cue: re.Pattern[str]) -> tuple[str, list[str]]:
-    """``text`` without the scopes of ``cue`` (cue to clause end), and those scopes."""
+def _cut_scopes(text: str, cue: re.Pattern[str], cues: list[str] | None = None) -> tuple[str, list[str]]:
+    """``text`` without the scopes of ``cue`` (cue to clause end), and those scopes (``cues``
+    collects the cue words of each scope)."""
     scopes: list[str] = []
     kept, at = [], 0
     for match in cue.finditer(text):
@@ -98,6 +105,8 @@ def _cut_scopes(text: str, cue: re.Pattern[str]) -> tuple[str, list[str]]:
         stop = end.start() if end else len(text)
         kept.append(text[at:match.start()])
         scopes.append(text[match.end():stop])
+        if cues is not None:
+            cues.append(match.group(0))
         at = stop
     kept.append(text[at:])
     return " ".join(kept), scopes
@@ -114,12 +123,17 @@ def diff_lines(diff: str | None, signs: str) -> str:
 
 def read_fix(description: str, diff: str | None) -> FixText:
     """Split a fix into its affirmed clauses, its removals and its changed lines."""
-    affirmed, removal = _cut_scopes(description, _REMOVAL)
+    taken_out = [m.group(1) for m in _TAKEN_OUT.finditer(description)]
+    cues: list[str] = []
+    affirmed, removal = _cut_scopes(_TAKEN_OUT.sub(" ", description), _REMOVAL, cues)
+    steps = [scope for cue, scope in zip(cues, removal, strict=True)
+             if not re.fullmatch(r"without|instead of|rather than", cue, re.IGNORECASE) or re.match(r"\s*\w+ing\b", scope)] + taken_out
+    removal += taken_out
     affirmed, _ = _cut_scopes(affirmed, _NEGATED)
     clauses = [c.strip() for c in re.split(r"(?<=[.!?;:])\s+|,\s+(?:so|and|but)\s+|\s+so\s+|\s\(|\)(?=\s|$)", affirmed) if c.strip()]
     added, removed = diff_lines(diff, "+"), diff_lines(diff, "-")
     return FixText(clauses=clauses, removal=removal, added=added, removed=removed,
-                   whole=terms(f"{description}\n{added}\n{removed}"))
+                   whole=terms(f"{description}\n{added}\n{removed}"), steps=steps)
 
 
 # -- names -------------------------------------------------------------------------------------------
@@ -200,7 +214,7 @@ def _spelling_pattern(name: str) -> re.Pattern[str]:
     words = identifier_words(name) if re.fullmatch(r"[A-Za-z][\w-]*", name) else []
     if len(words) < 2:
         return name_pattern(name)
-    return re.compile(r"(?<![\w.\-/])" + r"[_-]?".join(re.escape(w) for w in words) + r"(?![\w\-])", re.IGNORECASE)
+    return re.compile(r"(?<![\w\-/])" + r"[_-]?".join(re.escape(w) for w in words) + r"(?![\w\-])", re.IGNORECASE)
 
 
 # -- values ------------------------------------------------------------------------------------------
@@ -379,6 +393,29 @@ def only_conflict(statement: Statement, fix: FixText) -> str | None:
     return None
 
 
+_STEP_SYNONYMS = [{lemma(w) for w in group.split()} for group in ("validate verify check parse",)]
+
+
+def _with_synonyms(words: set[str]) -> set[str]:
+    grown = set(words)
+    for group in _STEP_SYNONYMS:
+        if any(same_term(w, g) for w in words for g in group):
+            grown |= group
+    return grown
+
+
+def removed_in_words(statement: Statement, fix: FixText) -> str | None:
+    """A removal scope of the fix ("skip the zod parse and their changes are written as they
+    arrive") that shares at least two of the required sentence's terms (the verbs of checking —
+    validate, verify, check, parse — counted as one): the step described in words is taken away."""
+    topic = statement.subject - _QUANTITY_WORDS
+    for scope in fix.steps:
+        words = _with_synonyms(terms(scope))
+        if len(overlap(topic, words)) >= 2:
+            return " ".join(scope.split())
+    return None
+
+
 # -- all of it ---------------------------------------------------------------------------------------
 
 def contradictions(statements: list[Statement], description: str, diff: str | None) -> list[Contradiction]:
@@ -403,4 +440,8 @@ def contradictions(statements: list[Statement], description: str, diff: str | No
             gone = [n for n in s.names if taken_away(n, fix)]
             if gone:
                 found[id(s)] = Contradiction(s, "removed_step", f"the fix removes {', '.join(f'`{n}`' for n in gone)}, which {s.source} requires")
+                continue
+            step = removed_in_words(s, fix)
+            if step:
+                found[id(s)] = Contradiction(s, "removed_step", f"the fix takes away “{step}”, which {s.source} requires: “{s.sentence}”")
     return list(found.values())

@@ -40,7 +40,7 @@ _CONDITION = re.compile(r"\b(?:when|if|unless|while|where|whenever)\b", re.IGNOR
 _CLAUSE_STOP = re.compile(r"[,;:]|\s\(|\)(?=\s|$)|\sby\s|\.(?:\s|$)|\b(?:and then|but|except|because|so that|which|when|if|unless|while|where)\b", re.IGNORECASE)
 _USE_VERB = re.compile(
     r"\b(?:use[ds]?|using|call(?:s|ed)?|import(?:s|ed)?|depend\w*|dependency|support(?:s|ed)?|allow(?:s|ed)?|permit(?:s|ted)?|"
-    r"include[ds]?|install(?:s|ed)?|rel(?:y|ies|ied)|add(?:s|ed)?|introduce[ds]?)\b",
+    r"include[ds]?|install(?:s|ed)?|rel(?:y|ies|ied)|add(?:s|ed)?|introduce[ds]?|set|enabled?|enables|turned on)\b",
     re.IGNORECASE,
 )
 """Verbs after which a negation forbids names ("argparse is not used", "never call `sys.exit()`")."""

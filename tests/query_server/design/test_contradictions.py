@@ -246,3 +246,21 @@ def test_bounds_rates_tables_and_banned_lists_are_read() -> None:
     clock = _statements("The device's wall-clock time (`clientUpdatedAt`, `Date` headers) is never used to order changes.")[0]
     assert "clientUpdatedAt" in clock.forbidden_names
     assert values_in("at least every 30 days")[0].bound == "max" and values_in("TLS 1.2 is the minimum")[0].bound == "min"
+
+
+def test_a_step_removed_in_words_or_from_code_in_another_spelling_is_found() -> None:
+    """'skip the zod parse' takes away 'every push is validated' (checking verbs are one);
+    'a task without a subject' is a condition, not a removed step; a removed
+    ``db.notificationFailures.insert`` takes away the `notification_failures` the design requires;
+    'turned scrubbing off' is a removal."""
+    statements = _statements(
+        "Every push is validated against the batch schema before any change is applied.\n\n"
+        "A failed notification is always recorded in `notification_failures`.\n\n"
+        "The scrubber re-reads every stored object at least every 30 days on every node."
+    )
+    found = contradictions(statements, "Old app versions now skip the zod parse and their changes are applied as they arrive.", None)
+    assert [c.kind for c in found] == ["removed_step"]
+    assert not contradictions(statements, "Reject a push without a batch schema version before any change is applied.", None)
+    removed = "--- a/n.ts\n+++ b/n.ts\n@@ -1,2 +1,1 @@\n-  await db.notificationFailures.insert({ id });\n   log.warn('failed');\n"
+    assert [c.kind for c in contradictions(statements, "The table grew too fast; we only warn now.", removed)] == ["removed_step"]
+    assert [c.kind for c in contradictions(statements, "Turned the object scrubber off on every cold node.", None)] == ["removed_step"]
