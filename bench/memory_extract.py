@@ -9,10 +9,12 @@ candidate on a hard negative; the misses of held-out documents are only counted 
 (pass each document's labelled kind as ``source`` instead of ``auto``).
 
 Corpus: ``bench/memory_extract/*.yaml``, one file per document, written for this benchmark (40
-documents, 222 gold memories; 21 documents ``dev``, 19 ``heldout``). Eight realistic projects
+documents, 222 gold memories; 21 documents ``dev``, 19 ``heldout``). Twelve realistic projects
 (a Django invoicing service, a Rust log shipper, a React booking front end, a Go inventory service,
 a Kotlin offline-first Android app, a Terraform/Kubernetes platform team, a Python feature store,
-a Fastify/Prisma content API), four source kinds, seven documents each:
+a Fastify/Prisma content API; and, dev only, written later by another hand, a Phoenix chat
+service, a Unity game's build tooling, a Spring billing service and STM32 firmware), four source
+kinds, ten documents each:
 
 * ``transcript``: Claude Code sessions (User/Assistant turns, tool calls and their output,
   chit-chat, questions, false leads, options weighed and rejected, a closing summary);

@@ -79,9 +79,14 @@ MAX_EMBEDDED = 400
 CONFLICT_SIMILARITY = 0.5
 """Cosine similarity from which a stored memory is taken to be on the same subject (then checked for
 a contradiction)."""
-PROTOTYPE_ONLY_CAP = 0.45
-"""The most confidence a segment gets from prototype similarity alone (below the default
-min_confidence: the local model measures topic, not whether something was decided)."""
+PROTOTYPE_ONLY_SIMILARITY = 0.55
+PROTOTYPE_ONLY_MARGIN = 0.05
+PROTOTYPE_ONLY_CAP = 0.6
+"""A segment without a cue becomes a candidate when its nearest example sentence (``PROTOTYPES``,
+``none`` included: narration, questions, chit-chat) is of a memory type, at least
+``PROTOTYPE_ONLY_SIMILARITY`` close and ``PROTOTYPE_ONLY_MARGIN`` closer than any other type's; its
+confidence (0.2 + 0.6 × similarity) stays under ``PROTOTYPE_ONLY_CAP``: the local model measures
+topic more than intent."""
 
 # -- cues (query_server/memory/extract_cues.py) ----------------------------------------------------
 
@@ -107,6 +112,8 @@ _DEF = re.compile(
     r"^\s*(?:async\s+)?(?:def|function|func|fn|pub\s+fn|public\s+\w+|private\s+\w+)\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(.*"
 )
 _PROSE_EXT = (".md", ".markdown", ".rst", ".txt", ".adoc")
+_INSTRUCTION_FILES = frozenset({"claude.md", "claude.local.md", "agents.md", "gemini.md", ".cursorrules", "copilot-instructions.md"})
+"""Files whose lines are the user's instructions to a coding agent."""
 _LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".tsx": "typescript", ".go": "go", ".rs": "rust",
               ".java": "java", ".rb": "ruby", ".c": "c", ".cc": "cpp", ".cpp": "cpp", ".h": "c", ".cs": "csharp", ".kt": "kotlin",
               ".sh": "bash", ".sql": "sql"}
@@ -193,7 +200,7 @@ def _is_title(line: str, previous: str | None, following: str | None) -> bool:
     if following is None or not following.strip() or (previous is not None and previous.strip()) or _HEADING.match(line):
         return False
     words = _BULLET.sub("", line.strip(), count=1).strip()
-    if not words or len(words.split()) > 8:
+    if not words or len(re.sub(r"\s*\([^)]*\)", "", words).split()) > 8:  # "Conventions (Tomasz asked for these)"
         return False
     numbered = bool(re.match(r"^\s*\d+[.)]\s", line))
     if _BULLET.match(line) and not numbered:
@@ -320,7 +327,9 @@ def _diff_segments(text: str) -> list[Segment]:
         language = _LANGUAGES.get(_ext(path))
         if path.lower().endswith(_PROSE_EXT):
             body = "\n".join(line for _, _, _, line in run)
-            for seg in _prose(body, body, 0):
+            # CLAUDE.md and its kind hold the user's standing instructions to the agent: the user speaking
+            role = "user" if path.rsplit("/", 1)[-1].lower() in _INSTRUCTION_FILES else None
+            for seg in _prose(body, body, 0, role=role):
                 seg.start, seg.end = _map_offsets(run, seg.start, seg.end)
                 seg.text = " ".join(seg.text.split())
                 seg.facts = {"file_path": path}
@@ -644,10 +653,12 @@ def decide_type(segment: Segment, scores: dict[str, tuple[float, str]], sims: di
     if sims:
         best = max(sims, key=lambda k: sims[k])
         second = max((v for k, v in sims.items() if k != best), default=0.0)
-        if best == "user_preference" and segment.role == "assistant":
+        if best == "none" or best == "user_preference" and segment.role == "assistant":
             return None
-        if sims[best] >= 0.55 and sims[best] - second >= 0.15:
-            return best, round(min(PROTOTYPE_ONLY_CAP, 0.2 + sims[best] * 0.4), 3), "similar to " + best.replace("_", " ")
+        if segment.role == "user" and best != "user_preference":
+            return None  # a user's words without a cue are a request ("fix the failing login test"), not a record
+        if sims[best] >= PROTOTYPE_ONLY_SIMILARITY and sims[best] - second >= PROTOTYPE_ONLY_MARGIN:
+            return best, round(min(PROTOTYPE_ONLY_CAP, 0.2 + sims[best] * 0.6), 3), "similar to " + best.replace("_", " ")
     return None
 
 

@@ -79,7 +79,14 @@ CUES: tuple[Cue, ...] = (
     _cue("requirements", 0.6, r"\b(is|are) (never|always) (used|allowed|accepted|sent|stored|shown|returned|exposed|logged)\b"
                               r"|\b(at most|at least|no more than|no less than|not exceed)\s+~?\d"),
     # -- preferences, in the user's own words (or reported by the assistant) ---------------------
-    _cue("user_preference", 0.85, r"\bI\s+(really\s+|strongly\s+|generally\s+|always\s+)?(prefer|like|want|'d like|would like|'d rather|would rather|hate|dislike|don't like|do not like)\b", ("user", None)),
+    _cue("user_preference", 0.85, r"\bI\s+(really\s+|strongly\s+|generally\s+|always\s+)?(prefer|like|want|'d like|would like|'d rather|would rather|hate|dislike|don't like|do not like)\b"
+                                  r"|\bI'd\s+(really\s+)?(rather|prefer|like)\b", ("user", None)),
+    # a standing instruction in the user's imperative: it holds beyond this task ("leave X alone", "ask me before
+    # adding ...", "explain any change to ... before making it", "short bullets from now on")
+    _cue("user_preference", 0.8, r"^\W*(also,?\s+|and\s+|one thing:\s*)?(leave|keep|ask me|tell me|check with me|explain|use|write|put|run|"
+                                 r"don't|do not|never|always|stop|avoid|no)\b.{0,120}\b(alone|before (\w+ing|making|you)|unless|from now on|"
+                                 r"any(one|thing)?|every|whenever|each time|in future)\b"
+                                 r"|\bfrom now on\b|\bgoing forward\b", ("user",)),
     _cue("user_preference", 0.85, r"\b(please|pls)\s+(always|never|don't|do not|stop|avoid|keep|use|write|make sure)\b|\bmy preference\b|\bfor me\b", ("user",)),
     _cue("user_preference", 0.8, r"^\W*(always|never|don't|do not|stop|avoid)\b", ("user",)),
     # a standing instruction to the assistant: it holds "every time", "by default", "unless I ask", "when you X, Y"
@@ -130,6 +137,16 @@ CUES: tuple[Cue, ...] = (
     _cue("code_pattern", 0.75, r"^\W*(" + _CODE_VERBS + r"|keep|set|flush|normali[sz]e|convert|hash|sign|encode|decode|read|write)\b.{0,120}\b(before|after|first|only)\b",
          (None,), kinds=("comment",)),
     _cue("code_pattern", 0.5, r"\b(pattern|convention|idiom)\b"),
+    # an order between code steps, said of named code ("BUSY must be low before NSS goes low", "SystemClock_Config()
+    # has to run again before UART2 is touched", "content must be built before the player"): a convention of the
+    # code, not a product requirement
+    _cue("code_pattern", 0.8, r"\b(must|has to|have to|needs? to|should)\b( not| never| always| only)?\b.{0,80}\b(before|after|until|first|or (else )?(the|it|you))\b",
+         (None, "assistant"), kinds=("comment", "prose", "body")),
+    # a new state of the system stated without decision words, in a commit, a note or a diff: "X is now Y",
+    # "X now runs on Y", "X happens at Y, not in Z", "X comes in over Kafka instead of the nightly CSV"
+    _cue("design", 0.45, r"^(?!.*\b(could|might|maybe|perhaps|consider|what if|if we|would|should we|option)\b)(?!\W*(i|we|you|it|this|that|the tests?)\b)"
+                        r".{8,}\b((is|are) now\b|(is|are) \S+(-\S+)? now\b|now (\w+s|lives?|runs?|goes|sleeps|uses)\b|\binstead of\b|, not (in|by|on|at|from|via|through|a|an|the)\b)",
+         (None,)),
 )
 
 HEADING_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -149,28 +166,96 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
         "We decided to use one library instead of another for this part of the system.",
         "Design decision: store the data in this database and accept the trade-off.",
         "The architecture choice is that this service owns the queue.",
+        "Sessions are kept in Redis from now on, not in the application's memory.",
+        "The import job now runs as a background worker fed by a queue.",
+        "Going with server-sent events for live updates; websockets are not worth it here.",
+        "Pagination is cursor-based now, keyed on the creation time and the id.",
+        "Option two then: cache the rendered page at the edge and purge it on publish.",
+        "Files go to object storage and the database keeps only their keys.",
+        "The billing service is the only writer of the invoices table; everything else reads a replica.",
+        "We'll shard the events table by tenant id.",
+        "Configuration moves to a single TOML file, environment variables override it.",
+        "Retries are handled by the job runner, with exponential backoff, instead of inside each handler.",
+        "Let's keep the monolith and split the reporting module out later.",
+        "Authentication goes through the identity provider with OIDC; local passwords are dropped.",
     ),
     "requirements": (
         "The system must respond within two seconds.",
         "The API shall reject requests without a valid token.",
         "Every export is required to include a checksum.",
+        "Personal data must be deleted within 30 days of a deletion request.",
+        "The page has to load in under one second on a mid-range phone.",
+        "Invoices must carry a sequential number without gaps, as the tax law requires.",
+        "Uploads are limited to 25 MB per file.",
+        "The service needs to keep working when the payment provider is down.",
+        "Every admin action must be written to the audit log.",
+        "Passwords must be at least 12 characters long.",
     ),
     "user_preference": (
         "I prefer short functions and descriptive names.",
         "Please always write type hints for me.",
         "Don't add comments that restate the code.",
+        "Ask me before you run anything that changes the database.",
+        "Leave the generated files alone, I regenerate them myself.",
+        "Keep commit messages to one line in the imperative.",
+        "I'd rather you show me the plan first and write the code after I say yes.",
+        "Use tabs in the Go files and do not reformat code you did not change.",
+        "Never push to the main branch, open a pull request instead.",
+        "Write the tests before the fix, and run only the affected test file.",
+        "No emojis in the docs, please.",
+        "Explain any change to the build scripts before making it.",
     ),
     "test_history": (
         "12 tests passed and 1 failed in the test suite.",
         "The flaky test is fixed now.",
         "test_login fails with a timeout error.",
+        "The integration test failed because the fixture reused the same user for both sessions.",
+        "The load test held 800 requests per second with a p99 of 120 ms.",
+        "The benchmark went from 340 ms to 95 ms after the index was added.",
+        "The checkout test is flaky on CI: it passes locally and fails about one run in ten.",
+        "Before this fix the parser returned an empty list for files with a BOM, and the import test caught it.",
+        "After the change all 214 tests pass.",
+        "Measured on the device: 3.1 mA average in sleep, down from 4.8 mA.",
+        "The regression came from the upgrade of the date library; pinning the old version made the tests green.",
     ),
     "code_pattern": (
         "Gotcha: this call deadlocks when used inside a transaction.",
         "The convention here is to wrap every handler in a retry decorator.",
         "Turns out the cache must be cleared before reloading the config.",
+        "Always close the reader in a finally block, otherwise the file handle leaks.",
+        "Handlers never throw: they return a result object with the error.",
+        "No heap allocation after start-up; use the static pools.",
+        "Call the init function before any other function of the module.",
+        "Interrupt handlers only set a flag; the work happens in the main loop.",
+        "Dates are stored in UTC and converted at the edge, in the view layer.",
+        "The ORM's bulk update skips the model hooks, so the cache has to be invalidated by hand.",
+        "Every repository method takes the transaction as its first argument.",
+        "Use the helper in tests instead of asserting on the raw message.",
+        "Reading the sensor earlier than 100 ms after power-up gives wrong values.",
+    ),
+    "none": (
+        "I'll start by reading the file.",
+        "Let me look at how the handler is wired up.",
+        "Here is the diff for the change.",
+        "Thanks, that looks good.",
+        "Can you check why the build is slow?",
+        "The function loops over the items and sums their prices.",
+        "I updated the README and the changelog.",
+        "This module has about four hundred lines.",
+        "I ran the linter and it reported nothing.",
+        "Next I will rename the variable and update the call sites.",
+        "The user clicked the button and nothing happened.",
+        "That error comes from the third line of the stack trace.",
+        "Good morning, sorry for the delay.",
+        "We talked about the roadmap for the next quarter.",
+        "The pull request is ready for review.",
+        "Bumped the dependency to the latest patch release.",
+        "What does the other service do in this case?",
+        "Maybe we could try a different approach later.",
     ),
 }
+"""Example sentences of each type (and of ``none``: narration, questions, chit-chat) the local model
+compares a segment with, written for this module in varied domains and wordings."""
 
 # -- what the words around a segment say ---------------------------------------------------------
 

@@ -399,3 +399,20 @@ def test_test_result_formats_of_other_runners(memory, output: str) -> None:
     text = f"User: run the tests please\n\nAssistant: Running them.\n\n[Tool: Bash make test]\n{output}\n\nAssistant: One test fails on the ordering check.\n"
     (candidate,) = _extract(memory, text).candidates
     assert candidate.memory_type == "test_history" and output.splitlines()[0] in text[candidate.source_start:candidate.source_end]
+
+
+def test_claude_md_lines_standing_imperatives_and_orders_between_code_steps(memory) -> None:
+    """Lines added to CLAUDE.md are the user's instructions (preferences); a user's imperative that
+    holds beyond the task is a preference, a task request is not; an order between named code
+    steps is a convention of the code, not a requirement."""
+    diff = (
+        "--- a/CLAUDE.md\n+++ b/CLAUDE.md\n@@ -1,2 +1,4 @@\n # Working here\n"
+        "+- Never flash a board from a session; build, run the host tests and tell me when it is ready.\n"
+        "+- Explain any change to the linker script before making it.\n"
+    )
+    kinds = _by_type(_extract(memory, diff, source="diff"))
+    assert len(kinds.get("user_preference", [])) == 2, kinds
+    chat = "User: leave assets/js alone apart from room.ts, the frontend folks own it.\n\nUser: fix the failing login test."
+    assert list(_by_type(_extract(memory, chat, source="transcript"))) == ["user_preference"]
+    commit = "Sleep in STOP2 between samples\n\nSystemClock_Config() has to run again before UART2 is touched after wake-up."
+    assert "code_pattern" in _by_type(_extract(memory, commit, source="commit"))
