@@ -25,13 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from query_server.design.contradictions import Contradiction, contradictions, diff_lines, synonyms
+from query_server.design.contradictions import Contradiction, contradictions, diff_lines, synonyms, tension
+from query_server.design.contradictions import read_fix as read_statement_fix
 from query_server.design.statements import STOPWORDS, Statement, clean, overlap, statements_of, terms
 from resources.memory.ledger import MemoryRow
 from resources.text.identifiers import IDENTIFIER, identifier_words, suffix_stem
 
 RELEVANCE_THRESHOLD = 0.30
 NOTHING_GOVERNS = 0.75
+TENSION_PENALTY = 0.15
+"""How much half the evidence of a contradiction lowers an aligned fix's overall score (from at
+least 0.7, so it stays above the 0.5 of a conflict)."""
 """The score of a side (designs, requirements) no statement of which bears on the fix."""
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*[-*+]\s+|\n{2,}")
 _NEGATION = re.compile(
@@ -484,6 +488,8 @@ def assess_fix(
     overall = round(sum(w * v for w, v in judged) / sum(w for w, _ in judged), 4) if judged else NOTHING_GOVERNS
     if conflicts:  # a conflict on either side caps the whole
         overall = round(min(overall, min(v for _, v in judged) + 0.1), 4)
+    else:  # half the evidence of a contradiction ranks the fix lower, staying aligned
+        overall = round(overall - TENSION_PENALTY * tension(checkable, read_statement_fix(description, diff)), 4)
     design_score = NOTHING_GOVERNS if design_score is None else design_score
     requirement_score = NOTHING_GOVERNS if requirement_score is None else requirement_score
     if conflicts:

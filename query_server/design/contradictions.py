@@ -416,6 +416,24 @@ def removed_in_words(statement: Statement, fix: FixText) -> str | None:
     return None
 
 
+def tension(statements: list[Statement], fix: FixText) -> float:
+    """Half the evidence of a contradiction (0, 0.5 or 1), for ranking fixes that contradict
+    nothing outright: the fix takes away something on a required sentence's topic (a removal
+    scope sharing one of its terms), or does a prohibited action (the verb or a synonym) on a
+    sentence's topic. It lowers an aligned fix's score, never makes a conflict."""
+    found = 0.0
+    affirmed = [terms(c) for c in fix.clauses]
+    for s in statements:
+        topic = s.subject - _QUANTITY_WORDS
+        if s.modality != "never" and any(overlap(topic, _with_synonyms(terms(scope))) for scope in fix.steps):
+            found = max(found, 0.5 if s.modality == "fact" else 1.0)
+        if s.action:
+            verbs = set().union(*(synonyms(v) for v in s.action))
+            if any(overlap(words, verbs) and overlap(words, topic - s.action) for words in affirmed):
+                found = max(found, 1.0)
+    return found
+
+
 # -- all of it ---------------------------------------------------------------------------------------
 
 def contradictions(statements: list[Statement], description: str, diff: str | None) -> list[Contradiction]:

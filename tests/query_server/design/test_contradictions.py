@@ -264,3 +264,15 @@ def test_a_step_removed_in_words_or_from_code_in_another_spelling_is_found() -> 
     removed = "--- a/n.ts\n+++ b/n.ts\n@@ -1,2 +1,1 @@\n-  await db.notificationFailures.insert({ id });\n   log.warn('failed');\n"
     assert [c.kind for c in contradictions(statements, "The table grew too fast; we only warn now.", removed)] == ["removed_step"]
     assert [c.kind for c in contradictions(statements, "Turned the object scrubber off on every cold node.", None)] == ["removed_step"]
+
+
+def test_half_the_evidence_of_a_contradiction_is_tension_not_a_conflict() -> None:
+    """Taking away something on a required sentence's topic, or doing a prohibited action on a
+    sentence's topic, without the rest of a contradiction, is tension (it ranks the fix lower);
+    a fix that touches neither has none."""
+    from query_server.design.contradictions import read_fix, tension
+
+    statements = _statements("The scrubber must re-read every stored object at least every 30 days.\n\nRequest bodies are never logged.")
+    assert tension(statements, read_fix("Turned scrubbing off for the cold tier.", None)) == 1.0
+    assert tension(statements, read_fix("The handler now logs the request id at debug level.", None)) == 1.0
+    assert tension(statements, read_fix("Fixed the typo in the README.", None)) == 0.0
