@@ -242,6 +242,8 @@ def read_fix(description: str, diff: str | None) -> FixReading:
     lower = description.lower()
     bypass = bool(re.search(r"\b(directly|bypass\w*|around the|straight (?:to|into|from)|raw)\b", lower))
     words = concepts(introduced_text + "\n" + (diff or ""), plain_words=True)
+    # a name replaced by a variant of itself (sha256 → sha256simd) is kept, not removed
+    removed = {r for r in removed if not any(len(r) >= 4 and r != i and (r in i or i in r) for i in introduced)}
     return FixReading(introduced=introduced - removed, removed=removed, bypass=bypass, words=words)
 
 
@@ -351,14 +353,18 @@ def _checked_elsewhere(rule: Rule, fix: FixReading, fix_text: str, checkable: Se
     return False
 
 
-def _action_absent(rule: Rule, fix_text: str, fix: FixReading, checkable: Sequence[Statement]) -> bool:
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+def _action_absent(rule: Rule, description: str, added: str, fix: FixReading, checkable: Sequence[Statement]) -> bool:
     """The sentence prohibits an action ("never *log* personal data", "never *stores* a client-supplied
-    digest") and the fix does not do it: neither the verb (or a synonym) nor its concept is in the
-    fix, so sharing the sentence's nouns (tokens, client) is not a conflict."""
+    digest") and the fix does not do it: neither the verb (or a synonym) in its description or the
+    functions its added lines call, nor the verb's concept, is in the fix; sharing the sentence's
+    nouns (tokens, client, an ``h.Store`` receiver) is not a conflict."""
     actions = [s.action for s in checkable if _covers(rule, s) and s.action]
     if not actions:
         return False
-    words = terms(fix_text, keep=frozenset({"file", "files"}))
+    words = terms(f"{description} {' '.join(_CALLED.findall(added))}", keep=frozenset({"file", "files"}))
     for action in actions:
         verbs = set().union(*(synonyms(v) for v in action))
         if overlap(words, verbs) or concepts(" ".join(action)) & fix.introduced:
@@ -434,7 +440,7 @@ def assess_fix(
         if any(_covers(rule, c.statement) for c, _ in contradicted):
             continue  # the statement check says how the fix contradicts this sentence
         verdict, reason = judge(rule, fix, alternatives(rule))
-        if verdict == "conflicts" and (_checked_elsewhere(rule, fix, fix_text, checkable) or _action_absent(rule, fix_text, fix, checkable)):
+        if verdict == "conflicts" and (_checked_elsewhere(rule, fix, fix_text, checkable) or _action_absent(rule, description, added, fix, checkable)):
             verdict, reason = "related", None  # the prohibition was read and checked: the fix does not break it
         statement = statement_model(
             memory_id=rule.row.id, memory_type=rule.row.memory_type, source=rule.source,
