@@ -33,10 +33,10 @@ from resources.text.identifiers import IDENTIFIER, identifier_words, suffix_stem
 
 RELEVANCE_THRESHOLD = 0.30
 NOTHING_GOVERNS = 0.75
+"""The score of a side (designs, requirements) no statement of which bears on the fix."""
 TENSION_PENALTY = 0.15
 """How much half the evidence of a contradiction lowers an aligned fix's overall score (from at
 least 0.7, so it stays above the 0.5 of a conflict)."""
-"""The score of a side (designs, requirements) no statement of which bears on the fix."""
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*[-*+]\s+|\n{2,}")
 _NEGATION = re.compile(
     r"\b(must not|mustn't|shall not|should not|shouldn't|never|do not|don't|not allowed|not permitted|forbidden|"
