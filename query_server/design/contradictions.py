@@ -326,7 +326,7 @@ def _stated_digits(value: Value) -> str | None:
     return found.group(0).replace(".", "") if value.quantity.startswith("version:") else found.group(0)
 
 
-def diff_value_conflicts(statements: list[Statement], fix: FixText, diff: str | None) -> list[Contradiction]:
+def diff_value_conflicts(statements: list[Statement], diff: str | None) -> list[Contradiction]:
     """A diff line that changes a number the design states, on its topic, to one it does not allow
     (``MinPartSize = 8 << 20`` → ``1 << 20`` where the design says parts of at least 8 MiB)."""
     out: list[Contradiction] = []
@@ -441,7 +441,7 @@ def contradictions(statements: list[Statement], description: str, diff: str | No
     fix = read_fix(description, diff)
     found: dict[int, Contradiction] = {}
     prose = prose_names(statements)
-    for c in value_conflicts(statements, fix) + diff_value_conflicts(statements, fix, diff):
+    for c in value_conflicts(statements, fix) + diff_value_conflicts(statements, diff):
         found.setdefault(id(c.statement), c)
     for s in statements:
         if id(s) in found:
