@@ -254,6 +254,24 @@ def fix_values(fix: FixText) -> list[tuple[Value, str]]:
     return found
 
 
+_MEASURE_WORDS = {lemma(w) for w in ("timeout", "limit", "deadline", "budget", "threshold", "cap", "size", "default", "value",
+                                      "duration", "interval", "delay", "ttl", "maximum", "minimum", "max", "min")}
+"""Words that say what kind of value it is, not whose ("the hook timeout" is not "the graph query timeout")."""
+VALUE_WINDOW = 80
+"""Characters on each side of a stated value whose words say what the value is about."""
+
+
+def _value_topic(statement: Statement, quantity: str) -> set[str]:
+    """The topic of a statement's values of one quantity: the words around them ("every metadata
+    store call a deadline of 2 s"), not those of a long sentence's other clauses."""
+    found: set[str] = set()
+    for value in statement.values + statement.forbidden_values:
+        at = statement.sentence.find(value.text) if value.quantity == quantity else -1
+        if at >= 0:
+            found |= terms(statement.sentence[max(0, at - VALUE_WINDOW): at + len(value.text) + VALUE_WINDOW])
+    return (found or statement.subject) - _QUANTITY_WORDS - _MEASURE_WORDS
+
+
 def value_conflicts(statements: list[Statement], fix: FixText) -> list[Contradiction]:
     """A fix value that the best-matching statement of its quantity does not allow, or that a
     matching statement explicitly forbids ("never 1")."""
@@ -264,7 +282,7 @@ def value_conflicts(statements: list[Statement], fix: FixText) -> list[Contradic
         for s in statements:
             if not any(v.quantity == value.quantity for v in s.values + s.forbidden_values):
                 continue
-            topic = _topic(s)
+            topic = _value_topic(s, value.quantity)
             score = 2 * len(overlap(topic, near)) + len(overlap(topic, fix.whole))
             if overlap(topic, near) or len(overlap(topic, fix.whole)) >= 2:
                 scored.append((score, len(overlap(topic, fix.whole)), s))

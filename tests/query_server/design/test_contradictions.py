@@ -276,3 +276,14 @@ def test_half_the_evidence_of_a_contradiction_is_tension_not_a_conflict() -> Non
     assert tension(statements, read_fix("Turned scrubbing off for the cold tier.", None)) == 1.0
     assert tension(statements, read_fix("The handler now logs the request id at debug level.", None)) == 1.0
     assert tension(statements, read_fix("Fixed the typo in the README.", None)) == 0.0
+
+
+def test_a_value_is_matched_by_the_words_around_it_not_by_its_kind() -> None:
+    """In a long sentence, a value's topic is the words around it; 'timeout' or 'limit' says what
+    kind of value it is, not whose: another component's timeout is not a changed value."""
+    statements = _statements(
+        "A write answers after the vectors and leaves its graph node to the outbox, which the background thread projects "
+        "within seconds after the read (`CODEMEM_GRAPH_QUERY_TIMEOUT_S`, default 10 s, bounds `graph_query`)."
+    )
+    assert not contradictions(statements, "Bumped the hook timeout to 10 minutes.", None)
+    assert [c.kind for c in contradictions(statements, "Raised the graph query timeout to 10 minutes.", None)] == ["changed_value"]
