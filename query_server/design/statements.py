@@ -87,9 +87,9 @@ _MIN = re.compile(
 )
 _MIN_AFTER = re.compile(r"^\s*(?:(?:is|as) the\s+)?(?:minimum|min\b|lowest|or (?:more|higher|later|above|newer))", re.IGNORECASE)
 _MAX_AFTER = re.compile(r"^\s*(?:(?:is|as) the\s+)?(?:maximum|max\b|highest|or (?:less|fewer|lower|below|earlier))", re.IGNORECASE)
+"""A bound written after its number ("TLS 1.2 minimum", "10 or fewer")."""
 _EVERY = re.compile(r"\b(?:at least|at most)\s+(?:once\s+)?every\s+$", re.IGNORECASE)
 """A frequency ("at least every 30 days"): its bound is on the interval, the other way round."""
-"""A bound written after its number ("TLS 1.2 minimum", "10 or fewer")."""
 _PERIOD = re.compile(r"^\s*(?:/\s*|per\s+|an?\s+|each\s+)(s|sec|second|min|minute|h|hr|hour|day|week|month)s?\b", re.IGNORECASE)
 """A rate's period after its number ("120 requests per minute", "20 MB/s", "1000 calls a minute")."""
 _VERSION = re.compile(r"\b([A-Z][A-Za-z]{1,12})\s?v?(\d+(?:\.\d+)+)\b")
