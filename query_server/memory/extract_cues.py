@@ -137,9 +137,9 @@ CUES: tuple[Cue, ...] = (
     _cue("code_pattern", 0.75, r"^\W*(" + _CODE_VERBS + r"|keep|set|flush|normali[sz]e|convert|hash|sign|encode|decode|read|write)\b.{0,120}\b(before|after|first|only)\b",
          (None,), kinds=("comment",)),
     _cue("code_pattern", 0.5, r"\b(pattern|convention|idiom)\b"),
-    # an order between code steps, said of named code ("BUSY must be low before NSS goes low", "SystemClock_Config()
-    # has to run again before UART2 is touched", "content must be built before the player"): a convention of the
-    # code, not a product requirement
+    # an order between steps ("BUSY must be low before NSS goes low", "SystemClock_Config() has to run again before
+    # UART2 is touched", "content must be built before the player"), not said by the user: a convention of how the
+    # code is used, not a product requirement (a limit or a duty without an order stays a requirement)
     _cue("code_pattern", 0.8, r"\b(must|has to|have to|needs? to|should)\b( not| never| always| only)?\b.{0,80}\b(before|after|until|first|or (else )?(the|it|you))\b",
          (None, "assistant"), kinds=("comment", "prose", "body")),
     # a new state of the system stated without decision words, in a commit, a note or a diff: "X is now Y",
