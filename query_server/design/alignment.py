@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from query_server.design.contradictions import Contradiction, contradictions, diff_lines, synonyms, tension
+from query_server.design.contradictions import Contradiction, contradictions_in, diff_lines, synonyms, tension
 from query_server.design.contradictions import read_fix as read_statement_fix
 from query_server.design.statements import STOPWORDS, Statement, clean, overlap, statements_of, terms
 from resources.memory.ledger import MemoryRow
@@ -408,7 +408,8 @@ def assess_fix(
     added = diff_lines(diff, "+")
     fix_text = description + ("\n" + diff_lines(diff, "+-") if diff else "")
     checkable = [s for row in [*designs, *requirements] for s in statements_of(row)]
-    found = contradictions(checkable, description, diff)
+    statement_fix = read_statement_fix(description, diff)
+    found = contradictions_in(checkable, statement_fix, diff)
     sentences = [r.sentence for r in rules] + [c.statement.sentence for c in found]
     relevance = np.zeros(len(sentences))
     if sentences:
@@ -495,7 +496,7 @@ def assess_fix(
     if conflicts:  # a conflict on either side caps the whole
         overall = round(min(overall, min(v for _, v in judged) + 0.1), 4)
     else:  # half the evidence of a contradiction ranks the fix lower, staying aligned
-        overall = round(overall - TENSION_PENALTY * tension(checkable, read_statement_fix(description, diff)), 4)
+        overall = round(overall - TENSION_PENALTY * tension(checkable, statement_fix), 4)
     design_score = NOTHING_GOVERNS if design_score is None else design_score
     requirement_score = NOTHING_GOVERNS if requirement_score is None else requirement_score
     if conflicts:

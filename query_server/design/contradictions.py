@@ -91,6 +91,8 @@ class FixText:
     steps: list[str] = field(default_factory=list)
     """The removal scopes that take a step away ("skip the zod parse", "without waiting for a
     co-signer"), not those that describe a condition ("a task without a subject")."""
+    step_words: list[set[str]] = field(default_factory=list)
+    """The terms of each of ``steps``, the verbs of checking counted as one (``_with_synonyms``)."""
 
 
 def _cut_scopes(text: str, cue: re.Pattern[str], cues: list[str] | None = None) -> tuple[str, list[str]]:
@@ -133,7 +135,8 @@ def read_fix(description: str, diff: str | None) -> FixText:
     clauses = [c.strip() for c in re.split(r"(?<=[.!?;:])\s+|,\s+(?:so|and|but)\s+|\s+so\s+|\s\(|\)(?=\s|$)", affirmed) if c.strip()]
     added, removed = diff_lines(diff, "+"), diff_lines(diff, "-")
     return FixText(clauses=clauses, removal=removal, added=added, removed=removed,
-                   whole=terms(f"{description}\n{added}\n{removed}"), steps=steps)
+                   whole=terms(f"{description}\n{added}\n{removed}"), steps=steps,
+                   step_words=[_with_synonyms(terms(step)) for step in steps])
 
 
 # -- names -------------------------------------------------------------------------------------------
@@ -427,8 +430,7 @@ def removed_in_words(statement: Statement, fix: FixText) -> str | None:
     arrive") that shares at least two of the required sentence's terms (the verbs of checking —
     validate, verify, check, parse — counted as one): the step described in words is taken away."""
     topic = statement.subject - _QUANTITY_WORDS
-    for scope in fix.steps:
-        words = _with_synonyms(terms(scope))
+    for scope, words in zip(fix.steps, fix.step_words, strict=True):
         if len(overlap(topic, words)) >= 2:
             return " ".join(scope.split())
     return None
@@ -443,7 +445,7 @@ def tension(statements: list[Statement], fix: FixText) -> float:
     affirmed = [terms(c) for c in fix.clauses]
     for s in statements:
         topic = s.subject - _QUANTITY_WORDS
-        if s.modality != "never" and any(overlap(topic, _with_synonyms(terms(scope))) for scope in fix.steps):
+        if s.modality != "never" and any(overlap(topic, words) for words in fix.step_words):
             found = max(found, 0.5 if s.modality == "fact" else 1.0)
         if s.action:
             verbs = set().union(*(synonyms(v) for v in s.action))
@@ -456,7 +458,11 @@ def tension(statements: list[Statement], fix: FixText) -> float:
 
 def contradictions(statements: list[Statement], description: str, diff: str | None) -> list[Contradiction]:
     """Every contradiction between a fix and the statements, at most one per statement."""
-    fix = read_fix(description, diff)
+    return contradictions_in(statements, read_fix(description, diff), diff)
+
+
+def contradictions_in(statements: list[Statement], fix: FixText, diff: str | None) -> list[Contradiction]:
+    """``contradictions`` of a fix already read (``read_fix``), with its raw diff."""
     found: dict[int, Contradiction] = {}
     prose = prose_names(statements)
     for c in value_conflicts(statements, fix) + diff_value_conflicts(statements, diff):

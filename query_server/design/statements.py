@@ -213,6 +213,16 @@ _ARTICLE_NUMBER = re.compile(
     r"\b(?:(?:a|an|one)\s+(?:full|whole|entire)\s+|(?:for|within|after|than|to|about)\s+(?:a|an|one)\s+)(minute|hour|day|week|month|year)\b", re.IGNORECASE)
 
 
+def _bound_before(before: str) -> str:
+    """``max``, ``min`` or ``eq``: the bound the words before a number set ("at most", "at least")."""
+    return "max" if _MAX.search(before[-30:]) else "min" if _MIN.search(before[-30:]) else "eq"
+
+
+def _bound_after(after: str) -> str:
+    """``min``, ``max`` or ``eq``: the bound the words after a number set ("minimum", "or fewer")."""
+    return "min" if _MIN_AFTER.search(after) else "max" if _MAX_AFTER.search(after) else "eq"
+
+
 def _version_number(text: str) -> float:
     """A dotted version as one comparable number (``1.10`` after ``1.9``)."""
     parts = [int(p) for p in text.split(".")[:3]] + [0, 0]
@@ -242,12 +252,12 @@ def values_in(text: str, context: str = "", articles: bool = False) -> list[Valu
         if quantity is None and _EXIT_BEFORE.search(before[-40:]):
             quantity = "exit"
         end = match.end() if unit in UNITS else match.end(1)
-        bound = "max" if _MAX.search(before[-30:]) else "min" if _MIN.search(before[-30:]) else "eq"
+        bound = _bound_before(before)
         every = _EVERY.search(before[-30:])
         if every:
             bound = "max" if every.group(0).lower().startswith("at least") else "min"
         if bound == "eq":
-            bound = "min" if _MIN_AFTER.search(text[end:]) else "max" if _MAX_AFTER.search(text[end:]) else "eq"
+            bound = _bound_after(text[end:])
         found.append((match.start(), end, number, quantity, factor, bound))
     out: list[Value] = []
     spans: list[tuple[int, int]] = []
@@ -282,7 +292,7 @@ def values_in(text: str, context: str = "", articles: bool = False) -> list[Valu
             if any(a <= match.start() < b for a, b in taken):
                 continue
             quantity, factor = UNITS[match.group(1).lower()]
-            bound = "max" if _MAX.search(text[: match.start()][-30:]) else "min" if _MIN.search(text[: match.start()][-30:]) else "eq"
+            bound = _bound_before(text[: match.start()])
             out.append(Value(factor, quantity, bound, match.group(0)))
     return out
 
