@@ -360,10 +360,11 @@ def pad_code_collection(service: Any, total: int, rng: np.random.Generator, log:
 def _clear_caches() -> None:
     """Forget the canonical forms and tokens computed so far (they are cached per process)."""
     from pipelines.parsing.canonical import canonical_code
-    from resources.code_similarity import _code_tokens
+    from resources.code_similarity import _code_tokens, code_side
 
     canonical_code.cache_clear()
     _code_tokens.cache_clear()
+    code_side.cache_clear()
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:

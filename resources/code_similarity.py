@@ -61,10 +61,12 @@ MAX_CODE_EMBEDDINGS = 1
 """Most candidates re-embedded per query (the best by index cosine): bounds the latency and the CPU
 one check takes from concurrent calls (8, 4, 2 and 1 score the same on bench.duplicate_accuracy;
 2 and 1 on bench.duplicates --dev)."""
-MAX_CODE_EMBED_CHARS = 400
-"""Code re-embedded per function: its start (~100 word pieces). The model reads 256 at most, and
-the encoding time grows with the length; 400, 600 and the whole score the same on
-bench.duplicate_accuracy and bench.duplicates --dev."""
+MAX_CODE_EMBED_CHARS = 250
+"""Code re-embedded per function: its start (~60–110 word pieces). The encoding time grows with
+the length (~0.35 ms a word piece on one core here) and find_duplicates encodes twice (the
+snippet, one candidate). 250, 400, 600 and the whole score the same on bench.duplicate_accuracy,
+bench.duplicates --dev and --inspected (and with 5,000 standard-library functions indexed beside
+the development corpora); 200 loses recall on bench.duplicate_accuracy (0.917 → 0.867)."""
 MIN_REEMBED_BAG = 0.5
 """Least token-bag overlap for a differently shaped candidate to be re-embedded: a rewrite of the
 same function keeps most tokens (0.58–0.89 on bench.duplicate_accuracy's restyles); one under this
@@ -463,6 +465,13 @@ class _Side:
         return cls(tokens, texts, Counter(texts), Counter(t.text for t in tokens if t.kind == "semantic"))
 
 
+@lru_cache(maxsize=4096)
+def code_side(code: str, language: str, own_name: str | None = None) -> _Side:
+    """A function's tokens with their multisets, cached like :func:`code_tokens` (a server
+    compares the same candidates with query after query)."""
+    return _Side.of(_code_tokens(code, language.lower(), own_name))
+
+
 def _compare_sides(side_a: _Side, side_b: _Side, existing_name: str | None, new_name: str | None) -> CodeComparison:
     """:func:`compare_code` on the two functions' tokens."""
     a, b = side_a.tokens, side_b.tokens
@@ -601,7 +610,7 @@ def score_candidates(
         missing or cut, its language differs, or its cosine is under ``STRUCTURE_COSINE_FLOOR``
         (its score is then its index cosine).
     """
-    new_side = _Side.of(code_tokens(new_code, language, new_name))
+    new_side = code_side(new_code, language, new_name)
 
     def compare(candidate: Candidate) -> CodeComparison | None:
         if (
@@ -613,7 +622,7 @@ def score_candidates(
             opposite = opposite_names(candidate.name, new_name) if candidate.name and new_name else None
             return CodeComparison("other", 0.0, None, 0, 0, opposite=opposite)
         code = compared_code(candidate) if compared_code is not None else candidate.code
-        return _compare_sides(_Side.of(code_tokens(code, language, candidate.name)), new_side, candidate.name, new_name)
+        return _compare_sides(code_side(code, language, candidate.name), new_side, candidate.name, new_name)
 
     def embedding_texts() -> list[str]:
         texts = [] if new_vector is not None else [reembed_text(new_original or new_code, language)]

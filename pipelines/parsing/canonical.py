@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import re
 import textwrap
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import structlog
-from tree_sitter import Node
+from tree_sitter import Node, Query, QueryCursor
 
 from pipelines.parsing.languages import get_parser
 
@@ -93,10 +94,26 @@ class _Renderer:
     holds_block: dict[int, bool] = field(default_factory=dict)
     rules: dict[str, Callable[[Node], str | None]] = field(init=False)
     code: str = field(init=False)
+    marks: list[int] = field(default_factory=list)
+    """Start bytes of the nodes a rule may render otherwise than as written (sorted): a subtree
+    holding none of them renders as its text, without walking it."""
+    block_marks: list[int] = field(default_factory=list)
+    """Start bytes of the blocks of statements (sorted)."""
 
     def __post_init__(self) -> None:
         self.rules = self._rules()
         self.code = self.source.decode("utf-8", "replace")
+
+    def mark(self, root: Node) -> None:
+        """Find, in one query, the nodes a rule may rewrite (:attr:`marks`) and the blocks."""
+        captures = QueryCursor(_shaped_query(self.language, frozenset(self.rules))).captures(root)
+        self.marks = sorted(node.start_byte for node in captures.get("shaped", []))
+        self.block_marks = sorted(node.start_byte for node in captures.get("block", []))
+
+    @staticmethod
+    def _holds_mark(marks: list[int], node: Node) -> bool:
+        index = bisect_left(marks, node.start_byte)
+        return index < len(marks) and marks[index] < node.end_byte
 
     # -- generic ---------------------------------------------------------------------------
 
@@ -109,6 +126,8 @@ class _Renderer:
         if known is not None:
             return known
         rule = self.rules.get(node.type)
+        if rule is None and not self._holds_mark(self.marks, node):
+            return self.text(node)  # nothing in it is rewritten
         out = rule(node) if rule is not None else None
         if out is None:
             out = self.splice(node)
@@ -116,25 +135,31 @@ class _Renderer:
         return out
 
     def splice(self, node: Node, skip: Callable[[Node], bool] | None = None) -> str:
-        """The node's text with each child rendered (children for which ``skip`` holds left out)."""
+        """The node's text with each child rendered (children for which ``skip`` holds left out).
+
+        Children no rule rewrites (no mark in their text) are copied with the text around them,
+        as one slice."""
         if not node.children:
             return self.text(node)
-        parts, position = [], node.start_byte
+        parts: list[str] = []
+        copied_to = node.start_byte  # the text from here to the next rewritten child is kept as is
         for child in node.children:
-            if child.start_byte > position:
-                parts.append(self.source[position : child.start_byte].decode("utf-8", "replace"))
-            position = child.end_byte
-            kind = child.type
-            if kind in _COMMENTS:
+            if skip is not None and skip(child):
+                replacement = " "
+            elif not self._holds_mark(self.marks, child):
+                continue
+            elif child.type in _COMMENTS:
                 self.comments += 1
-                parts.append(" ")
-            elif (skip is not None and skip(child)) or self._is_type(child):
-                parts.append(" ")
-            elif child.child_count == 0 and kind not in self.rules:  # a leaf renders as written
-                parts.append(self.source[child.start_byte : position].decode("utf-8", "replace"))
+                replacement = " "
+            elif self._is_type(child):
+                replacement = " "
             else:
-                parts.append(self.render(child))
-        parts.append(self.source[position : node.end_byte].decode("utf-8", "replace"))
+                replacement = self.render(child)
+            if child.start_byte > copied_to:
+                parts.append(self.source[copied_to : child.start_byte].decode("utf-8", "replace"))
+            parts.append(replacement)
+            copied_to = max(copied_to, child.end_byte)
+        parts.append(self.source[copied_to : node.end_byte].decode("utf-8", "replace"))
         return "".join(parts)
 
     def _is_type(self, node: Node) -> bool:
@@ -317,6 +342,8 @@ class _Renderer:
     def _holds_block(self, node: Node) -> bool:
         """Whether a statement has a block of statements inside (an ``if``, a loop, a callback
         body); remembered per node, as a nested block's statements ask again."""
+        if not self._holds_mark(self.block_marks, node):  # no block anywhere in its text
+            return False
         known = self.holds_block.get(node.id)
         if known is None:
             known = self.holds_block[node.id] = any(
@@ -517,6 +544,21 @@ _CLASS_MEMBERS = frozenset({"javascript", "typescript", "tsx", "java", "csharp"}
 _WRAPPER_OPEN, _WRAPPER_CLOSE = "class Snippet__ {\n", "\n}\n"
 
 
+@lru_cache(maxsize=None)
+def _shaped_query(language: str, rule_types: frozenset[str]) -> Query:
+    """The query capturing, in a language's tree, the nodes whose rendering may differ from their
+    text (``shaped``: a rule's node, a comment, a type annotation) and the blocks of statements
+    (``block``); node types the grammar lacks are left out."""
+    grammar = get_parser(language).language  # type: ignore[arg-type]
+    types = rule_types | _COMMENTS | (_PY_TYPES if language == "python" else _TS_TYPES if language in ("typescript", "tsx") else frozenset())
+    known = sorted(kind for kind in types if grammar.id_for_node_kind(kind, True) is not None)
+    blocks = sorted(kind for kind in _BLOCKS if grammar.id_for_node_kind(kind, True) is not None)
+    source = "[" + " ".join(f"({kind})" for kind in known) + "] @shaped"
+    if blocks:
+        source += " [" + " ".join(f"({kind})" for kind in blocks) + "] @block"
+    return Query(grammar, source)
+
+
 def _member(root: Node) -> Node | None:
     """The class body of a wrapped member (its first class's body)."""
     for node in root.named_children:
@@ -573,6 +615,7 @@ def canonical_code(code: str, language: str) -> CanonicalCode:
         return CanonicalCode(code)
     renderer = _Renderer(source, language)
     try:
+        renderer.mark(root)
         text = renderer.render(root)
     except (RecursionError, IndexError, ValueError) as exc:  # a shape no rule expected: compare as written
         log.warning("canonical form failed; comparing the code as written", language=language, error=repr(exc))

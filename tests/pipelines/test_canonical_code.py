@@ -127,3 +127,39 @@ def test_what_was_removed_is_reported() -> None:
 def test_broken_or_unknown_code_is_rendered_as_far_as_it_goes() -> None:
     assert canonical_code("def f(:\n    return 1\n", "python").text
     assert canonical_code("whatever", "cobol").text == "whatever"
+
+
+def _functions_of_real_code() -> list[tuple[str, str]]:
+    """Functions of real code: some standard-library modules and every fixture repository."""
+    import sys
+    from pathlib import Path
+
+    from pipelines.parsing import parse_source
+    from pipelines.parsing.languages import language_for_path
+
+    stdlib = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    files = [stdlib / name for name in ("textwrap.py", "fractions.py", "difflib.py", "argparse.py")]
+    files += sorted(p for p in (Path(__file__).parents[1] / "fixtures" / "repos").rglob("*") if p.is_file())
+    found = []
+    for path in files:
+        language = language_for_path(str(path))
+        if language is None or not path.exists():
+            continue
+        parsed = parse_source(str(path), path.read_bytes(), language)
+        found += [(symbol.code, language) for symbol in parsed.symbols if symbol.kind in ("function", "method")]
+    return found
+
+
+def test_subtrees_no_rule_rewrites_are_copied_as_they_would_be_rendered(monkeypatch) -> None:
+    """The renderer copies a subtree holding no node a rule may rewrite (a comment, a type, a
+    comparison, a block, ...) as written instead of walking it: the canonical form of every
+    function of real code is the one walking every node gives."""
+    from pipelines.parsing import canonical
+
+    functions = _functions_of_real_code()
+    assert len(functions) > 300 and {language for _, language in functions} >= {"python", "typescript", "go", "java"}
+    pruned = [canonical.canonical_code.__wrapped__(code, language) for code, language in functions]
+    monkeypatch.setattr(canonical._Renderer, "_holds_mark", staticmethod(lambda marks, node: True))
+    walked = [canonical.canonical_code.__wrapped__(code, language) for code, language in functions]
+    assert pruned == walked
+    assert sum(form.rewrites != () for form in pruned) > 20  # the rules did apply
