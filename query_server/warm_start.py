@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from query_server.import_phase import wait_for_end
+from query_server.import_phase import settle_heap, wait_for_end
 from query_server.paging import ToolError
 
 log = structlog.get_logger("codemem.warm_start")
@@ -165,3 +165,4 @@ def warm_up(handle: Any) -> None:
     graph = service.graph
     if hasattr(graph, "started") and not service.closing:
         graph.store  # noqa: B018 - starts the lazily started embedded graph now (the warm thread waits, no call does)
+    settle_heap()  # what opening and warming built stays: out of the collector's walks

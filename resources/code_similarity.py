@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -154,14 +154,25 @@ _ASI = frozenset({"javascript", "typescript", "tsx"})
 _GENERIC_INSIDE = frozenset(", [ ] ? & :: . | : ( ) ... => extends super keyof".split())
 
 
-@dataclass(frozen=True)
-class Token:
-    """One token of a function: its abstracted text, class, and (for identifiers) its name."""
+class Token(NamedTuple):
+    """One token of a function: its abstracted text, class, and (for identifiers) its name.
+
+    The comparison reads tokens by position (``TEXT``, ``KIND``, ``NAME``, ``LINE``), so the
+    cached rows can be plain tuples (``_code_tokens``): the garbage collector stops tracking a
+    tuple of strings and ints after its first pass, never a class instance. A server caches the
+    tokens of thousands of functions; as tracked objects they made each full collection ~100 ms,
+    paid by whichever query triggered it (bench.duplicates at 100,000 symbols)."""
 
     text: str
     kind: Literal["id", "syntax", "semantic"]
     name: str | None = None
-    line: int = field(default=0, compare=False)
+    line: int = 0
+
+
+TEXT, KIND, NAME, LINE = range(4)
+"""Positions of a token's fields (in a ``Token`` or a cached plain row)."""
+TokenRow = tuple[str, str, "str | None", int]
+"""A token as cached: ``(text, kind, name, line)``."""
 
 
 def _generic_brackets(raw: list[tuple[str, str]]) -> set[int]:
@@ -228,12 +239,13 @@ def code_tokens(code: str, language: str, own_name: str | None = None) -> list[T
         with quotes normalized and interpolated names abstracted; identifiers as ``ID`` unless
         they name an API (member, path or called name).
     """
-    return list(_code_tokens(code, language.lower(), own_name))
+    return [Token(*row) for row in _code_tokens(code, language.lower(), own_name)]
 
 
 @lru_cache(maxsize=4096)
-def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token, ...]:
-    """:func:`code_tokens`, cached: a server compares the same candidates again and again."""
+def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[TokenRow, ...]:
+    """:func:`code_tokens` as plain rows, cached: a server compares the same candidates again
+    and again."""
     keywords = _KEYWORDS.get(language, _COMMON_KEYWORDS)
     matches = [m for m in _scanner(language).finditer(code) if m.lastgroup != "doc"]
     raw = [(m.lastgroup or "ch", m.group()) for m in matches]
@@ -249,10 +261,10 @@ def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token,
         if kind == "id" and (index == 0 or raw[index - 1][1] not in (".", "?.", "::"))
         and (index + 1 == len(raw) or raw[index + 1][1] != "(" or (index > 0 and raw[index - 1][1] in _DEFINING))
     }
-    tokens: list[Token] = []
+    tokens: list[TokenRow] = []
 
     def add(text: str, kind: Literal["id", "syntax", "semantic"], name: str | None = None) -> None:
-        tokens.append(Token(text, kind, name, line=lines[index]))
+        tokens.append((text, kind, name, lines[index]))
 
     for index, (kind, text) in enumerate(raw):
         after = raw[index + 1][1] if index + 1 < len(raw) else ""
@@ -289,11 +301,11 @@ def _code_tokens(code: str, language: str, own_name: str | None) -> tuple[Token,
     return tuple(tokens)
 
 
-def _lines(tokens: Sequence[Token]) -> Counter[tuple[str, ...]]:
+def _lines(tokens: Sequence[Token | TokenRow]) -> Counter[tuple[str, ...]]:
     """The token texts of each line, as a multiset of lines."""
     by_line: dict[int, list[str]] = {}
     for token in tokens:
-        by_line.setdefault(token.line, []).append(token.text)
+        by_line.setdefault(token[LINE], []).append(token[TEXT])
     return Counter(tuple(texts) for texts in by_line.values())
 
 
@@ -310,14 +322,14 @@ def _number(text: str) -> str:
         return text
 
 
-def _swapped_variables(a: list[Token], b: list[Token]) -> int:
+def _swapped_variables(a: Sequence[Token | TokenRow], b: Sequence[Token | TokenRow]) -> int:
     """Positions where identical token sequences bind names inconsistently (``b - a`` vs ``a - b``).
 
     Pairs up the identifiers at the same positions; a position counts when its name on each side
     is paired with more than one name on the other side. Swapping two variables yields at least
     two such positions; shadowing (``let text = text.trim()``) is ambiguous on one side only.
     """
-    pairs = [(x.name, y.name) for x, y in zip(a, b, strict=True) if x.kind == "id"]
+    pairs = [(x[NAME], y[NAME]) for x, y in zip(a, b, strict=True) if x[KIND] == "id"]
     forward: dict[str | None, set[str | None]] = {}
     backward: dict[str | None, set[str | None]] = {}
     for x, y in pairs:
@@ -454,15 +466,15 @@ def compare_code(
 class _Side:
     """One function's tokens and their multisets (the new code's, computed once for all candidates)."""
 
-    tokens: Sequence[Token]
-    texts: list[str]
+    tokens: Sequence[Token | TokenRow]
+    texts: tuple[str, ...]
     counts: Counter[str]
     semantic: Counter[str]
 
     @classmethod
-    def of(cls, tokens: Sequence[Token]) -> _Side:
-        texts = [t.text for t in tokens]
-        return cls(tokens, texts, Counter(texts), Counter(t.text for t in tokens if t.kind == "semantic"))
+    def of(cls, tokens: Sequence[Token | TokenRow]) -> _Side:
+        texts = tuple(t[TEXT] for t in tokens)
+        return cls(tokens, texts, Counter(texts), Counter(t[TEXT] for t in tokens if t[KIND] == "semantic"))
 
 
 @lru_cache(maxsize=4096)

@@ -264,6 +264,7 @@ def serve(project: str, host: str, port: int) -> None:
 
     from query_server.hooks.relay_server import HookRelay
     from query_server.http_api import KEEP_ALIVE_S, LOOPBACK, build_http_app
+    from query_server.import_phase import settle_heap
     from query_server.request_guard import WILDCARD_BINDS
     from query_server.shutdown import GRACEFUL_SHUTDOWN_S, Shutdown, serve_http
 
@@ -282,6 +283,7 @@ def serve(project: str, host: str, port: int) -> None:
         if handle.is_owner:
             handle.backend.start_background_index()  # type: ignore[union-attr]
         app = build_http_app(handle, token=token, bind_host=host)
+        settle_heap()  # the stores, the app and their modules: out of the collector's walks for good
         console.print(f"codemem on http://{host}:{port} — MCP at /mcp, API docs at /docs; Ctrl-C to stop")
         if host in WILDCARD_BINDS:
             console.print(

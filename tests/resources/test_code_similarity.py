@@ -268,3 +268,17 @@ def test_only_the_candidates_compared_are_put_in_compared_form_and_an_embedding_
     with pytest.raises(EmbeddingError, match="went away"):
         score_candidates(RENAMED, "positive_total", "python", candidates, failing, compared_code=compared)
     assert sorted(asked) == ["rewrite", "variant"]
+
+
+def test_cached_tokens_leave_the_collectors_walks() -> None:
+    """A server caches the tokens of thousands of functions: once the collector has seen them
+    they are plain tuples it no longer tracks (class instances would be walked by every full
+    collection)."""
+    import gc
+
+    from resources.code_similarity import _code_tokens
+
+    rows = _code_tokens("def f(items):\n    return [i * 2 for i in items if i > 0]\n", "python", "f")
+    gc.collect()
+    assert rows and not gc.is_tracked(rows) and not any(gc.is_tracked(row) for row in rows)
+    assert [t.text for t in code_tokens("def f(x):\n    return x.y\n", "python", "f")][-1] == "y"
