@@ -560,7 +560,7 @@ class Candidate:
     original: str | None = None
 
 
-class _Background:
+class Background:
     """``fn(arg)`` on a thread of its own; :meth:`result` waits for it (and raises what it raised)."""
 
     def __init__(self, fn: Callable[[Any], Any], arg: Any) -> None:
@@ -644,7 +644,7 @@ def score_candidates(
     # are compared, and the model then runs while the rest are (it holds no GIL while it computes).
     comparisons: list[CodeComparison | None] = [None] * len(candidates)
     reembed: list[int] = []
-    encoding: _Background | None = None
+    encoding: Background | None = None
     for i in sorted(range(len(candidates)), key=lambda i: -candidates[i].cosine):
         comp = comparisons[i] = compare(candidates[i])
         if (
@@ -653,7 +653,7 @@ def score_candidates(
         ):
             reembed.append(i)
             if len(reembed) == MAX_CODE_EMBEDDINGS:
-                encoding = _Background(embed, embedding_texts())
+                encoding = Background(embed, embedding_texts())
     cosines = [c.cosine for c in candidates]
     if reembed:
         vectors = np.asarray(encoding.result() if encoding is not None else embed(embedding_texts()), dtype=np.float32)

@@ -5,6 +5,7 @@ its words, compared in canonical form (``pipelines.parsing.canonical``) and re-s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from query_server.paging import (
 )
 from resources.code_similarity import (
     STRUCTURE_COSINE_FLOOR,
+    Background,
     Candidate,
     code_tokens,
     reembed_text,
@@ -57,16 +59,21 @@ class _Snippet:
     """The code about to be written: its first function (or the whole), as written and canonical.
 
     ``embed_text`` is what the model reads of it (:func:`reembed_text`): the search and the
-    re-scoring share that one vector."""
+    re-scoring share that one vector. The canonical form is computed when first read
+    (``find_duplicates`` reads it while the model encodes ``embed_text``)."""
 
     code: str
     name: str | None
+    language: str
     embed_text: str
-    canonical: CanonicalCode
+
+    @cached_property
+    def canonical(self) -> CanonicalCode:
+        return canonical_code(self.code, self.language)
 
 
 def read_snippet(code: str, language: str) -> _Snippet:
-    """The snippet's first function, what the dense model reads of it, and its canonical form.
+    """The snippet's first function and what the dense model reads of it.
 
     A method on its own (TypeScript, JavaScript, Java, C#) is read inside a class.
     """
@@ -76,7 +83,7 @@ def read_snippet(code: str, language: str) -> _Snippet:
                  for s in parsed.symbols if s.kind in CALLABLE_KINDS]
     first = functions[0] if functions else None
     written = first.code if first else code
-    return _Snippet(written, first.name if first else None, reembed_text(written, language), canonical_code(written, language))
+    return _Snippet(written, first.name if first else None, language, reembed_text(written, language))
 
 
 class DuplicateFinder(CodeLookups):
@@ -90,8 +97,14 @@ class DuplicateFinder(CodeLookups):
             raise ToolError(f"Unknown language {request.language!r} — use one of {', '.join(sorted(SUPPORTED_LANGUAGES))}")
         self._check_dense_ready()
         snippet = read_snippet(request.code, language)
-        vector = self.embedder.embed_documents([snippet.embed_text])[0]
-        candidates = self._candidates(snippet, vector, language if request.language else None, request.limit, threshold)
+        # The model encodes the snippet on a thread (it holds no GIL while it computes); its
+        # canonical form and the search by words need no vector and are done meanwhile.
+        encoding = Background(self.embedder.embed_documents, [snippet.embed_text])
+        searched = language if request.language else None
+        snippet.canonical  # noqa: B018 - computed now, read below
+        by_words = self._word_hits(snippet, searched, request.limit)
+        vector = encoding.result()[0]
+        candidates = self._candidates(snippet, vector, searched, request.limit, threshold, by_words)
         # Both sides in canonical form (pipelines.parsing.canonical): names, annotations, comments
         # and statements written another way no longer read as a behaviour change. A candidate's
         # form is computed when it is compared (not for one of another language, say), once.
@@ -145,15 +158,26 @@ class DuplicateFinder(CodeLookups):
         if not done:
             raise ToolError("dense vectors are still being computed — retry in a moment (`index_status` shows progress)")
 
-    def _candidates(self, snippet: _Snippet, vector: np.ndarray, language: str | None, limit: int,
-                    threshold: float) -> list[VectorHit]:
-        """Functions near the snippet — by its code's vector, and by its words — more than wanted,
-        to be re-scored by structure (the embedding alone rates renamed copies low and same-shape
-        opposites high), with the payloads of those that can be shown or compared, a long one's
-        whole code read from its file. A candidate's score is its cosine with the snippet."""
-        hits, by_words = self.vectors.ranked_lists(
-            CODE_COLLECTION, dense=vector, sparse=sparse.query_vector(snippet.code),
+    def _word_hits(self, snippet: _Snippet, language: str | None, limit: int) -> list[VectorHit]:
+        """Functions near the snippet by its words (BM25 over the code as written), best first."""
+        _, by_words = self.vectors.ranked_lists(
+            CODE_COLLECTION, dense=None, sparse=sparse.query_vector(snippet.code),
             candidates=max(limit * 5, DENSE_CANDIDATES),
+            payload_filter=self._callables_filter(language), with_payload=False,
+        )
+        return by_words
+
+    def _candidates(self, snippet: _Snippet, vector: np.ndarray, language: str | None, limit: int,
+                    threshold: float, by_words: list[VectorHit] | None = None) -> list[VectorHit]:
+        """Functions near the snippet — by its code's vector, and by its words (``by_words``,
+        searched here when None) — more than wanted, to be re-scored by structure (the embedding
+        alone rates renamed copies low and same-shape opposites high), with the payloads of those
+        that can be shown or compared, a long one's whole code read from its file. A candidate's
+        score is its cosine with the snippet."""
+        if by_words is None:
+            by_words = self._word_hits(snippet, language, limit)
+        hits, _ = self.vectors.ranked_lists(
+            CODE_COLLECTION, dense=vector, sparse=None, candidates=max(limit * 5, DENSE_CANDIDATES),
             payload_filter=self._callables_filter(language), with_payload=False,
         )
         known = {hit.id for hit in hits}
