@@ -27,9 +27,12 @@ OBJECT_WORDS = frozenset({"file", "files", "code", "function", "functions", "met
 
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!etc\.)(?<=[.!?;])\s+(?=\S)")
+_MORE = "more|longer|larger|bigger|higher|later|greater"
+_LESS = "less|fewer|shorter|smaller|lower|earlier"
+"""The comparatives of an upper bound ("no more than 5") and of a lower one ("not less than 2")."""
 _NEGATION = re.compile(
     r"(?:\b(?:must not|mustn't|shall not|should not|may not|do not|does not|don't|doesn't|is not|are not|isn't|aren't|is never|are never|never)\b"
-    r"|^\s*no\s+(?=\w))(?!\s*(?:be\s+)?(?:more|less|fewer|longer|shorter|later|earlier|larger|bigger|smaller|higher|lower|greater)\s+than\b)"
+    rf"|^\s*no\s+(?=\w))(?!\s*(?:be\s+)?(?:{_MORE}|{_LESS})\s+than\b)"
     r"(?!\s*exceed)",
     re.IGNORECASE,
 )
@@ -77,12 +80,12 @@ UNITS: dict[str, tuple[str, float]] = {
 _EXIT_BEFORE = re.compile(r"\b(?:exit|exits|exited|exiting|return|returns|returned|status|code)\s+(?:\w+\s+){0,2}$", re.IGNORECASE)
 _EXIT_CONTEXT = re.compile(r"\bexit (?:status|code)|\bexit statuses\b|\breturn codes?\b", re.IGNORECASE)
 _MAX = re.compile(
-    r"\b(?:at most(?:\s+(?:once\s+)?every)?|up to|(?:no|not|never) (?:more|longer|larger|bigger|higher|later|greater) than|(?:not |never )?exceed(?:s|ing)?|"
+    rf"\b(?:at most(?:\s+(?:once\s+)?every)?|up to|(?:no|not|never) (?:{_MORE}) than|(?:not |never )?exceed(?:s|ing)?|"
     r"maximum of|max(?:imum)?|within|under|less than|below|fewer than|capped at|cap of|limit of|limited to)\s+(?:a\s+)?$",
     re.IGNORECASE,
 )
 _MIN = re.compile(
-    r"\b(?:at least(?:\s+(?:once\s+)?every)?|minimum of|min(?:imum)?|(?:no|not|never) (?:less|fewer|shorter|smaller|lower|earlier) than|more than|over|above)\s+$",
+    rf"\b(?:at least(?:\s+(?:once\s+)?every)?|minimum of|min(?:imum)?|(?:no|not|never) (?:{_LESS}) than|more than|over|above)\s+$",
     re.IGNORECASE,
 )
 _MIN_AFTER = re.compile(r"^\s*(?:(?:is|as) the\s+)?(?:minimum|min\b|lowest|or (?:more|higher|later|above|newer))", re.IGNORECASE)
@@ -438,7 +441,7 @@ def statement_of(row: Any, source: str, sentence: str, lead_in: str = "") -> Sta
 def _is_forbidden_value(sentence: str, value: Value) -> bool:
     """A value in the scope of a negation (``never 1``, ``not 0``)."""
     at = sentence.find(value.text)
-    return at > 0 and bool(re.search(r"\b(?:never|not|no)\s+(?!(?:be\s+)?(?:more|less|fewer|longer|later|larger|higher|greater|shorter|smaller|lower|earlier)\s+than)"
+    return at > 0 and bool(re.search(rf"\b(?:never|not|no)\s+(?!(?:be\s+)?(?:{_MORE}|{_LESS})\s+than)"
                                      r"(?:\w+\s+){0,2}$", sentence[:at], re.IGNORECASE))
 
 
