@@ -104,7 +104,7 @@ class DuplicateFinder(CodeLookups):
         snippet.canonical  # noqa: B018 - computed now, read below
         by_words = self._word_hits(snippet, searched, request.limit)
         vector = encoding.result()[0]
-        candidates = self._candidates(snippet, vector, searched, request.limit, threshold, by_words)
+        candidates = self._candidates(vector, by_words, searched, request.limit, threshold)
         # Both sides in canonical form (pipelines.parsing.canonical): names, annotations, comments
         # and statements written another way no longer read as a behaviour change. A candidate's
         # form is computed when it is compared (not for one of another language, say), once.
@@ -167,15 +167,13 @@ class DuplicateFinder(CodeLookups):
         )
         return by_words
 
-    def _candidates(self, snippet: _Snippet, vector: np.ndarray, language: str | None, limit: int,
-                    threshold: float, by_words: list[VectorHit] | None = None) -> list[VectorHit]:
+    def _candidates(self, vector: np.ndarray, by_words: list[VectorHit], language: str | None, limit: int,
+                    threshold: float) -> list[VectorHit]:
         """Functions near the snippet — by its code's vector, and by its words (``by_words``,
-        searched here when None) — more than wanted, to be re-scored by structure (the embedding
-        alone rates renamed copies low and same-shape opposites high), with the payloads of those
-        that can be shown or compared, a long one's whole code read from its file. A candidate's
-        score is its cosine with the snippet."""
-        if by_words is None:
-            by_words = self._word_hits(snippet, language, limit)
+        from ``_word_hits``) — more than wanted, to be re-scored by structure (the embedding alone
+        rates renamed copies low and same-shape opposites high), with the payloads of those that
+        can be shown or compared, a long one's whole code read from its file. A candidate's score
+        is its cosine with the snippet."""
         hits, _ = self.vectors.ranked_lists(
             CODE_COLLECTION, dense=vector, sparse=None, candidates=max(limit * 5, DENSE_CANDIDATES),
             payload_filter=self._callables_filter(language), with_payload=False,

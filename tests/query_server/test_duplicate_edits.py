@@ -202,7 +202,8 @@ def test_the_snippet_is_embedded_once_and_candidates_also_come_by_words(service,
     # the nearest by the vector and the nearest by words, each scored by its cosine
     monkeypatch.setattr(duplicates, "DENSE_CANDIDATES", 1)
     vector = embed([snippet.embed_text])[0]
-    candidates = service.duplicates._candidates(snippet, vector, "python", 0, 0.85)
+    by_words = service.duplicates._word_hits(snippet, "python", 0)
+    candidates = service.duplicates._candidates(vector, by_words, "python", 0, 0.85)
     by_vector, by_words = service.vectors.ranked_lists(
         CODE_COLLECTION, dense=vector, sparse=sparse.query_vector(snippet.code), candidates=1, with_payload=False,
         payload_filter=PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": ["python"]}),
