@@ -40,6 +40,13 @@ def _no_progress(phase: str, done: int, total: int) -> None:
     return None
 
 
+
+def failure_line(failed: list[dict[str, str]], shown: int = 10) -> str:
+    """``N file(s) failed: path (error); ...`` for a report's ``failed`` entries (JSON form)."""
+    listed = "; ".join(f"{item['path']} ({item['error']})" for item in failed[:shown])
+    more = f"; and {len(failed) - shown} more" if len(failed) > shown else ""
+    return f"{len(failed)} file(s) failed: {listed}{more}"
+
 @dataclass(slots=True)
 class IndexReport:
     """What an index run did; printed as the summary and returned by the index tools."""
@@ -72,6 +79,10 @@ class IndexReport:
     def ok(self) -> bool:
         """True when nothing failed (skips with a reason are fine)."""
         return not self.failed
+
+    def failure_summary(self, shown: int = 10) -> str:
+        """One line naming the failed files with their errors (the first ``shown``)."""
+        return failure_line([{"path": p, "error": e} for p, e in self.failed], shown)
 
     @property
     def unaccounted(self) -> int:

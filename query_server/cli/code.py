@@ -164,8 +164,9 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     else:
         print_summary(report)
     if report["failed"]:
-        names = ", ".join(item["path"] for item in report["failed"][:10])
-        raise click.ClickException(f"{len(report['failed'])} file(s) failed: {names}")
+        from pipelines.index_context import failure_line
+
+        raise click.ClickException(failure_line(report["failed"]))
 
 
 IMPORTS_WAIT_S = 10.0

@@ -126,7 +126,7 @@ class IndexJobs(CodeLookups):
                 job.report = report.as_dict()
                 job.status = "failed" if report.failed else "done"
                 if report.failed:
-                    job.error = f"{len(report.failed)} file(s) failed: " + ", ".join(p for p, _ in report.failed[:10])
+                    job.error = report.failure_summary()
             except Exception as exc:  # noqa: BLE001 - the job reports it
                 log.exception("index job failed", operation=kind, job_id=job.job_id)
                 job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"

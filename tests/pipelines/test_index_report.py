@@ -40,8 +40,9 @@ def assert_counts_add_up(report: dict[str, Any]) -> None:
 
 @pytest.fixture
 def unreadable(tmp_path: Path) -> Iterator[Callable[[Path], list[str]]]:
-    """Make a folder unreadable (mode 000); returns the command prefix under which the indexing
-    process cannot list it. Restores the mode at the end (so the tmp dir can be removed)."""
+    """Make a folder or file unreadable (mode 000); returns the command prefix under which the
+    indexing process cannot list or read it. Restores the mode at the end (so the tmp dir can be
+    removed)."""
     made: list[Path] = []
 
     def make(folder: Path) -> list[str]:
@@ -53,10 +54,11 @@ def unreadable(tmp_path: Path) -> Iterator[Callable[[Path], list[str]]]:
             if setpriv is None:
                 pytest.skip("running as root, where mode 000 does not deny reads, and setpriv (util-linux) is missing")
             prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
-        probe = subprocess.run([*prefix, sys.executable, "-c", f"import os; os.listdir({str(folder)!r})"],
+        look = f"open({str(folder)!r}).close()" if folder.is_file() else f"import os; os.listdir({str(folder)!r})"
+        probe = subprocess.run([*prefix, sys.executable, "-c", look],
                                capture_output=True, text=True, check=False)
         if probe.returncode == 0 or "PermissionError" not in probe.stderr:
-            pytest.skip(f"cannot make a folder unreadable on this machine: {probe.stderr.strip()[-300:]}")
+            pytest.skip(f"cannot make a path unreadable on this machine: {probe.stderr.strip()[-300:]}")
         return prefix
 
     yield make
@@ -87,6 +89,27 @@ def test_an_unreadable_folder_is_named_with_its_reason(
     if use_git:  # the tracked file is listed, and cannot be looked at
         assert skipped["secret/tracked.py"] == "cannot stat: Permission denied"
     assert report["files_indexed"] == len(FILES) and report["failed"] == [] and report["vanished"] == []
+    assert_counts_add_up(report)
+
+
+def test_a_file_that_cannot_be_read_fails_the_index_with_its_reason(
+    project: Path, unreadable: Callable[[Path], list[str]], tmp_path: Path
+) -> None:
+    """The command's error names each failed file with its error, not only its path."""
+    write_files(project, {**FILES, "pkg/locked.py": "def locked():\n    return 1\n"})
+    prefix = unreadable(project / "pkg" / "locked.py")
+    try:
+        done = subprocess.run(
+            [*prefix, *CODEMEM, "index", str(project), "--json", "--no-embed"],
+            capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300, check=False,
+        )
+    finally:
+        stop_graph_servers(tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "1 file(s) failed: pkg/locked.py (cannot read: Permission denied)" in done.stderr
+    report = json.loads(done.stdout)
+    assert report["failed"] == [{"path": "pkg/locked.py", "error": "cannot read: Permission denied"}]
+    assert report["files_indexed"] == len(FILES)
     assert_counts_add_up(report)
 
 

@@ -155,7 +155,7 @@ def indexed_repo(tmp_path: Path) -> Path:
         [*CODEMEM, "index", str(root), "--no-embed", "--json"],
         cwd=str(REPO_ROOT), env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=300,
     )
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, (done.stderr[-4000:], done.stdout[-4000:])
     assert json.loads(done.stdout)["files_indexed"] == 2
     return root
 
