@@ -6,8 +6,6 @@ library only; ``sqlite3`` is imported on first use (importing it costs ~2 ms, an
 reads nothing should not pay it), and ``pathlib`` not at all (with what it imports, ~10 ms).
 """
 
-from __future__ import annotations
-
 import os
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
@@ -15,7 +13,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 
-def connect_read_only(path: str | os.PathLike[str], busy_timeout_s: float) -> sqlite3.Connection | None:
+def connect_read_only(path: str | os.PathLike[str], busy_timeout_s: float) -> "sqlite3.Connection | None":
     """An autocommit read-only connection to ``path``, or None when the database does not exist.
 
     Args:
@@ -29,6 +27,62 @@ def connect_read_only(path: str | os.PathLike[str], busy_timeout_s: float) -> sq
     conn = sqlite3.connect(f"{file_uri(path)}?mode=ro", uri=True, timeout=busy_timeout_s, isolation_level=None)
     conn.execute("PRAGMA query_only=1")
     return conn
+
+
+class KeptConnections:
+    """Connections a long-lived process keeps open from one hook to the next (the hook relay of
+    ``codemem mcp``/``serve`` answers hooks one at a time, in one thread): opening a file and reading
+    its schema cost a hook more than its queries. Keyed by path and mode; a path that names another
+    file now (a restore replaced the ledger) or none gets a new connection or None. Use from the
+    thread that created it (``sqlite3``'s rule), ``close`` included."""
+
+    def __init__(self) -> None:
+        """No connection is open until ``connect``."""
+        self._kept: dict[tuple[str, bool], tuple[tuple[int, int], sqlite3.Connection]] = {}
+
+    def connect(self, path: str, busy_timeout_s: float, *, read_only: bool = True) -> "sqlite3.Connection | None":
+        """The kept connection to ``path`` (read-only, or read-write for a cache the hooks keep),
+        opened now if there is none for this file; None when the file does not exist."""
+        key = (path, read_only)
+        try:
+            stat = os.stat(path)
+        except OSError:
+            self._drop(key)
+            return None
+        identity = (stat.st_dev, stat.st_ino)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == identity:
+            return kept[1]
+        self._drop(key)
+        if read_only:
+            conn = connect_read_only(path, busy_timeout_s)
+        else:
+            import sqlite3
+
+            conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+        if conn is not None:
+            self._kept[key] = (identity, conn)
+        return conn
+
+    def holds(self, conn: "sqlite3.Connection") -> bool:
+        """True when ``conn`` is one of the kept connections (its user must not close it)."""
+        return any(kept is conn for _, kept in self._kept.values())
+
+    def discard(self, conn: "sqlite3.Connection") -> None:
+        """Close ``conn`` and forget it (after an error that may have left it unusable)."""
+        for key, (_, kept) in list(self._kept.items()):
+            if kept is conn:
+                self._drop(key)
+
+    def close(self) -> None:
+        """Close every kept connection."""
+        for key in list(self._kept):
+            self._drop(key)
+
+    def _drop(self, key: tuple[str, bool]) -> None:
+        kept = self._kept.pop(key, None)
+        if kept is not None:
+            kept[1].close()
 
 
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")

@@ -38,8 +38,6 @@ A hook never blocks Claude Code on its own failure: any exception is logged as o
 A project without a state dir (not indexed) gets a one-line hint at SessionStart, nothing else.
 """
 
-from __future__ import annotations
-
 import sys
 
 from query_server.hooks.common import Project, log_error, read_payload, write_answer

@@ -12,8 +12,6 @@ restore) start a detached full rebuild (``python -m query_server.hooks.mentions 
 Standard library only (see ``query_server.hooks.dispatch``).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -101,7 +99,7 @@ def _ledger_identity(project: Project) -> str:
     return f"{stat.st_dev}:{stat.st_ino}"
 
 
-def _apply_mentions(cache: sqlite3.Connection, memory_ids: list[str], rows: list[tuple]) -> None:
+def _apply_mentions(cache: "sqlite3.Connection", memory_ids: list[str], rows: list[tuple]) -> None:
     """Re-index ``memory_ids`` from their current ``rows`` (id, type, content, metadata, deleted); ids
     without a row are gone for good."""
     current = {row[0]: row for row in rows}
@@ -113,7 +111,7 @@ def _apply_mentions(cache: sqlite3.Connection, memory_ids: list[str], rows: list
                               [(token, memory_id) for token in memory_tokens(row[1], row[2], row[3])])
 
 
-def mentions_cache(project: Project, ledger: LedgerReader) -> sqlite3.Connection | None:
+def mentions_cache(project: Project, ledger: LedgerReader) -> "sqlite3.Connection | None":
     """A read connection to an up-to-date mentions cache, or None (then the caller scans)."""
     import sqlite3
 
@@ -123,7 +121,12 @@ def mentions_cache(project: Project, ledger: LedgerReader) -> sqlite3.Connection
         return None
     cache = None
     try:
-        cache = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        if project.kept is not None:
+            cache = project.kept.connect(path, BUSY_TIMEOUT_S, read_only=False)
+            if cache is None:  # gone since the check above
+                raise LookupError("rebuild")
+        else:
+            cache = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         meta = dict(cache.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("version") != MENTIONS_VERSION or meta.get("ledger") != _ledger_identity(project):
             raise LookupError("rebuild")
@@ -155,11 +158,20 @@ def mentions_cache(project: Project, ledger: LedgerReader) -> sqlite3.Connection
         if not isinstance(exc, sqlite3.OperationalError) or "locked" not in str(exc):
             start_mentions_build(project)
     if cache is not None:
-        cache.close()
+        if project.kept is not None:
+            project.kept.discard(cache)
+        else:
+            cache.close()
     return None
 
 
-def lookup_mentions(cache: sqlite3.Connection, project: Project, rel: str, module: str) -> dict[str, float]:
+def release_mentions(project: Project, cache: "sqlite3.Connection") -> None:
+    """Done with ``mentions_cache``'s connection: closed, unless the process keeps it for the next hook."""
+    if project.kept is None or not project.kept.holds(cache):
+        cache.close()
+
+
+def lookup_mentions(cache: "sqlite3.Connection", project: Project, rel: str, module: str) -> dict[str, float]:
     """{memory id: match strength} for the memories the cache says name ``rel``."""
     wanted = {f"p:{rel}": "p", f"p:{os.path.join(project.root, rel)}": "p", f"fp:{rel}": "fp", f"mod:{module}": "mod"}
     if "." in module:

@@ -9,8 +9,6 @@ detached ``query_server.hooks.notes_worker``, which ties them to the commit thro
 owner (``notes_capture``). Standard library only (see ``query_server.hooks.dispatch``).
 """
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
@@ -41,7 +39,7 @@ def post_commit(project: Project, payload: dict) -> None:  # noqa: ARG001 - git 
         raise RuntimeError(f"git log failed: {done.stderr.strip()[-300:]}")
     commit = lines[0][0]
     since = _utc(lines[1][1]) if len(lines) > 1 else None
-    reader = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
+    reader = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S, project.kept)
     if reader is None:
         return
     try:

@@ -9,8 +9,6 @@ it is current, else from a scan of the ledger. An edit is also noted for the ses
 (``query_server.hooks.user_prompt_submit``). Standard library only (see ``query_server.hooks.dispatch``).
 """
 
-from __future__ import annotations
-
 import os
 
 from query_server.hooks.common import (
@@ -25,7 +23,11 @@ from query_server.hooks.common import (
     read_text,
     session_key,
 )
-from query_server.hooks.mentions import lookup_mentions, mentions_cache
+from query_server.hooks.mentions import (
+    lookup_mentions,
+    mentions_cache,
+    release_mentions,
+)
 from resources.manifest_reader import ManifestReader
 from resources.memory.ledger_reader import LedgerReader
 
@@ -165,7 +167,7 @@ def file_memories(project: Project, rel: str, exclude: set[str]) -> list[tuple[f
     Candidates come from the mentions cache when it is current, else from a scan of the ledger
     (correct, but it reads every memory: ~10 ms per 10k memories and pattern).
     """
-    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
+    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S, project.kept)
     if ledger is None:
         return []
     try:
@@ -176,7 +178,7 @@ def file_memories(project: Project, rel: str, exclude: set[str]) -> list[tuple[f
             try:
                 strengths = lookup_mentions(cache, project, rel, module)
             finally:
-                cache.close()
+                release_mentions(project, cache)
             for memory_id in anchored:
                 strengths[memory_id] = 1.0
             rows = ledger.active([i for i in strengths if i not in exclude])
@@ -218,7 +220,7 @@ def file_memories(project: Project, rel: str, exclude: set[str]) -> list[tuple[f
 
 def anchor_matches(project: Project, ledger: LedgerReader, rel: str) -> tuple[set[str], set[str]]:
     """(memories anchored to a symbol of ``rel``, the stale ones among them) from ``anchor_state``."""
-    manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S)
+    manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S, project.kept)
     if manifest is None:
         return set(), set()
     try:

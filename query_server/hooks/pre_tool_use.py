@@ -7,8 +7,6 @@ gets ``permissionDecision: "deny"`` with the reason; everything else is allowed 
 Standard library only (see ``query_server.hooks.dispatch``).
 """
 
-from __future__ import annotations
-
 import os
 
 from query_server.hooks.common import Project, in_state_dir

@@ -6,10 +6,11 @@ function the hook process would (``query_server.hooks.dispatch.run_event``) on t
 with the project found from the hook process's environment and directory. Only one process per
 project listens: the one holding ``<state>/hooks.lock`` (released by the kernel when it dies,
 and then taken by another running server within ``TAKEOVER_S``); a stale socket file left by a
-killed server is replaced. Hooks are answered one at a time, in arrival order, by one thread.
-A hook whose project is not this server's is refused (the hook then answers by itself). When it
-stops listening, the relay reads the stores for the next session's SessionStart
-(``query_server.hooks.session_start.save_snapshot``).
+killed server is replaced. Hooks are answered one at a time, in arrival order, by one thread,
+which keeps its connections to the ledger, the manifest and the mentions cache open from one hook
+to the next (``resources.sqlite_readonly.KeptConnections``). A hook whose project is not this
+server's is refused (the hook then answers by itself). When it stops listening, the relay reads
+the stores for the next session's SessionStart (``query_server.hooks.session_start.save_snapshot``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from query_server.hooks import (  # noqa: F401
 from query_server.hooks.common import Project, json_dumps, log_error, read_payload
 from query_server.hooks.dispatch import run_event
 from query_server.hooks.relay import ANSWERED, PROTOCOL, RELAYED_EVENTS, SOCKET_FILE
+from resources.sqlite_readonly import KeptConnections
 
 LOCK_FILE = "hooks.lock"
 TAKEOVER_S = 1.0
@@ -43,9 +45,10 @@ READ_TIMEOUT_S = 2.0
 REFUSED = b"!"
 
 
-def answer(request: bytes, state_dir: str) -> bytes:
+def answer(request: bytes, state_dir: str, kept: KeptConnections | None = None) -> bytes:
     """The reply to one hook request (``relay.request``): ``ANSWERED`` and the hook's stdout, or
     ``REFUSED`` when the request is malformed or its project's state dir is not ``state_dir``.
+    ``kept``: the relay's store connections, left open for the next hook.
 
     A failure of the hook itself is what a hook process does with it: one line in
     ``<state>/logs/hooks.log`` and silence.
@@ -65,6 +68,7 @@ def answer(request: bytes, state_dir: str) -> bytes:
         project = Project(payload, environ=environ, cwd=os.fsdecode(cwd) or None)
         if project.state_dir != state_dir:
             return REFUSED
+        project.kept = kept
         output = run_event(event, project, payload)
     except Exception as exc:  # noqa: BLE001 - as dispatch.main: a hook never blocks Claude Code
         if project is None or project.state_dir != state_dir:
@@ -154,6 +158,13 @@ class HookRelay:
         return True
 
     def _run(self) -> None:
+        kept = KeptConnections()  # the ledger's, the manifest's and the mentions cache's, from hook to hook
+        try:
+            self._answer_until_stopped(kept)
+        finally:
+            kept.close()
+
+    def _answer_until_stopped(self, kept: KeptConnections) -> None:
         while not self._stop.is_set():
             listener = self._listener
             if listener is None:
@@ -166,9 +177,9 @@ class HookRelay:
             except (TimeoutError, OSError):
                 continue
             with conn:
-                self._serve(conn)
+                self._serve(conn, kept)
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, kept: KeptConnections) -> None:
         try:
             conn.settimeout(READ_TIMEOUT_S)
             chunks, size = [], 0
@@ -178,6 +189,6 @@ class HookRelay:
                 if size > MAX_REQUEST_BYTES:
                     conn.sendall(REFUSED)
                     return
-            conn.sendall(answer(b"".join(chunks), self.state_dir))
+            conn.sendall(answer(b"".join(chunks), self.state_dir, kept))
         except OSError:
             pass  # the hook gave up (its timeout): it answers by itself

@@ -5,8 +5,6 @@ reads the transcript (up to its size when the hook fired) and stores one session
 the normal memory_add/memory_update path. Standard library only (see ``query_server.hooks.dispatch``).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

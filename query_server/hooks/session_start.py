@@ -12,8 +12,6 @@ opening either store (no sqlite3, ~20 ms less); otherwise the hook reads the sto
 times ("3 h ago") and the freshness of the recently indexed files are checked as the session starts.
 """
 
-from __future__ import annotations
-
 import os
 import time
 
@@ -32,6 +30,8 @@ from query_server.hooks.common import (
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING (see query_server.hooks.common)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from resources.memory.ledger_reader import LedgerReader
 
 CONTEXT_CHAR_BUDGET = 6_000
@@ -48,7 +48,10 @@ TOOLS_LINE = (
     "memory in full."
 )
 SNAPSHOT_FILE = "session_start.json"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+"""Version 2: the facts as JSON, then NUL and the recently indexed files as ``<mtime_ns> <path>``
+entries separated by NUL (read lazily: a start checks as many as its mtime budget allows, a
+hundred or so of the thousand, and parses no more)."""
 STORE_FILES = ("memory.db", "memory.db-wal", "index.db", "index.db-wal")
 """The files whose size and mtime say whether a snapshot still describes the stores."""
 STATE_FILE = "last_session.json"
@@ -70,10 +73,10 @@ def session_start(project: Project, payload: dict) -> dict | None:
     facts = None if again else _saved_facts(project, state)
     if facts is None:
         facts = _facts(project, state, again, refresh_mentions=True)
+        _prune_hook_files(project)  # else the read ahead did, off the session's start
     if facts["ledger"] and not again:
         write_atomic(os.path.join(project.hooks_dir, STATE_FILE),
                      json_dumps({"session_id": session_id, "started_at": now_iso(), "previous_at": facts["baseline"]}))
-    _prune_hook_files(project)
     return additional_context("SessionStart", _fit(_render(project, facts, time.time()), CONTEXT_CHAR_BUDGET))
 
 
@@ -87,8 +90,11 @@ def save_snapshot(project: Project) -> bool:
     facts = _facts(project, state, again=False, refresh_mentions=False)
     if _store_key(project) != key:
         return False
-    write_atomic(os.path.join(project.hooks_dir, SNAPSHOT_FILE), json_dumps(
-        {"version": SNAPSHOT_VERSION, "started_at": state.get("started_at"), "key": key, "facts": facts}))
+    recent = facts["index"].pop("recent", [])
+    header = json_dumps({"version": SNAPSHOT_VERSION, "started_at": state.get("started_at"), "key": key, "facts": facts})
+    write_atomic(os.path.join(project.hooks_dir, SNAPSHOT_FILE),
+                 "\0".join([header, *(f"{mtime_ns} {path}" for path, mtime_ns in recent)]))
+    _prune_hook_files(project)
     return True
 
 
@@ -137,14 +143,34 @@ def _store_key(project: Project) -> list:
 def _saved_facts(project: Project, state: dict) -> dict | None:
     """The snapshot's facts when they still hold: same stores, same last session."""
     try:
-        saved = json_loads(read_text(os.path.join(project.hooks_dir, SNAPSHOT_FILE)))
+        header, _, recent = read_text(os.path.join(project.hooks_dir, SNAPSHOT_FILE)).partition("\0")
+        saved = json_loads(header)
     except (OSError, ValueError):
         return None
     if (not isinstance(saved, dict) or saved.get("version") != SNAPSHOT_VERSION
             or saved.get("started_at") != state.get("started_at") or saved.get("key") != _store_key(project)):
         return None
     facts = saved.get("facts")
-    return facts if isinstance(facts, dict) else None
+    if not isinstance(facts, dict) or not isinstance(facts.get("index"), dict):
+        return None
+    if "files" in facts["index"]:
+        facts["index"]["recent"] = _recent_entries(recent)
+    return facts
+
+
+def _recent_entries(block: str) -> "Iterator[tuple[str, int]]":
+    """The snapshot's recently indexed files, (path, mtime_ns), parsed one at a time as they are
+    checked; an entry that is not one ends them."""
+    start, size = 0, len(block)
+    while start < size:
+        end = block.find("\0", start)
+        if end == -1:
+            end = size
+        mtime_ns, _, path = block[start:end].partition(" ")
+        if not path or not mtime_ns.isdigit():
+            return
+        yield path, int(mtime_ns)
+        start = end + 1
 
 
 # -- what the stores say ----------------------------------------------------------------------------
@@ -157,24 +183,24 @@ def _facts(project: Project, state: dict, again: bool, *, refresh_mentions: bool
     from resources.memory.ledger_reader import LedgerReader
 
     facts: dict = {"ledger": False, "baseline": None, "memory": [], "index": _index_facts(project)}
-    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
+    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S, project.kept)
     if ledger is None:
         return facts
     try:
         baseline = state.get("previous_at") if again else (state.get("started_at") or ledger.last_session_created_at())
         facts.update(ledger=True, baseline=baseline, memory=_memory_lines(ledger, baseline))
         if refresh_mentions:
-            from query_server.hooks.mentions import mentions_cache
+            from query_server.hooks.mentions import mentions_cache, release_mentions
 
             cache = mentions_cache(project, ledger)  # bring PostToolUse's lookup cache up to date (or start its build)
             if cache is not None:
-                cache.close()
+                release_mentions(project, cache)
     finally:
         ledger.close()
     return facts
 
 
-def _memory_lines(ledger: LedgerReader, baseline: str | None) -> list:
+def _memory_lines(ledger: "LedgerReader", baseline: str | None) -> list:
     lines: list = []
     counts: dict[str, list[int]] = {}
     for memory_type, deleted, count in ledger.counts():
@@ -211,7 +237,7 @@ def _index_facts(project: Project) -> dict:
     their recorded mtimes (compared with the disk's when the session starts)."""
     from resources.manifest_reader import ManifestReader
 
-    manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S)
+    manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S, project.kept)
     if manifest is None:
         return {"line": "Index: no code index yet — run `codemem index .` for code_search, get_symbol and get_related."}
     try:

@@ -14,8 +14,6 @@ prompt until a capture reminder may be due (then the ledger, once). Standard lib
 ``query_server.hooks.dispatch``).
 """
 
-from __future__ import annotations
-
 import os
 
 from query_server.hooks.common import (
@@ -106,7 +104,7 @@ def _capture_line(project: Project, session_id: str, state: dict) -> str | None:
 def _recorded_since(project: Project, since: str) -> bool:
     from resources.memory.ledger_reader import LedgerReader
 
-    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S)
+    ledger = LedgerReader.open(project.ledger_path, BUSY_TIMEOUT_S, project.kept)
     if ledger is None:
         return False
     try:

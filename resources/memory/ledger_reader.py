@@ -7,14 +7,15 @@ follows the schema ``resources.memory.ledger`` writes (the ``memories``, ``audit
 empty. Rows are plain tuples, in the column order each method names.
 """
 
-from __future__ import annotations
+import os
 
 from resources.sqlite_readonly import connect_read_only
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
-    import os
     import sqlite3
+
+    from resources.sqlite_readonly import KeptConnections
 
 ROWS_PER_QUERY = 500
 """Ids per ``IN (…)`` list (SQLite's default limit of bound parameters is 999)."""
@@ -25,21 +26,29 @@ _STATE_ROW = "SELECT id, memory_type, content, metadata, deleted FROM memories"
 class LedgerReader:
     """A read-only connection to a ledger and the queries the hooks run on it."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        """Wrap an open (read-only, autocommit) connection to a ledger file."""
+    def __init__(self, conn: "sqlite3.Connection", *, owned: bool = True) -> None:
+        """Wrap an open (read-only, autocommit) connection to a ledger file (``owned``: ``close`` closes it)."""
         self.conn = conn
+        self.owned = owned
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], busy_timeout_s: float) -> LedgerReader | None:
-        """The ledger at ``path`` opened read-only, or None when there is no ledger yet."""
+    def open(
+        cls, path: str | os.PathLike[str], busy_timeout_s: float, kept: "KeptConnections | None" = None
+    ) -> "LedgerReader | None":
+        """The ledger at ``path`` opened read-only, or None when there is no ledger yet; with ``kept``,
+        the long-lived process's connection to it, which ``close`` leaves open."""
+        if kept is not None:
+            conn = kept.connect(os.fspath(path), busy_timeout_s)
+            return None if conn is None else cls(conn, owned=False)
         conn = connect_read_only(path, busy_timeout_s)
         return None if conn is None else cls(conn)
 
     def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
+        """Close the connection (unless it is kept open for the next hook)."""
+        if self.owned:
+            self.conn.close()
 
-    def snapshot(self) -> _Snapshot:
+    def snapshot(self) -> "_Snapshot":
         """One read transaction (``with reader.snapshot(): …``): every query inside sees the same
         state of the ledger."""
         return _Snapshot(self.conn)
@@ -187,7 +196,7 @@ class LedgerReader:
         """(id, type, content, metadata, deleted) of the memories among ``ids`` that still have a row."""
         return self.conn.execute(f"{_STATE_ROW} WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
 
-    def all_states(self) -> sqlite3.Cursor:
+    def all_states(self) -> "sqlite3.Cursor":
         """Every memory as (id, type, content, metadata, deleted), as a cursor to fetch in batches."""
         return self.conn.execute(_STATE_ROW)
 
@@ -196,7 +205,7 @@ class _Snapshot:
     """``BEGIN`` on entry, ``COMMIT`` on exit, whatever happened (reads only: nothing to roll back).
     A class rather than ``contextlib.contextmanager``: importing contextlib costs a hook time."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: "sqlite3.Connection") -> None:
         self.conn = conn
 
     def __enter__(self) -> None:

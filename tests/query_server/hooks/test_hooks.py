@@ -179,6 +179,20 @@ def test_session_start_prunes_old_per_session_state(project: dict[str, Any]) -> 
     assert not old.exists() and fresh.exists() and (hooks_dir / "last_session.json").exists()
 
 
+def test_the_read_ahead_prunes_old_per_session_state_off_the_next_start(project: dict[str, Any]) -> None:
+    """A start that finds the stores read ahead leaves pruning to the read ahead (the session's end)."""
+    from query_server.hooks.session_start import read_ahead
+
+    root, hooks_dir = project["root"], project["state"] / "hooks"
+    hooks_dir.mkdir(exist_ok=True)
+    old = hooks_dir / "edited-old.txt"
+    old.write_text("src/a.py\n")
+    week_ago = time.time() - 8 * 86_400
+    os.utime(old, (week_ago, week_ago))
+    assert read_ahead(str(root), str(project["state"]))
+    assert not old.exists() and (hooks_dir / "session_start.json").exists()
+
+
 def test_the_event_may_come_from_the_payload_and_help_is_plain(project: dict[str, Any]) -> None:
     root = project["root"]
     done = subprocess.run([CODEMEM, "hook"], input=json.dumps(payload("session_start.json", root)), capture_output=True,

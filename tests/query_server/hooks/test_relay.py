@@ -151,6 +151,44 @@ def test_the_relay_refuses_what_is_not_its_project_s_hook(project: dict[str, Any
 # -- SessionStart read ahead at a session's end (query_server.hooks.session_start.save_snapshot) ---------------
 
 
+def test_the_relay_keeps_its_store_connections_and_sees_every_change(project: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+    """The relay opens the ledger, the manifest and the mentions cache once, and still answers from
+    what they hold now: a memory added by the server, and a ledger file replaced (a restore)."""
+    from resources.memory.ledger import Ledger, NewMemory
+
+    root, state = project["root"], project["state"]
+    relay = HookRelay(state)
+    relay.start()
+    try:
+        for session in ("kept-1", "kept-2"):  # the first builds the mentions cache (a detached worker)
+            done, _ = run_bare("SessionStart", payload("session_start.json", root, session_id=session), root)
+            assert "Memories: 8 active" in done.stdout
+        deadline = time.monotonic() + 30
+        while not (state / "hooks" / "mentions.db").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        replacement = tmp_path / "restored.db"
+        shutil.copy2(state / "memory.db", replacement)  # the ledger as it is now, restored later
+
+        ledger = Ledger(state / "memory.db")
+        ledger.add([NewMemory(memory_type="code_pattern", content="Gotcha: src/other.py retries twice, never more.",
+                              metadata={}, importance_score=0.9)])
+        ledger.close()
+        done, _ = run_bare("PostToolUse", read_of(root, "src/other.py", session="kept-3"), root)
+        assert "retries twice" in done.stdout
+        done, _ = run_bare("SessionStart", payload("session_start.json", root, session_id="kept-4"), root)
+        assert "Memories: 9 active" in done.stdout
+
+        for suffix in ("-wal", "-shm"):  # a restore: another file where the ledger was
+            (state / f"memory.db{suffix}").unlink(missing_ok=True)
+        replacement.replace(state / "memory.db")
+        done, _ = run_bare("SessionStart", payload("session_start.json", root, session_id="kept-5"), root)
+        assert "Memories: 8 active" in done.stdout
+        done, _ = run_bare("PostToolUse", read_of(root, "src/other.py", session="kept-6"), root)
+        assert "retries twice" not in done.stdout
+    finally:
+        relay.close()
+
+
 def _start(root: Path, session: str) -> tuple[str, bool]:
     """SessionStart's answer as Claude Code gets it, and whether the hook opened a store."""
     done, modules = run_bare("SessionStart", payload("session_start.json", root, session_id=session), root)
