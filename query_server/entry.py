@@ -15,9 +15,9 @@ def main() -> None:
     """Dispatch ``codemem hook …`` to the fast hook module and everything else to the CLI."""
     argv = sys.argv[1:]
     if argv and argv[0] == "hook":
-        from query_server.hooks.relay import main as hook_main
+        from query_server.hooks.relay import run_and_exit
 
-        sys.exit(hook_main(argv[1:]))
+        run_and_exit(argv[1:])
     if argv and argv[0] == "mcp" and not {"--help", "-h"} & set(argv):
         from query_server.import_phase import begin_import_phase
 

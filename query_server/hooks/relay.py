@@ -83,6 +83,21 @@ def ask_server(event: str, raw: bytes) -> bytes | None:
     return reply[1:] if reply[:1] == ANSWERED else None
 
 
+def run_and_exit(argv: list) -> None:
+    """A hook process's whole life: answer (``main``), flush stdout and stderr, and leave at once.
+    ``posix._exit`` skips the interpreter's teardown of every module and object, ~3 ms of a hook
+    that takes ~20 ms; by then every file the hook wrote is closed and every worker it starts is
+    started. A failed flush (Claude Code stopped reading) changes nothing: hooks exit 0."""
+    code = main(argv)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    posix._exit(code)
+
+
 def main(argv: list) -> int:
     """Run the hook of ``argv[0]``: answered by the project's server when one runs, else here."""
     event = argv[0] if argv else ""

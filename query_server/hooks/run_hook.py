@@ -19,6 +19,6 @@ else:
 
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from query_server.hooks.relay import main  # noqa: E402 - after the path it is found on
+from query_server.hooks.relay import run_and_exit  # noqa: E402 - after the path it is found on
 
-sys.exit(main(sys.argv[1:]))
+run_and_exit(sys.argv[1:])
