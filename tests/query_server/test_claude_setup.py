@@ -281,7 +281,7 @@ def test_init_merges_with_the_users_setup(user_project: Path) -> None:
     server = mcp.mcpServers["codemem"]
     assert isinstance(server, StdioServer) and server.type == "stdio"
     assert [server.command, *server.args] == ["codemem", "mcp", "--project", "."]
-    assert {"--project"} <= {opt for p in main.commands["mcp"].params for opt in p.opts}  # the command it launches exists
+    assert {"--project"} <= {opt for p in main.get_command(None, "mcp").params for opt in p.opts}  # the command it launches exists
 
     raw = json.loads((user_project / ".claude/settings.json").read_text())
     original = json.loads(USER_SETTINGS)
