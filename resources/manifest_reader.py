@@ -5,41 +5,12 @@ index freshness and to find the symbols of a file. The SQL follows the schema
 ``resources.manifest`` writes (the ``files`` and ``symbols`` tables).
 """
 
-import os
-
-from resources.sqlite_readonly import connect_read_only
-
-TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
-if TYPE_CHECKING:
-    import sqlite3
-
-    from resources.sqlite_readonly import KeptConnections
+from resources.sqlite_readonly import ReadOnlyDatabase
 
 
-class ManifestReader:
-    """A read-only connection to a manifest and the queries the hooks run on it."""
-
-    def __init__(self, conn: "sqlite3.Connection", *, owned: bool = True) -> None:
-        """Wrap an open (read-only, autocommit) connection to a manifest file (``owned``: ``close`` closes it)."""
-        self.conn = conn
-        self.owned = owned
-
-    @classmethod
-    def open(
-        cls, path: str | os.PathLike[str], busy_timeout_s: float, kept: "KeptConnections | None" = None
-    ) -> "ManifestReader | None":
-        """The manifest at ``path`` opened read-only, or None when nothing is indexed yet; with ``kept``,
-        the long-lived process's connection to it, which ``close`` leaves open."""
-        if kept is not None:
-            conn = kept.connect(os.fspath(path), busy_timeout_s)
-            return None if conn is None else cls(conn, owned=False)
-        conn = connect_read_only(path, busy_timeout_s)
-        return None if conn is None else cls(conn)
-
-    def close(self) -> None:
-        """Close the connection (unless it is kept open for the next hook)."""
-        if self.owned:
-            self.conn.close()
+class ManifestReader(ReadOnlyDatabase):
+    """A read-only connection to a manifest and the queries the hooks run on it (``open`` gives None
+    when the file does not exist yet)."""
 
     def file_count(self) -> int:
         """How many files are indexed."""

@@ -11,6 +11,7 @@ import os
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
     import sqlite3
+    from typing import Self
 
 
 def connect_read_only(path: str | os.PathLike[str], busy_timeout_s: float) -> "sqlite3.Connection | None":
@@ -27,6 +28,33 @@ def connect_read_only(path: str | os.PathLike[str], busy_timeout_s: float) -> "s
     conn = sqlite3.connect(f"{file_uri(path)}?mode=ro", uri=True, timeout=busy_timeout_s, isolation_level=None)
     conn.execute("PRAGMA query_only=1")
     return conn
+
+
+class ReadOnlyDatabase:
+    """A read-only connection to one SQLite file; subclasses add the queries (``LedgerReader``,
+    ``ManifestReader``)."""
+
+    def __init__(self, conn: "sqlite3.Connection", *, owned: bool = True) -> None:
+        """Wrap an open (read-only, autocommit) connection (``owned``: ``close`` closes it)."""
+        self.conn = conn
+        self.owned = owned
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], busy_timeout_s: float, kept: "KeptConnections | None" = None
+    ) -> "Self | None":
+        """The file at ``path`` opened read-only, or None when it does not exist (nothing written
+        there yet); with ``kept``, the long-lived process's connection to it, which ``close`` leaves open."""
+        if kept is not None:
+            conn = kept.connect(os.fspath(path), busy_timeout_s)
+            return None if conn is None else cls(conn, owned=False)
+        conn = connect_read_only(path, busy_timeout_s)
+        return None if conn is None else cls(conn)
+
+    def close(self) -> None:
+        """Close the connection (unless it is kept open for the next hook)."""
+        if self.owned:
+            self.conn.close()
 
 
 class KeptConnections:

@@ -7,15 +7,11 @@ follows the schema ``resources.memory.ledger`` writes (the ``memories``, ``audit
 empty. Rows are plain tuples, in the column order each method names.
 """
 
-import os
-
-from resources.sqlite_readonly import connect_read_only
+from resources.sqlite_readonly import ReadOnlyDatabase
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
     import sqlite3
-
-    from resources.sqlite_readonly import KeptConnections
 
 ROWS_PER_QUERY = 500
 """Ids per ``IN (…)`` list (SQLite's default limit of bound parameters is 999)."""
@@ -23,30 +19,9 @@ _ACTIVE_ROW = "SELECT id, memory_type, content, metadata, importance_score FROM 
 _STATE_ROW = "SELECT id, memory_type, content, metadata, deleted FROM memories"
 
 
-class LedgerReader:
-    """A read-only connection to a ledger and the queries the hooks run on it."""
-
-    def __init__(self, conn: "sqlite3.Connection", *, owned: bool = True) -> None:
-        """Wrap an open (read-only, autocommit) connection to a ledger file (``owned``: ``close`` closes it)."""
-        self.conn = conn
-        self.owned = owned
-
-    @classmethod
-    def open(
-        cls, path: str | os.PathLike[str], busy_timeout_s: float, kept: "KeptConnections | None" = None
-    ) -> "LedgerReader | None":
-        """The ledger at ``path`` opened read-only, or None when there is no ledger yet; with ``kept``,
-        the long-lived process's connection to it, which ``close`` leaves open."""
-        if kept is not None:
-            conn = kept.connect(os.fspath(path), busy_timeout_s)
-            return None if conn is None else cls(conn, owned=False)
-        conn = connect_read_only(path, busy_timeout_s)
-        return None if conn is None else cls(conn)
-
-    def close(self) -> None:
-        """Close the connection (unless it is kept open for the next hook)."""
-        if self.owned:
-            self.conn.close()
+class LedgerReader(ReadOnlyDatabase):
+    """A read-only connection to a ledger and the queries the hooks run on it (``open`` gives None
+    when the file does not exist yet)."""
 
     def snapshot(self) -> "_Snapshot":
         """One read transaction (``with reader.snapshot(): …``): every query inside sees the same
