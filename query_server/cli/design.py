@@ -201,10 +201,18 @@ def memory_health(project: str, as_json: bool) -> None:
     def render(result: Any) -> Iterable[RenderableType]:
         yield key_values(f"memory health: {result.status}", [
             ("memories", ", ".join(f"{k} {v}" for k, v in result.totals.items())),
-            ("stale", len(result.stale)), ("orphans", len(result.orphans)), ("broken links", len(result.broken_links)),
+            ("stale", len(result.stale)), ("links to code gone", len(result.orphans)), ("broken links", len(result.broken_links)),
+            ("hubs", result.hubs), ("orphan memories", result.orphan_memory_count),
             ("duplicate groups", len(result.duplicates)), ("sync", result.sync),
         ])
         for line in result.recommendations:
             yield Text(f"- {line}")
+        if result.orphan_memories:
+            table = result_table("orphan", "type", "memory", "link it to", title="orphan memories")
+            for item in result.orphan_memories:
+                hubs = item.get("suggested_hubs") or []
+                advice = "\n".join(f"{h['hub']} ({h['similarity']}): {h['command']}" for h in hubs) or item.get("suggestion", "")
+                table.add_row(item["memory_id"], item["memory_type"], Text(item["preview"]), Text(advice))
+            yield table
 
     show(project, TOOLS["memory_health"], None, as_json, render)

@@ -1,10 +1,12 @@
 """memory_health: memories anchored to code that changed, links to code or memories that are gone,
-duplicates, and the projection's sync state — with what to do about each."""
+memories no hub reaches (orphans, with the hub to join), duplicates, and the projection's sync
+state — with what to do about each."""
 
 from __future__ import annotations
 
 from pipelines.index_context import CODE_COLLECTION
 from query_server.design.lookups import MAX_ITEMS, DesignLookups
+from query_server.memory.hubs import orphan_memories
 from resources.schemas.design import MemoryHealthResult
 
 
@@ -36,6 +38,7 @@ class HealthCheck(DesignLookups):
                 target = memory_targets.get(rel.target_id)
                 if target is None or target.deleted:
                     broken.append({"memory_id": rel.source_id, "relationship": rel.rel_type, "target": rel.target_id, "target_state": "deleted" if target else "missing"})
+        unlinked = orphan_memories(self.ledger, relationships, self.memory.projector, self.vectors, MAX_ITEMS)
         duplicates = [{"memory_type": t, "memory_ids": ids} for t, ids in self.ledger.duplicate_groups()]
         sync = {**self.ledger.sync_counts(), **self.ledger.outbox_stats()}
         recommendations = []
@@ -45,6 +48,12 @@ class HealthCheck(DesignLookups):
             recommendations.append(f"{len(orphans)} link(s) point at code that is no longer indexed")
         if broken:
             recommendations.append(f"{len(broken)} link(s) point at deleted or missing memories")
+        if unlinked.total:
+            recommendations.append(
+                f"{unlinked.total} memorie(s) are orphans ({'no hub reaches them' if unlinked.hubs else 'linked to nothing'}): "
+                + ("link each to the hub suggested (codemem memory link <id> <hub>)" if unlinked.hubs
+                   else "link them (codemem memory suggest-links), or make a hub (metadata role=hub) and link them to it")
+            )
         if duplicates:
             recommendations.append(f"{len(duplicates)} group(s) of identical memories: normalize_memory merges them")
         if sync.get("failed"):
@@ -53,5 +62,6 @@ class HealthCheck(DesignLookups):
             status="attention" if recommendations else "healthy",
             totals={t: c["active"] for t, c in counts.items()} | {"deleted": sum(c["deleted"] for c in counts.values())},
             stale=stale, orphans=orphans[:MAX_ITEMS], broken_links=broken[:MAX_ITEMS], duplicates=duplicates, sync=sync,
+            hubs=unlinked.hubs, orphan_memory_count=unlinked.total, orphan_memories=unlinked.orphans,
             recommendations=recommendations,
         )

@@ -81,7 +81,9 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         route="Stale, orphaned, broken and duplicated memories.",
         description=describe("""
             The memory store's health: memories whose anchored code changed (stale), links to code or
-            memories that are gone, identical duplicates, projection sync, and what to do about each.
+            memories that are gone, orphan memories (no hub reaches them; hubs are memories with
+            metadata role=hub) with the hub each should join, identical duplicates, projection sync,
+            and what to do about each.
         """),
     ),
 )

@@ -235,8 +235,11 @@ class MemoryHealthResult(BaseModel):
     status: Literal["healthy", "attention"]
     totals: dict[str, int]
     stale: list[dict[str, Any]]
-    orphans: list[dict[str, Any]]
+    orphans: list[dict[str, Any]] = Field(description="Links from memories to code that is no longer indexed.")
     broken_links: list[dict[str, Any]]
     duplicates: list[dict[str, Any]]
     sync: dict[str, Any]
     recommendations: list[str]
+    hubs: int = Field(default=0, description="Hub memories (metadata role=hub): the navigation nodes of topics.")
+    orphan_memory_count: int = Field(default=0, description="Memories no hub reaches through links (before any hub exists: memories linked to nothing); session summaries and preferences excluded.")
+    orphan_memories: list[dict[str, Any]] = Field(default_factory=list, description="The most recently updated orphans, each with the nearest hubs to link it to (suggested_hubs, with the command) or, without hubs, how to find links.")

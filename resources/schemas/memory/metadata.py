@@ -19,6 +19,7 @@ from resources.schemas.memory.kinds import (
     parse_memory_type,
 )
 from resources.schemas.memory.notes import check_namespace
+from resources.schemas.memory.roles import check_role
 
 
 def _utc_now() -> str:
@@ -228,7 +229,8 @@ def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | 
     Defaults: requirements.description and session.summary take the content; function_id, test_id,
     session_id and preference_id a new UUID; test_history.execution_time and session.start_time now (UTC).
     Enum values are matched case-insensitively and written in their canonical spelling; unknown keys are kept,
-    except a ``namespace`` (git notes) that is unknown or belongs to another memory type.
+    except a ``namespace`` (git notes) or a ``role`` (seed 002's taxonomy: decision, learning, artifact,
+    gotcha, breadcrumb, hub) that is unknown or belongs to another memory type.
 
     Args:
         memory_type: The memory's type (a name is parsed with `parse_memory_type`).
@@ -248,6 +250,7 @@ def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | 
         raise MemoryValidationError(f"metadata: must be an object of {kind} fields (got {type(metadata).__name__})")
     given = dict(metadata)
     check_namespace(str(kind), given)
+    check_role(str(kind), given)
     derived = _FROM_CONTENT.get(kind)
     if derived and not (isinstance(given.get(derived), str) and given[derived].strip()):
         given[derived] = content
