@@ -33,6 +33,13 @@ class Settings(BaseSettings):
         state_dir: Where embedded stores, caches and locks live (default ``<project>/.codemem``).
         global_dir: Where the ``global`` memory scope's ledger lives, shared by every project of
             this user (default ``~/.codemem/global``; ``CODEMEM_GLOBAL_DIR``).
+        enterprise_scope: Turns the ``enterprise`` memory scope on (off by default;
+            ``CODEMEM_ENTERPRISE_SCOPE=1``, also read from Claude Code's managed settings,
+            ``resources.memory.enterprise``).
+        enterprise_dir: The organisation's shared directory of the enterprise scope's ledger
+            (``CLAUDE_MEMORY_ENTERPRISE_PATH`` or ``CODEMEM_ENTERPRISE_DIR``; else the managed settings' env).
+        managed_settings: Claude Code's managed settings file read for those two (default: the
+            platform's, e.g. ``/etc/claude-code/managed-settings.json``).
         extensions: File extensions that are indexed.
         max_file_bytes: Files larger than this are skipped (with the reason reported).
         qdrant_url / qdrant_host / qdrant_port / qdrant_api_key: Qdrant server; unset means
@@ -91,6 +98,11 @@ class Settings(BaseSettings):
     project_root: Path = Field(default_factory=Path.cwd)
     state_dir: Path | None = None
     global_dir: Path | None = None
+    enterprise_scope: bool = False
+    enterprise_dir: Path | None = Field(
+        default=None, validation_alias=_alias("CODEMEM_ENTERPRISE_DIR", "CLAUDE_MEMORY_ENTERPRISE_PATH")
+    )
+    managed_settings: Path | None = None
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     max_file_bytes: int = 1_000_000
     qdrant_url: str | None = Field(default=None, validation_alias=_alias("CODEMEM_QDRANT_URL", "QDRANT_URL"))

@@ -52,8 +52,12 @@ def git_init(root: Path) -> None:
 @pytest.fixture(autouse=True)
 def _global_memory_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """The global memory scope of every test (and of the processes it starts) lives in a tmp dir,
-    never in the real ``~/.codemem/global``."""
+    never in the real ``~/.codemem/global``; the enterprise scope is off unless a test turns it on."""
     monkeypatch.setenv("CODEMEM_GLOBAL_DIR", str(tmp_path_factory.mktemp("global-memory")))
+    # nor do an organisation's managed settings of the machine turn the enterprise scope on
+    monkeypatch.setenv("CODEMEM_MANAGED_SETTINGS", str(tmp_path_factory.mktemp("managed") / "managed-settings.json"))
+    for name in ("CODEMEM_ENTERPRISE_SCOPE", "CODEMEM_ENTERPRISE_DIR", "CLAUDE_MEMORY_ENTERPRISE_PATH"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

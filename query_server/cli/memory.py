@@ -54,7 +54,8 @@ from query_server.paging import ToolError
 
 TYPE_CHOICE = click.Choice([str(t) for t in MEMORY_TYPES], case_sensitive=False)
 SCOPE_CHOICE = click.Choice(list(MEMORY_SCOPES), case_sensitive=False)
-SCOPE_HELP = "project (default: shared with the team through exports), local (personal, never shared) or global (yours, in every project)."
+SCOPE_HELP = ("project (default: shared with the team through exports), local (personal, never shared), global (yours, in every "
+              "project) or enterprise (your organisation's, when it turned that scope on).")
 
 
 def _hits_table(title: str, hits: Any, *, scored: bool) -> RenderableType:
@@ -86,8 +87,9 @@ def memory() -> None:
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="A metadata field (repeatable); VALUE is JSON when it parses.")
 @click.option("--importance", type=float, default=None, help=field_help(MemoryAddInput, "importance_score"))
 @click.option("--link", "links", multiple=True, metavar="TYPE=TARGET", help="A relationship, e.g. ADDRESSES=REQ-AUTH-001 (repeatable).")
-@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True, help=SCOPE_HELP)
-def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta: tuple[str, ...], importance: float | None, links: tuple[str, ...], scope: str) -> None:
+@click.option("--scope", type=SCOPE_CHOICE, default=None,
+              help=SCOPE_HELP + " Default: project; global for a user_preference whose metadata says scope=Global.")
+def memory_add(memory_type: str, content: str, project: str, as_json: bool, meta: tuple[str, ...], importance: float | None, links: tuple[str, ...], scope: str | None) -> None:
     """Store a memory, e.g. `codemem memory add design "Use JWTs" --meta title="ADR-7" --meta design_type=ADR --meta status=Accepted`."""
     from query_server.tools import TOOLS
 

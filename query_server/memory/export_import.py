@@ -23,6 +23,7 @@ from resources.memory.markdown import MarkdownMemoryError, read_directory, write
 from resources.schemas.memory import (
     MEMORY_SCOPES,
     MEMORY_TYPES,
+    SHARED_SCOPES,
     ExportMemoryInput,
     ExportMemoryResult,
     ImportMemoryInput,
@@ -149,8 +150,8 @@ def import_memory(stores: MemoryStores, request: ImportMemoryInput, *, request_i
             scope = request.scope or str(item.get("scope") or "project").strip().lower()
             if scope not in MEMORY_SCOPES:
                 raise ValueError(f"scope {item.get('scope')!r} is not one of {', '.join(MEMORY_SCOPES)}")
-            if scope == "global" and metadata.get("anchors"):
-                raise ValueError("global memories cannot be anchored to code (metadata.anchors) — import it with scope project")
+            if scope in SHARED_SCOPES and metadata.get("anchors"):
+                raise ValueError(f"{scope} memories cannot be anchored to code (metadata.anchors) — import it with scope project")
         except (ValueError, TypeError, MemoryValidationError) as exc:
             errors.append({**where, "error": str(exc)})
             continue

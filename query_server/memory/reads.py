@@ -1,5 +1,5 @@
 """The memory reads: one memory in full, a browsable list, search by meaning, and a topic's
-context within a token budget — across the scopes this project sees (project, local, global).
+context within a token budget — across the scopes this project sees (project, local, global, enterprise).
 
 Search ranks by similarity × importance × recency × use (``MemoryReads.ranked``): importance is
 the memory's explicit ``importance_score``, recency decays with the time since it was updated,
@@ -31,6 +31,7 @@ from resources.ranking import minmax_fuse
 from resources.schemas.memory import (
     MEMORY_SCOPES,
     MEMORY_TYPES,
+    SHARED_SCOPES,
     SUMMARY_CHARS,
     MemoryContextEntry,
     MemoryContextGroup,
@@ -150,14 +151,14 @@ class MemoryReads:
             merged.sort(key=lambda row: row.id)
             merged.sort(key=lambda row: row.updated_at, reverse=True)
             rows = merged[offset : offset + request.limit + 1]
-        rows = self._with_pending([self.stores.current(row) if row.scope == "global" else row for row in rows])
+        rows = self._with_pending([self.stores.current(row) if row.scope in SHARED_SCOPES else row for row in rows])
         page = [self._hit(row, 1.0, detail=request.detail) for row in rows[: request.limit]]
         more = len(rows) > request.limit
         return MemoryListResult(results=page, next_cursor=encode_cursor(offset + len(page), key) if more else None)
 
     def memory_search(self, request: MemorySearchInput) -> MemorySearchResult:
         """Memories by meaning (dense + keyword) across the scopes this project sees (project, local,
-        global), ranked by similarity × importance × recency; summaries unless ``detail="full"``."""
+        global, enterprise), ranked by similarity × importance × recency; summaries unless ``detail="full"``."""
         key = json.dumps(request.model_dump(mode="json", exclude={"limit", "cursor", "detail"}), sort_keys=True)
         offset = decode_cursor(request.cursor, key)
         ranked, mode = self.ranked(request, offset + request.limit + 1)
@@ -326,7 +327,7 @@ class MemoryReads:
 
     def ranked(self, request: MemorySearchInput, want: int) -> tuple[list[tuple[float, MemoryRow]], str]:
         """Memories of the requested scopes and types by meaning, best first, and the search mode."""
-        self.stores.catch_up_global()
+        self.stores.catch_up_shared()
         types = [str(t) for t in (request.memory_types or MEMORY_TYPES)]
         scopes = [str(s) for s in (request.scopes or MEMORY_SCOPES)]
         candidates = max(self.stores.settings.search_candidates, want * 2)

@@ -10,6 +10,7 @@ fails because Qdrant or the graph is down.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,10 +22,11 @@ from pipelines.discovery import DiscoveryError, confine_path
 from query_server.memory.live_notes import LiveNotes
 from query_server.output_paths import OutputPathRefused, checked_output_path
 from query_server.paging import ToolError
+from resources.memory.enterprise import ScopeUnavailableError
 from resources.memory.ledger import Ledger, MemoryRow
 from resources.memory.projection import MemoryProjector, ProjectionReport
 from resources.memory.scopes import MemoryScopes, ScopeStore
-from resources.schemas.memory import MemoryType
+from resources.schemas.memory import SHARED_SCOPES, MemoryType
 from resources.settings import Settings
 from resources.vectors.store import VectorStore
 
@@ -59,7 +61,7 @@ def _report(reports: Sequence[ProjectionReport]) -> dict[str, Any]:
 
 
 class MemoryStores:
-    """The memory stores of one project (project, local and global scopes) and their projections."""
+    """The memory stores of one project (project, local, global and enterprise scopes) and their projections."""
 
     def __init__(
         self,
@@ -105,14 +107,13 @@ class MemoryStores:
 
     # -- projections ---------------------------------------------------------------------------
     def drain(self, *, retry_now: bool = False) -> dict[str, Any]:
-        """Bring the global replica up to date, then project what every scope's outbox holds (one
-        scope's failure does not hold up the others)."""
+        """Bring the shared scopes' replicas up to date, then project what every scope's outbox holds
+        (one scope's failure does not hold up the others)."""
         reports: list[ProjectionReport] = []
         try:
-            self.scopes.sync_global()
-        except Exception as exc:  # noqa: BLE001 - the global ledger may be unreachable; the rest goes on
-            log.warning("global memories not replicated", error=str(exc))
-            reports.append(ProjectionReport(last_error=f"global scope: {type(exc).__name__}: {exc}"))
+            self.scopes.sync_shared()
+        except Exception as exc:  # noqa: BLE001 - a shared ledger may be unreachable (logged); the rest goes on
+            reports.append(ProjectionReport(last_error=f"shared scope: {type(exc).__name__}: {exc}"))
         for store in self.scopes.opened():
             try:
                 if retry_now:
@@ -125,39 +126,38 @@ class MemoryStores:
 
     def rebuild_projections(self) -> dict[str, Any]:
         """Recreate the memory collections and graph nodes from the ledgers alone (the project
-        scope first: it clears every memory node; then local and global add theirs back)."""
-        try:
-            self.scopes.sync_global()
-        except Exception as exc:  # noqa: BLE001 - the replica is rebuilt as it is; the next sync catches up
-            log.warning("global memories not replicated before the rebuild", error=str(exc))
+        scope first: it clears every memory node; then the other scopes add theirs back)."""
+        with contextlib.suppress(Exception):  # logged; a replica is rebuilt as it is, the next sync catches up
+            self.scopes.sync_shared()
         return _report([store.projector.rebuild() for store in self.scopes.opened()])
 
     def project(self, memory_ids: Sequence[str], vectors_of: dict[str, Any] | None = None, scope: str = "project") -> None:
         """Project memories of a scope just written (the ledger committed them; a failure stays
-        queued). A global write is first copied into this project's replica of the global ledger; a
-        project write also goes to the git notes when they are a live store here."""
+        queued). A write to a shared scope is first copied into this project's replica of its ledger;
+        a project write also goes to the git notes when they are a live store here."""
         store = self.store(scope)
         if store.replica is not None:
-            self.scopes.sync_global(memory_ids)
+            self.scopes.sync(store.name, memory_ids)
         report = store.projector.project(memory_ids, vectors_of=vectors_of)
         if report.failed or report.requeued:
             self.wake.set()
         if scope == "project":
             self.notes.after_write()
 
-    def catch_up_global(self) -> None:
-        """Replicate what other projects wrote to the global scope since the last sync and project
-        it, and one batch of what the background sync replicated but has not projected yet, so a
-        search sees it at once; a few indexed reads when nothing changed."""
-        try:
-            queued = self.scopes.sync_global()
-            store = self.scopes.store("global")
-            if store is not None:
-                for start in range(0, len(queued), 128):
-                    store.projector.project(queued[start : start + 128])
-                store.projector.drain(max_batches=1)
-        except Exception as exc:  # noqa: BLE001 - search goes on with what is projected; the sync retries
-            log.warning("global memories not caught up", error=str(exc))
+    def catch_up_shared(self) -> None:
+        """Replicate what other projects wrote to the shared scopes (global, enterprise) since the
+        last sync and project it, and one batch of what the background sync replicated but has not
+        projected yet, so a search sees it at once; a few indexed reads when nothing changed."""
+        for scope in SHARED_SCOPES:
+            try:
+                queued = self.scopes.sync(scope)
+                store = self.scopes.store(scope)
+                if store is not None:
+                    for start in range(0, len(queued), 128):
+                        store.projector.project(queued[start : start + 128])
+                    store.projector.drain(max_batches=1)
+            except Exception as exc:  # noqa: BLE001 - search goes on with what is projected; the sync retries
+                log.warning("shared memories not caught up", scope=scope, error=str(exc))
 
     # -- memories and their scopes -------------------------------------------------------------
     def row_of(self, memory_id: str, memory_type: MemoryType | str) -> MemoryRow:
@@ -189,7 +189,10 @@ class MemoryStores:
 
     def store(self, scope: str, *, create: bool = False) -> ScopeStore:
         """The store of a scope (a row's scope always has one)."""
-        store = self.scopes.store(scope, create=create)  # type: ignore[arg-type]
+        try:
+            store = self.scopes.store(scope, create=create)  # type: ignore[arg-type]
+        except ScopeUnavailableError as exc:
+            raise ToolError(str(exc)) from exc
         if store is None:
             raise ToolError(f"no {scope} memories are stored yet — store one with memory_add(scope={scope!r})")
         return store

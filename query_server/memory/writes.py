@@ -25,6 +25,7 @@ from resources.memory.scopes import ScopeStore
 from resources.schemas.limits import check_json_object, json_size
 from resources.schemas.memory import (
     REQUIREMENT_ID_PATTERN,
+    SHARED_SCOPES,
     MemoryAddInput,
     MemoryAddResult,
     MemoryBulkAddInput,
@@ -59,6 +60,14 @@ def _merged_metadata_within_limits(before: dict[str, Any], after: dict[str, Any]
             raise ToolError(f"metadata after this update: {exc}") from exc
 
 
+def default_scope(memory_type: str, metadata: dict[str, Any] | None) -> str:
+    """The scope of a memory stored without one (seed 002 US6-6: global for what is personal,
+    project for the team's context): a user preference that applies ``Global`` (its metadata's
+    ``scope``) goes to the user's global scope, everything else to the project."""
+    applies = (metadata or {}).get("scope") if memory_type == "user_preference" else None
+    return "global" if isinstance(applies, str) and applies.strip().lower() == "global" else "project"
+
+
 class MemoryWrites:
     """Add, update and delete memories in the scope each belongs to."""
 
@@ -67,10 +76,10 @@ class MemoryWrites:
         self.stores = stores
 
     def memory_add(self, request: MemoryAddInput) -> MemoryAddResult:
-        """Store a memory in its scope (project by default); returns its id and the stored memories
-        it may duplicate or contradict."""
+        """Store a memory in its scope (by default: ``default_scope``); returns its id and the
+        stored memories it may duplicate or contradict."""
         memory_type = request.memory_type
-        scope = request.scope or "project"
+        scope = request.scope or default_scope(str(memory_type), request.metadata)
         self._no_global_anchors(scope, request.metadata)
         metadata = self._anchored(self._validated_metadata(memory_type, request.metadata, request.content))
         relationships = [self._resolve_target(spec, scope) for spec in request.relationships]
@@ -110,7 +119,8 @@ class MemoryWrites:
 
     def memory_bulk_add(self, request: MemoryBulkAddInput) -> MemoryBulkAddResult:
         """Store many memories in one ledger transaction: all of them, or none when one is invalid.
-        One batch writes one scope (each memory's, else the batch's, else project)."""
+        One batch writes one scope (each memory's, else the batch's, else project: a batch is not
+        split by ``default_scope``)."""
         wanted = {item.scope or request.scope or "project" for item in request.memories}
         if len(wanted) > 1:
             raise ToolError(
@@ -242,9 +252,9 @@ class MemoryWrites:
 
     @staticmethod
     def _no_global_anchors(scope: str, metadata: dict[str, Any] | None) -> None:
-        if scope == "global" and metadata and metadata.get("anchors"):
+        if scope in SHARED_SCOPES and metadata and metadata.get("anchors"):
             raise ToolError(
-                "global memories cannot be anchored to code: anchors name symbols of one project — "
+                f"{scope} memories cannot be anchored to code: anchors name symbols of one project — "
                 "store the memory with scope 'project' (or 'local'), or leave metadata.anchors out"
             )
 
@@ -255,23 +265,23 @@ class MemoryWrites:
             raise ToolError(str(exc)) from exc
 
     def _resolve_target(self, spec: RelationshipSpec, scope: str = "project") -> Relationship:
-        """A relationship's target: a memory (of any scope; a global memory links only to global
-        memories, the only ones every project sees), a stored requirement id, or code."""
+        """A relationship's target: a memory (of any scope; a memory of a shared scope links only to
+        memories of its scope, the only ones every project sees it beside), a stored requirement id, or code."""
         if spec.type not in ALL_EDGE_TYPES:
             raise ToolError(
                 f"relationship type {spec.type} is not known — use one of {', '.join(ALL_EDGE_TYPES)}"
             )
         target = spec.target_id.strip()
-        visible = ["global"] if scope == "global" else None
+        visible = [scope] if scope in SHARED_SCOPES else None
         row = self.stores.scopes.locate(target)
         if row is not None:
             if row.deleted:
                 raise ToolError(
                     f"memory {row.id} is deleted (since {row.deleted_at}) — restore it first, or link to a live memory"
                 )
-            if scope == "global" and row.scope != "global":
+            if scope in SHARED_SCOPES and row.scope != scope:
                 raise ToolError(
-                    f"a global memory can link only to global memories (every project sees it; {row.id} is a {row.scope} "
+                    f"{'an' if scope == 'enterprise' else 'a'} {scope} memory can link only to {scope} memories (every project sees it; {row.id} is a {row.scope} "
                     f"memory) — link from that memory to this one instead, or store this one with scope {row.scope!r}"
                 )
             return Relationship("", spec.type, row.id, f"memory:{row.memory_type}", spec.properties)
@@ -280,9 +290,10 @@ class MemoryWrites:
                 found = store.ledger.find_by_metadata("requirements", "requirement_id", target.upper())
                 if found:
                     return Relationship("", spec.type, found[0].id, "memory:requirements", {**spec.properties, "requirement_id": target.upper()})
-        if scope == "global":
+        if scope in SHARED_SCOPES:
             raise ToolError(
-                f"relationship target {target!r} is not a global memory — a global memory can link only to global "
+                f"relationship target {target!r} is not {'an' if scope == 'enterprise' else 'a'} {scope} memory — a memory of "
+                f"scope {scope} can link only to {scope} "
                 "memories (code and project memories belong to one project); store it with scope 'project' to link it there"
             )
         if self.stores.resolve_code is not None:

@@ -7,16 +7,21 @@
   carries its own ``.gitignore`` of ``*`` so it stays out of git wherever the state lives).
 * ``global``: the user's memories across projects: a ledger under ``~/.codemem/global/``
   (``CODEMEM_GLOBAL_DIR``), written by whichever project stores a global memory.
+* ``enterprise``: the organisation's memories, off unless turned on
+  (``resources.memory.enterprise``): a ledger in the organisation's shared directory. Disabled,
+  it refuses writes with how to turn it on; unreachable, reads skip it with a warning.
 
 Each scope is a complete ``Ledger`` — the same crash-safe write path (one transaction for row,
 audit and outbox; projections after the commit). Reads merge the scopes and mark each memory
 with its ``scope``. Every scope is projected into *this* project's vector store (collections
-``<name>``, ``<name>_local``, ``<name>_global``) and graph. The global ledger is shared, so its
-outbox cannot say what one project has projected: each project keeps a replica of it
-(``<state>/global_replica.db``) brought up to date from the global ledger's audit sequence — at
-start-up, every background sync, before a search, and at once after this process's own global
-writes — and projects the replica with the ordinary outbox. A project only ever reads the global
-ledger and writes its own files; it never writes another project's data.
+``<name>``, ``<name>_local``, ``<name>_global``, ``<name>_enterprise``) and graph. The global and
+enterprise ledgers are shared (``SHARED_SCOPES``), so their outbox cannot say what one project has
+projected: each project keeps a replica of each (``<state>/global_replica.db``,
+``<state>/enterprise_replica.db``) brought up to date from the shared ledger's audit sequence — at
+start-up, every background sync, before a search, and at once after this process's own writes —
+and projects the replica with the ordinary outbox. A project only ever reads a shared ledger and
+writes its own files; it never writes another project's data. Reads consult the scopes in
+``RESOLUTION_ORDER`` (enterprise → local → project → global).
 
 Ledgers other than the project's are opened when first needed and only if their file exists
 (or on the first write to that scope), so a project that never uses scopes creates nothing.
@@ -32,19 +37,23 @@ from typing import Any
 
 import structlog
 
+from resources.memory.enterprise import ScopeUnavailableError, enterprise_location
 from resources.memory.ledger import Ledger, MemoryRow, Relationship
 from resources.memory.projection import MemoryProjector
 from resources.private_files import make_private_dir
 from resources.schemas.memory import MEMORY_SCOPES as SCOPES
+from resources.schemas.memory import RESOLUTION_ORDER, SHARED_SCOPES
 from resources.schemas.memory import MemoryScope as Scope
 from resources.settings import Settings
 
 log = structlog.get_logger("codemem.memory_scopes")
 
 REPLICA_SEQ_KEY = "global_audit_seq"
-"""Replica meta: the global ledger's audit sequence the replica was last brought up to."""
+"""Replica meta: the shared ledger's audit sequence the replica was last brought up to (the key
+kept its first name: replicas of the global scope were written with it)."""
 LEDGER_NAME = "memory.db"
 REPLICA_NAME = "global_replica.db"
+"""The global scope's replica; a shared scope's is ``<scope>_replica.db``."""
 
 
 @dataclass
@@ -54,8 +63,8 @@ class ScopeStore:
     Attributes:
         name: The scope.
         ledger: Where its memories are written and read (the system of record).
-        projector: Projects the scope into this project's stores (from ``replica`` for global).
-        replica: The global scope's per-project replica (None for the others).
+        projector: Projects the scope into this project's stores (from ``replica`` for a shared scope).
+        replica: A shared scope's per-project replica (None for the others).
     """
 
     name: Scope
@@ -65,7 +74,7 @@ class ScopeStore:
 
     @property
     def projected(self) -> Ledger:
-        """The ledger the projector reads (the replica for global, else the ledger itself)."""
+        """The ledger the projector reads (the replica for a shared scope, else the ledger itself)."""
         return self.replica if self.replica is not None else self.ledger
 
 
@@ -74,7 +83,7 @@ def _version(row: MemoryRow) -> tuple[Any, ...]:
 
 
 class MemoryScopes:
-    """The project, local and global ledgers of one project, and their projectors."""
+    """The project, local, global and enterprise ledgers of one project, and their projectors."""
 
     def __init__(
         self, settings: Settings, project: Ledger, projector: MemoryProjector, *, vectors: Any, graph: Any, embedder: Any
@@ -87,6 +96,8 @@ class MemoryScopes:
         self._stores: dict[str, ScopeStore] = {"project": ScopeStore("project", project, projector)}
         self._open_lock = threading.Lock()
         self._replicate_lock = threading.Lock()
+        self.warnings: dict[str, str] = {}
+        """Scopes skipped by reads, and why (an unreachable enterprise directory)."""
 
     # -- paths ---------------------------------------------------------------------------------
     def local_path(self) -> Path:
@@ -97,9 +108,25 @@ class MemoryScopes:
         """The global scope's ledger (shared by every project of this user)."""
         return self.settings.resolved_global_dir() / LEDGER_NAME
 
-    def replica_path(self) -> Path:
-        """This project's replica of the global ledger (what its global projections are built from)."""
-        return self.settings.resolved_state_dir() / REPLICA_NAME
+    def replica_path(self, scope: Scope = "global") -> Path:
+        """This project's replica of a shared ledger (what that scope's projections are built from)."""
+        return self.settings.resolved_state_dir() / (REPLICA_NAME if scope == "global" else f"{scope}_replica.db")
+
+    def _enterprise_path(self, create: bool) -> Path | None:
+        """The enterprise ledger; None when the scope cannot be read here (a warning, once, when it is
+        on but unreachable). ``create``: refused, saying why and what to do, instead of None."""
+        location = enterprise_location(self.settings)
+        reason = location.unavailable()
+        if reason is None:
+            self.warnings.pop("enterprise", None)
+            assert location.directory is not None
+            return location.directory / LEDGER_NAME
+        if create:
+            raise ScopeUnavailableError(reason)
+        if location.enabled and self.warnings.get("enterprise") != reason:
+            self.warnings["enterprise"] = reason
+            log.warning("enterprise memory scope skipped", reason=reason)
+        return None
 
     # -- opening -------------------------------------------------------------------------------
     @property
@@ -130,10 +157,16 @@ class MemoryScopes:
             found = self._stores.get(scope)
             if found is not None:
                 return found
-            path = self.local_path() if scope == "local" else self.global_path()
+            if scope == "enterprise":
+                path = self._enterprise_path(create)
+                if path is None:
+                    return None
+            else:
+                path = self.local_path() if scope == "local" else self.global_path()
             if not path.exists() and not create:
                 return None
-            make_private_dir(path.parent)  # personal memories: .codemem/local/ or the global dir
+            if scope != "enterprise":  # the organisation's directory keeps the rights it was given
+                make_private_dir(path.parent)  # personal memories: .codemem/local/ or the global dir
             if scope == "local":
                 ignore = path.parent / ".gitignore"
                 if not ignore.exists():
@@ -141,22 +174,23 @@ class MemoryScopes:
                 ledger = Ledger(path, scope="local")
                 found = ScopeStore("local", ledger, self._projector(ledger, "local"))
             else:
-                ledger = Ledger(path, scope="global")
-                replica = Ledger(self.replica_path(), scope="global")
-                found = ScopeStore("global", ledger, self._projector(replica, "global"), replica)
+                ledger = Ledger(path, scope=scope)
+                replica = Ledger(self.replica_path(scope), scope=scope)
+                found = ScopeStore(scope, ledger, self._projector(replica, scope), replica)
             self._stores[scope] = found
             log.info("memory scope opened", scope=scope, path=str(path))
         return found
 
-    def opened(self, scopes: Sequence[str] | None = None) -> list[ScopeStore]:
-        """The stores of ``scopes`` (all when None) whose ledgers exist, in ``SCOPES`` order."""
-        wanted = SCOPES if scopes is None else [s for s in SCOPES if s in scopes]
+    def opened(self, scopes: Sequence[str] | None = None, *, order: Sequence[Scope] = SCOPES) -> list[ScopeStore]:
+        """The stores of ``scopes`` (all when None) whose ledgers exist, in ``order`` (``SCOPES``:
+        the project first, as a rebuild needs; reads pass ``RESOLUTION_ORDER``)."""
+        wanted = order if scopes is None else [s for s in order if s in scopes]
         return [s for s in (self.store(name) for name in wanted) if s is not None]
 
     # -- reads across scopes ---------------------------------------------------------------------
     def _with_sync_status(self, store: ScopeStore, rows: dict[str, MemoryRow]) -> dict[str, MemoryRow]:
-        """Global rows report this project's projection state (the replica's), not the shared
-        ledger's (whose outbox no one drains)."""
+        """Rows of a shared scope report this project's projection state (the replica's), not the
+        shared ledger's (whose outbox no one drains)."""
         if store.replica is None or not rows:
             return rows
         states = store.replica.get_many(list(rows))
@@ -167,7 +201,7 @@ class MemoryScopes:
 
     def locate(self, memory_id: str) -> MemoryRow | None:
         """A memory by id in whichever scope holds it (deleted ones included), or None."""
-        for store in self.opened():
+        for store in self.opened(order=RESOLUTION_ORDER):
             row = store.ledger.get(memory_id)
             if row is not None:
                 return self._with_sync_status(store, {row.id: row})[row.id]
@@ -177,7 +211,7 @@ class MemoryScopes:
         """Memories by id across ``scopes`` (all when None); missing ids are absent."""
         found: dict[str, MemoryRow] = {}
         left = list(dict.fromkeys(memory_ids))
-        for store in self.opened(scopes):
+        for store in self.opened(scopes, order=RESOLUTION_ORDER):
             if not left:
                 break
             rows = self._with_sync_status(store, store.ledger.get_many(left))
@@ -185,20 +219,39 @@ class MemoryScopes:
             left = [memory_id for memory_id in left if memory_id not in rows]
         return found
 
-    # -- the global replica ------------------------------------------------------------------------
-    def sync_global(self, memory_ids: Sequence[str] | None = None) -> list[str]:
-        """Bring this project's replica of the global ledger up to date and queue what changed for
-        projection (the caller projects, or the background sync drains the replica's outbox).
+    # -- the replicas of the shared scopes ---------------------------------------------------------
+    def sync_shared(self) -> dict[str, list[str]]:
+        """``sync`` every shared scope this project sees; a scope that fails is logged and skipped.
+
+        Returns:
+            The ids queued per scope. Raises the first failure once every scope was tried.
+        """
+        queued: dict[str, list[str]] = {}
+        failure: Exception | None = None
+        for scope in SHARED_SCOPES:
+            try:
+                queued[scope] = self.sync(scope)
+            except Exception as exc:  # noqa: BLE001 - one unreachable share does not hold up the other
+                log.warning("shared memories not replicated", scope=scope, error=str(exc))
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return queued
+
+    def sync(self, scope: Scope, memory_ids: Sequence[str] | None = None) -> list[str]:
+        """Bring this project's replica of a shared ledger (``scope``) up to date and queue what
+        changed for projection (the caller projects, or the background sync drains the replica's outbox).
 
         Args:
+            scope: A shared scope (global, enterprise).
             memory_ids: Only these memories (this process just wrote them); None: whatever the
-                global ledger's audit says changed since the last sync (everything the first time,
-                or when the global ledger was replaced).
+                shared ledger's audit says changed since the last sync (everything the first time,
+                or when the shared ledger was replaced).
 
         Returns:
             The ids queued in the replica.
         """
-        store = self.store("global")
+        store = self.store(scope)
         if store is None:
             return []
         source, replica = store.ledger, store.replica
@@ -227,11 +280,11 @@ class MemoryScopes:
                 replica.set_meta(REPLICA_SEQ_KEY, str(seq))
             queued = [row.id for row in rows] + gone
             if queued:
-                log.info("global memories replicated", memories=len(queued))
+                log.info("shared memories replicated", scope=scope, memories=len(queued))
             return queued
 
     def close(self) -> None:
-        """Close the local and global ledgers (the project's belongs to its opener)."""
+        """Close the ledgers of the other scopes (the project's belongs to its opener)."""
         for name, store in list(self._stores.items()):
             if name == "project":
                 continue

@@ -420,7 +420,7 @@ def test_scopes_and_detail_inputs():
     assert m.MemoryAddInput(memory_type="session", content="c").scope is None
     assert m.MemoryAddInput(memory_type="session", content="c", scope=" Global ").scope == "global"
     assert m.MemorySearchInput(query="q", scopes="LOCAL").scopes == ["local"]
-    with pytest.raises(ValidationError, match="'project', 'local' or 'global'"):
+    with pytest.raises(ValidationError, match="'project', 'local', 'global' or 'enterprise'"):
         m.MemoryAddInput(memory_type="session", content="c", scope="team")
     search = m.MemorySearchInput(query="q")
     assert (search.detail, search.scopes) == ("summary", None)

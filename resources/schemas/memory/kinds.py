@@ -40,11 +40,16 @@ TYPES_HELP = (
 )
 """What each memory type holds, for the fields that name one (the tools' schemas show it to an LLM)."""
 
-MemoryScope = Literal["project", "local", "global"]
+MemoryScope = Literal["project", "local", "global", "enterprise"]
 """Where a memory is kept (``resources.memory.scopes``): ``project`` (the project's ledger, shared
-through exports), ``local`` (personal notes on this project, never shared) or ``global`` (the
-user's memories across all projects)."""
-MEMORY_SCOPES: tuple[MemoryScope, ...] = ("project", "local", "global")
+through exports), ``local`` (personal notes on this project, never shared), ``global`` (the
+user's memories across all projects) or ``enterprise`` (the organisation's, opt-in)."""
+MEMORY_SCOPES: tuple[MemoryScope, ...] = ("project", "local", "global", "enterprise")
+SHARED_SCOPES: tuple[MemoryScope, ...] = ("global", "enterprise")
+"""Scopes whose ledger lives outside the project and is read by many projects: their memories
+cannot be anchored to one project's code and link only to memories of the same scope."""
+RESOLUTION_ORDER: tuple[MemoryScope, ...] = ("enterprise", "local", "project", "global")
+"""The order in which scopes are consulted (seed 002 FR-006): enterprise → local → project → global."""
 Detail = Literal["summary", "full"]
 """Progressive hydration of search hits: ``summary`` (the first ~300 characters; memory_get or
 get_symbol returns the rest) or ``full`` (up to 4,000 characters of a memory, 30 lines of code)."""
@@ -129,9 +134,10 @@ ScopeInput = Annotated[MemoryScope, BeforeValidator(_scope_input)]
 ScopesInput = Annotated[list[MemoryScope], BeforeValidator(_scopes_input)]
 SCOPE_HELP = (
     "project (default: this project's memories, shared with the team through exports), local (personal "
-    "notes on this project, never shared or exported to git) or global (yours, across all your projects)"
+    "notes on this project, never shared or exported to git), global (yours, across all your projects) or "
+    "enterprise (your organisation's, when it has turned that scope on)"
 )
-SCOPES_FILTER_HELP = "Only memories of these scopes: project, local, global (all when omitted)."
+SCOPES_FILTER_HELP = "Only memories of these scopes: project, local, global, enterprise (all when omitted)."
 
 
 MemoryTypeInput = Annotated[MemoryType, BeforeValidator(_memory_type_input)]

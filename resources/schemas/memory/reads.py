@@ -61,7 +61,7 @@ class MemoryRecord(BaseModel):
     deleted_at: str | None = None
     relationships: list[MemoryRelationship] | None = None
     stale_anchors: list[dict[str, Any]] | None = Field(default=None, description="Anchored code that changed or vanished since the memory was anchored (None: current).")
-    scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
+    scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local, global or enterprise.")
     files: list[CommitFile] | None = Field(default=None, description="With include_files: the files the memory concerns, at its commit.")
 
 
@@ -131,7 +131,7 @@ class MemoryHit(BaseModel):
         default_factory=list,
         description="Summary hits: metadata fields left out or cut to keep the hit short (~600 characters); memory_get returns them whole.",
     )
-    scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local or global.")
+    scope: MemoryScope = Field(default="project", description="Where the memory is kept: project, local, global or enterprise.")
     next: str | None = Field(default=None, description="When content was cut or metadata elided: the call that returns all of it.")
 
 

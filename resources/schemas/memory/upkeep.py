@@ -17,7 +17,7 @@ class MemoryStatisticsResult(BaseModel):
     storage: dict[str, dict[str, Any]]
     cache: dict[str, Any]
     outbox: dict[str, Any]
-    scopes: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per scope in use (project, local, global): its ledger, memory counts per type, sync status and outbox (the totals above add them up).")
+    scopes: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Per scope in use (project, local, global, enterprise): its ledger, memory counts per type, sync status and outbox (the totals above add them up); a scope that is on but unreachable (an enterprise directory not mounted) says why under `skipped`.")
 
 
 NormalizationPhase = Literal["snapshot", "deduplication", "orphan_detection", "embedding_refresh", "cleanup", "validation", "swap"]

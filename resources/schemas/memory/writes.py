@@ -82,7 +82,7 @@ class MemoryAddInput(ToolInput):
     ))
     importance_score: float | None = Field(default=None, ge=0.0, le=1.0, description="Retrieval priority 0-1 (default 0.5).")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key: a retry with the same request_id returns the first result instead of storing the memory twice.")
-    scope: ScopeInput | None = Field(default=None, description="Where to keep it: " + SCOPE_HELP + ". In memory_bulk_add, the batch's scope when omitted.")
+    scope: ScopeInput | None = Field(default=None, description="Where to keep it: " + SCOPE_HELP + ". When omitted: the batch's scope in memory_bulk_add, else global for a user_preference that applies Global (metadata.scope), else project.")
 
 
 class MemoryConflict(BaseModel):
@@ -161,7 +161,7 @@ class MemoryBulkAddInput(ToolInput):
 
     memories: list[MemoryAddInput] = Field(min_length=1, max_length=1000, description="The memories (1-1000), as for memory_add.")
     request_id: str | None = Field(default=None, max_length=200, description="Optional idempotency key for the whole batch (a retry returns the first result).")
-    scope: ScopeInput | None = Field(default=None, description="The scope of every memory that names none (default project). One batch writes one scope, all or nothing. Scopes: " + SCOPE_HELP + ".")
+    scope: ScopeInput | None = Field(default=None, description="The scope of every memory that names none (default project, whatever the types). One batch writes one scope, all or nothing. Scopes: " + SCOPE_HELP + ".")
 
 
 class MemoryBulkAddResult(BaseModel):

@@ -238,7 +238,7 @@ def test_a_failure_in_the_middle_of_a_commit_writes_nothing_and_loses_nothing(me
         ({"text": "notes", "max_candidates": 0}, "greater than or equal to 1"),
         ({"text": "notes", "max_candidates": 101}, "less than or equal to 100"),
         ({"text": "notes", "min_confidence": 1.5}, "less than or equal to 1"),
-        ({"text": "notes", "scope": "team"}, "'project', 'local' or 'global'"),
+        ({"text": "notes", "scope": "team"}, "'project', 'local', 'global' or 'enterprise'"),
         ({"text": "notes", "dry_run": True}, "unknown field dry_run"),
     ],
 )

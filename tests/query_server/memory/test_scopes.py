@@ -231,3 +231,23 @@ def test_local_scope_is_never_committed(tmp_path: Path, service_factory) -> None
     assert ignored(".codemem/local/memory.db")
     status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True, check=True)
     assert ".codemem" not in status.stdout
+
+
+def test_us6_6_without_a_scope_a_personal_preference_goes_global_and_team_context_to_the_project(
+    tmp_path: Path, service_factory,  # noqa: ANN001
+) -> None:
+    """Seed 002 US6-6: "the default scope is used (global for personal, project for team context)"."""
+    root = tmp_path / "p"
+    root.mkdir()
+    svc = service_factory(root, global_dir=tmp_path / "global")
+    assert _add(svc, "user_preference", GLOBAL_PREF, metadata=PREF_META).scope == "global"
+    project_pref = {**PREF_META, "key": "tests.layout", "scope": "Project"}
+    assert _add(svc, "user_preference", "Tests live beside the code in this repository", metadata=project_pref).scope == "project"
+    assert _add(svc, "session", A_LOCAL).scope == "project"
+    # a scope given wins
+    named = {**PREF_META, "key": "tests.runner"}
+    assert _add(svc, "user_preference", "Run tests with pytest -x", metadata=named, scope="project").scope == "project"
+    # one batch writes one scope, the project unless it names one: a batch is not split by type
+    batch = [{"memory_type": "user_preference", "content": "Prefer f-strings", "metadata": {**PREF_META, "key": "py.format"}},
+             {"memory_type": "session", "content": "Reviewed the formatting rules"}]
+    assert svc.memory.memory_bulk_add(MemoryBulkAddInput(memories=batch)).scope == "project"
