@@ -1,7 +1,7 @@
-"""Scoped writes are as crash-safe as project writes: a process SIGKILLed right after the local or
-global ledger committed a memory (``CODEMEM_FAULT_POINT=memory_add:after_ledger``, before any
+"""Scoped writes are as crash-safe as project writes: a process SIGKILLed right after the local,
+global or enterprise ledger committed a memory (``CODEMEM_FAULT_POINT=memory_add:after_ledger``, before any
 projection or replication) loses nothing — after a restart the memory is read, projected and found
-by meaning, and a global one is found from another project too."""
+by meaning, and a global or enterprise one is found from another project too."""
 
 from __future__ import annotations
 
@@ -44,11 +44,15 @@ def _open(root: Path, global_dir: Path) -> CodeMemService:
     return CodeMemService(Settings(project_root=root, global_dir=global_dir))
 
 
-@pytest.mark.parametrize("scope", ["global", "local"])
-def test_sigkill_after_scoped_ledger_commit_is_found_after_restart(tmp_path: Path, graph_servers: Path, scope: str) -> None:
-    project, other, global_dir = tmp_path / "a", tmp_path / "b", tmp_path / "global"
-    project.mkdir()
-    other.mkdir()
+@pytest.mark.parametrize("scope", ["global", "local", "enterprise"])
+def test_sigkill_after_scoped_ledger_commit_is_found_after_restart(
+    tmp_path: Path, graph_servers: Path, scope: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, other, global_dir, org_dir = tmp_path / "a", tmp_path / "b", tmp_path / "global", tmp_path / "org"
+    for folder in (project, other, org_dir):
+        folder.mkdir()
+    monkeypatch.setenv("CODEMEM_ENTERPRISE_SCOPE", "1")  # this process and the one killed
+    monkeypatch.setenv("CLAUDE_MEMORY_ENTERPRISE_PATH", str(org_dir))
     request = MemoryAddInput(
         memory_type="user_preference", content=CONTENT, scope=scope, request_id=f"crash-{scope}",
         metadata={"category": "Tool", "key": "tests.parsers", "value": "hypothesis", "scope": "Global"},
@@ -63,7 +67,7 @@ def test_sigkill_after_scoped_ledger_commit_is_found_after_restart(tmp_path: Pat
     assert "ACK" not in died.stdout  # never acknowledged
 
     # what the crash left: the row committed in the scope's own ledger, nothing in the project's
-    path = global_dir / "memory.db" if scope == "global" else project / ".codemem" / "local" / "memory.db"
+    path = {"global": global_dir, "enterprise": org_dir, "local": project / ".codemem" / "local"}[scope] / "memory.db"
     ledger = Ledger(path, scope=scope)
     try:
         [row] = list(ledger.iter_memories())
@@ -94,6 +98,6 @@ def test_sigkill_after_scoped_ledger_commit_is_found_after_restart(tmp_path: Pat
     elsewhere = _open(other, global_dir)
     try:
         ids = [h.id for h in elsewhere.memory.memory_search(MemorySearchInput(query=QUERY)).results]
-        assert ids == ([row.id] if scope == "global" else [])
+        assert ids == ([row.id] if scope in ("global", "enterprise") else [])
     finally:
         elsewhere.close()
