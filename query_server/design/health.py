@@ -10,6 +10,15 @@ from query_server.memory.hubs import orphan_memories
 from resources.schemas.design import MemoryHealthResult
 
 
+_BROKEN_FIX = {
+    "deleted": "the target is soft-deleted (the link comes back if it is restored): link this memory to what replaced it "
+               "(codemem memory link), and hard-delete the target (memory_delete hard_delete=true) to drop the link",
+    "missing": "the target is gone: normalize_memory removes the link (restorable with its restore_links id); link this "
+               "memory to what replaced it (codemem memory link)",
+}
+"""What to do about a link to a deleted or missing memory (seed 002 US5-3: broken links with fix options)."""
+
+
 class HealthCheck(DesignLookups):
     """The health of the project's memories."""
 
@@ -37,7 +46,8 @@ class HealthCheck(DesignLookups):
             elif rel.target_kind.startswith("memory:"):
                 target = memory_targets.get(rel.target_id)
                 if target is None or target.deleted:
-                    broken.append({"memory_id": rel.source_id, "relationship": rel.rel_type, "target": rel.target_id, "target_state": "deleted" if target else "missing"})
+                    broken.append({"memory_id": rel.source_id, "relationship": rel.rel_type, "target": rel.target_id,
+                                   "target_state": "deleted" if target else "missing", "fix": _BROKEN_FIX["deleted" if target else "missing"]})
         unlinked = orphan_memories(self.ledger, relationships, self.memory.projector, self.vectors, MAX_ITEMS)
         duplicates = [{"memory_type": t, "memory_ids": ids} for t, ids in self.ledger.duplicate_groups()]
         sync = {**self.ledger.sync_counts(), **self.ledger.outbox_stats()}

@@ -740,7 +740,7 @@ def test_plugin_agents_seed_002_fr_025_fr_026() -> None:
 
 def test_plugin_commands() -> None:
     files = sorted((REPO / "commands").glob("*.md"))
-    assert [p.stem for p in files] == ["context", "health", "recall", "remember"]
+    assert [p.stem for p in files] == ["context", "fix", "health", "recall", "remember"]
     known = registered_tools()
     for path in files:
         assert re.fullmatch(KEBAB, path.stem)
@@ -754,6 +754,9 @@ def test_plugin_commands() -> None:
         tools = set(re.findall(r"MCP tool `(\w+)`", body))
         assert tools and tools <= known, (path.name, tools - known)
     assert "memory_search" in (REPO / "commands/recall.md").read_text() and "code_search" in (REPO / "commands/recall.md").read_text()
+    # seed 003: review findings are read back by a fix command, which marks each one resolved
+    fix = (REPO / "commands/fix.md").read_text()
+    assert "`review_findings`" in fix and "`memory_update`" in fix and '"resolved"' in fix
     assert "memory_add" in (REPO / "commands/remember.md").read_text()
     assert {"memory_health", "index_status"} <= set(re.findall(r"`(\w+)`", (REPO / "commands/health.md").read_text()))
     assert "token" in (REPO / "commands/context.md").read_text()

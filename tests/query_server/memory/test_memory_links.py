@@ -119,7 +119,8 @@ def _codemem(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_us3_the_commands_link_list_and_draw(project: Path) -> None:
-    """US3 scenarios 1-3 as a person runs them: memory link, memory edges, memory graph (Mermaid)."""
+    """US3 scenarios 1-3 and 5, US5-4, as a person runs them: memory link, memory edges, memory graph
+    (Mermaid, parsed by Mermaid's own parser), memory quality, memory suggest-links."""
     from query_server.service import CodeMemService
     from resources.settings import Settings
 
@@ -180,3 +181,26 @@ def test_a_link_survives_a_failure_right_after_the_ledger_commit(project: Path, 
     svc.memory.sync()
     (found,) = svc.get_related(GetRelatedInput(entity_id=b)).results
     assert (found.id, found.edge, found.edge_direction) == (a, "RELATES_TO", "incoming")
+
+
+def test_us3_4_deleting_a_memory_removes_the_edges_that_reference_it(project: Path, service_factory) -> None:
+    """Seed 002 US3-4. A soft delete hides the edges (the walk and the graph no longer show them; the
+    ledger keeps them for a restore, and memory_health names them with what to do: US5-3); a hard
+    delete removes them from the ledger."""
+    svc = service_factory(project)
+    target = _add(svc, "session", "Token refresh spike: 60 s early works")
+    source = _add(svc, "session", "Auth work log")
+    svc.memory.memory_update(MemoryUpdateInput(memory_id=source, memory_type="session",
+                                               relationships=[{"type": "RELATES_TO", "target_id": target}]))
+    assert [r.id for r in svc.get_related(GetRelatedInput(entity_id=source)).results] == [target]
+
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=target, memory_type="session"))
+    assert svc.get_related(GetRelatedInput(entity_id=source)).results == []
+    [broken] = svc.design.memory_health().broken_links  # US5-3: identified, with the fix options
+    assert (broken["memory_id"], broken["target"], broken["target_state"]) == (source, target, "deleted")
+    assert "codemem memory link" in broken["fix"] and "hard_delete" in broken["fix"]
+
+    svc.memory.memory_delete(MemoryDeleteInput(memory_id=target, memory_type="session", hard_delete=True))
+    assert svc.memory.ledger.relationships_of(source) == ([], [])
+    assert svc.get_related(GetRelatedInput(entity_id=source)).results == []
+    assert svc.design.memory_health().broken_links == []
