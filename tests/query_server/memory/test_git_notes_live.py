@@ -331,6 +331,8 @@ def test_cli_notes_and_review_commands(clones: tuple[Path, Path, Path], tmp_path
     assert "Secrets" in run("review", "show") and "high" in run("review", "show")
     assert "resolved" in run("review", "resolve", finding["id"], "masked in the logger")
     assert "no open review findings" in run("review", "show")
+    rebuilt = run("notes", "sync", "--rebuild")  # US-009 from the command line: the index rebuilt from every refs/notes/cs/*
+    assert "namespace reviews │ 1" in rebuilt and "memories imported │ 0" in rebuilt  # the finding read back, nothing doubled
     got = json.loads(runner.invoke(main, ["memory", "get", finding["id"], "--type", "session", "--files", "--json", "--project", str(a)]).output)
     assert got["files"][0]["content"] == "def handler():\n    return 1\n"
     assert "0 decision(s) attached" in run("notes", "capture")
