@@ -5,6 +5,11 @@ and its subgraph are written, and the file is recorded as in flight before them,
 in the middle leaves the old hash and the record in place and the next run redoes (or deletes)
 that file; cross-file edges about to change in the graph are recorded as unsettled the same way
 (every store write is idempotent): the index converges.
+
+A file's references (JSON) are its largest column (37 MB for Linux's ``fs/``, a third of the
+manifest): they are stored zlib-compressed (``pack``: 7.8× smaller, ~0.2 s for all of ``fs/``); a
+row written before as text is read as it is (``unpack``). Embedding texts stay plain: each is
+short (~340 bytes), so zlib saves 1.6× for ~1 s of the main thread's time on ``fs/``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -115,6 +121,20 @@ release gets them at its next whole-repository resolution)."""
 RESOLVE_EVERYTHING = "resolve_everything"
 """Meta key set when a change can affect the resolution of any file (see ``resolution_scope``)."""
 
+PACK_LEVEL = 3
+"""zlib level of the packed column: on Linux's ``fs/`` refs, 1 gives 7.3×, 3 7.8× in less time, 6 8.7× in 2.7× the time."""
+
+
+def pack(text: str) -> bytes:
+    """A packed column's value as stored: the text, zlib-compressed (a BLOB, told apart from older TEXT rows)."""
+    return zlib.compress(text.encode("utf-8"), PACK_LEVEL)
+
+
+def unpack(value: str | bytes) -> str:
+    """A packed column's text (a row written before packing holds the text itself)."""
+    return value if isinstance(value, str) else zlib.decompress(value).decode("utf-8")
+
+
 _PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
 
 
@@ -210,7 +230,7 @@ class Manifest:
                 "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     state.path, state.language, state.content_hash, state.size, state.mtime_ns,
-                    state.indexed_at, state.symbol_count, state.error_count, json.dumps(refs),
+                    state.indexed_at, state.symbol_count, state.error_count, pack(json.dumps(refs)),
                 ),
             )
             conn.executemany(
@@ -274,7 +294,7 @@ class Manifest:
             for path in paths:
                 row = self._conn.execute("SELECT refs FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
-                    found[path] = json.loads(row[0])
+                    found[path] = json.loads(unpack(row[0]))
         return found
 
     @staticmethod
@@ -357,13 +377,13 @@ class Manifest:
             rows = self._conn.execute(
                 f"SELECT refs FROM files WHERE path IN ({', '.join('?' * len(wanted))})", wanted
             ).fetchall()
-        return {symbol_id for (refs,) in rows for symbol_id in json.loads(refs).get("declarations", [])}
+        return {symbol_id for (refs,) in rows for symbol_id in json.loads(unpack(refs)).get("declarations", [])}
 
     def all_refs(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Per file: (language, refs) where refs holds imports, calls and inheritance."""
         with self._lock:
             rows = self._conn.execute("SELECT path, language, refs FROM files").fetchall()
-        return {path: (language, json.loads(refs)) for path, language, refs in rows}
+        return {path: (language, json.loads(unpack(refs))) for path, language, refs in rows}
 
     def pending_dense(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` (id, embed_text) pairs that have no dense vector yet."""

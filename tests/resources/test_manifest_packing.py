@@ -1,0 +1,57 @@
+"""The manifest's largest column (a file's references) is stored zlib-compressed and read back
+unchanged, and a manifest written before (plain text rows) still reads (issue 21, item 2: state
+on disk)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from resources.manifest import FileState, Manifest, SymbolRow
+
+REFS = {"imports": [{"module": "os.path", "names": ["join"]}] * 40, "calls": [["read_config", 12]] * 60, "declarations": ["s1"]}
+TEXT = "def read_config(path):\n    '''Read the configuration file at path.'''\n" + "    x = 1\n" * 80
+
+
+def _file(path: str) -> FileState:
+    return FileState(path, "python", "hash-" + path, 10, 1, "2026-11-27T00:00:00", 1, 0)
+
+
+def _symbol(sid: str, path: str) -> SymbolRow:
+    return SymbolRow(sid, path, "read_config", "read_config", f"{path}.read_config", "function", None, "python", TEXT, False)
+
+
+def test_refs_are_stored_compressed_and_read_back_unchanged(tmp_path: Path) -> None:
+    manifest = Manifest(tmp_path / "index.db")
+    with manifest.transaction() as conn:
+        manifest.replace_files(conn, [(_file("pkg/a.py"), REFS, [_symbol("s1", "pkg/a.py")])])
+    assert manifest.refs_of(["pkg/a.py"]) == {"pkg/a.py": REFS}
+    assert manifest.all_refs() == {"pkg/a.py": ("python", REFS)}
+    assert manifest.declarations(["pkg/a.py"]) == {"s1"}
+    assert manifest.pending_dense(10) == [("s1", TEXT)]
+    assert manifest.still_pending([("s1", TEXT)]) == {"s1"} and manifest.still_pending([("s1", "other text")]) == set()
+    manifest.close()
+
+    raw = sqlite3.connect(tmp_path / "index.db")
+    refs_type, refs_bytes = raw.execute("SELECT typeof(refs), length(refs) FROM files").fetchone()
+    raw.close()
+    assert refs_type == "blob" and refs_bytes * 4 < len(json.dumps(REFS))
+
+
+def test_a_manifest_written_before_packing_still_reads(tmp_path: Path) -> None:
+    Manifest(tmp_path / "index.db").close()
+    raw = sqlite3.connect(tmp_path / "index.db")  # rows as an earlier release wrote them: plain text
+    raw.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("old.py", "python", "h", 1, 1, "2026-11-01T00:00:00", 1, 0, json.dumps(REFS)))
+    raw.execute("INSERT INTO symbols (id, path, name, local_name, qualified_name, kind, container, language, embed_text, has_dense) "
+                "VALUES ('s0', 'old.py', 'f', 'f', 'old.f', 'function', NULL, 'python', ?, 0)", (TEXT,))
+    raw.commit()
+    raw.close()
+    manifest = Manifest(tmp_path / "index.db")
+    assert manifest.refs_of(["old.py"]) == {"old.py": REFS}
+    assert manifest.pending_dense(10) == [("s0", TEXT)] and manifest.still_pending([("s0", TEXT)]) == {"s0"}
+    with manifest.transaction() as conn:  # rewritten by a new release: packed from then on
+        manifest.replace_files(conn, [(_file("old.py"), REFS, [_symbol("s0", "old.py")])])
+    assert manifest.all_refs()["old.py"] == ("python", REFS)
+    manifest.close()
