@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
-from query_server.memory import backup, export_import, notes, reviews, statistics
-from query_server.memory.extract import MemoryExtraction
+from query_server.memory import export_import, notes, reviews, statistics
 from query_server.memory.normalize_jobs import NormalizationJobs
 from query_server.memory.reads import MemoryReads
 from query_server.memory.stores import CodeLinkChecker, CodeResolver, MemoryStores, SymbolLookup
@@ -99,9 +99,16 @@ class MemoryService:
         self.writes = MemoryWrites(self.stores)
         self.reads = MemoryReads(self.stores)
         self.normalization = NormalizationJobs(self.stores)
-        self.extraction = MemoryExtraction(self.stores, self.writes)
         self._stop = threading.Event()
         self._sync_thread: threading.Thread | None = None
+
+    @cached_property
+    def extraction(self) -> Any:
+        """memory_extract's engine (``MemoryExtraction``), imported when first used: its cue rules
+        cost ~50 ms to import, which every ``codemem`` command would otherwise pay."""
+        from query_server.memory.extract import MemoryExtraction
+
+        return MemoryExtraction(self.stores, self.writes)
 
     @property
     def ledger(self) -> Ledger:
@@ -236,11 +243,15 @@ class MemoryService:
 
     def backup(self, request: BackupInput) -> BackupResult:
         """A consistent online copy of the ledger (and the embedding cache) into a project directory."""
+        from query_server.memory import backup  # imported when used (~35 ms)
+
         return backup.backup_ledger(self.stores, request)
 
     def restore(self, request: RestoreInput) -> RestoreResult:
         """Replace the ledger with a backup's (the current one is kept beside it), then rebuild the
         memory projections from it."""
+        from query_server.memory import backup
+
         return backup.restore_ledger(self.stores, request)
 
     # -- git notes and reviews ---------------------------------------------------------------

@@ -17,7 +17,6 @@ from resources.embeddings._model_files import INSTALL_HINT, candidate_sources
 from resources.embeddings.base import Embedder, EmbeddingError
 from resources.embeddings.cache import DAY, CachedEmbedder, EmbeddingCache
 from resources.embeddings.local import MODEL_NAME, LocalMiniLMEmbedder, onnx_available, resolved_runtime
-from resources.embeddings.voyage import VoyageEmbedder
 
 log = logging.getLogger(__name__)
 CACHE_FILE = "embedding_cache.sqlite3"
@@ -128,6 +127,8 @@ def create_embedder(settings: object, *, probe: bool = True, use_cache: bool = T
     status: EmbedderStatus
     reason: str | None = None
     if key_value:
+        from resources.embeddings.voyage import VoyageEmbedder  # its HTTP retry stack only where used (~40 ms)
+
         try:
             voyage = VoyageEmbedder(
                 key_value,
