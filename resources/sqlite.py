@@ -23,7 +23,7 @@ BUSY_TIMEOUT_S = 30.0
 
 
 def open_database(
-    path: Path | str, *, synchronous: Literal["FULL", "NORMAL"], foreign_keys: bool = False
+    path: Path | str, *, synchronous: Literal["FULL", "NORMAL"], foreign_keys: bool = False, shared: bool = False
 ) -> sqlite3.Connection:
     """Open (creating if needed) a store's database: autocommit, shareable between threads, WAL.
 
@@ -33,14 +33,17 @@ def open_database(
         synchronous: ``FULL`` for a system of record (a commit survives a power cut),
             ``NORMAL`` for state that can be rebuilt.
         foreign_keys: Enforce the schema's foreign keys.
+        shared: A database in a directory other users (and maybe other machines) write, such as
+            the enterprise memory scope's: its rights are left to the directory (no 0600), and it
+            uses a rollback journal, since WAL needs every writer on one host (SQLite's docs).
 
     Returns:
         The connection; the caller serializes its use with its own lock.
     """
-    if str(path) != ":memory:":
+    if str(path) != ":memory:" and not shared:
         make_private_file(Path(path))
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA journal_mode={'DELETE' if shared else 'WAL'}")
     conn.execute(f"PRAGMA synchronous={synchronous}")
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys=ON")

@@ -134,7 +134,7 @@ def import_memory(stores: MemoryStores, request: ImportMemoryInput, *, request_i
             content = item.get("content")
             if not isinstance(content, str) or not content.strip():
                 raise ValueError("content is missing or blank")
-            metadata = validate_metadata(memory_type, item.get("metadata") or {}, content=content)
+            metadata = validate_metadata(memory_type, item.get("metadata") or {}, content=content, strict_role=False)
             memory_id = str(item.get("id") or uuid.uuid4())
             try:
                 uuid.UUID(memory_id)
@@ -181,9 +181,10 @@ def import_memory(stores: MemoryStores, request: ImportMemoryInput, *, request_i
         return ImportMemoryResult(imported=0, skipped=skipped, overwritten=0, errors=errors)
     touched: dict[str, list[str]] = {}
     added = 0
+    targets = {scope: stores.store(scope, create=True) for scope in fresh}  # a scope that cannot be written refuses before any write
     try:  # one all-or-nothing transaction per scope
         for scope, news in fresh.items():
-            rows = stores.store(scope, create=True).ledger.add(news, request_id=request_id)
+            rows = targets[scope].ledger.add(news, request_id=request_id)
             touched.setdefault(scope, []).extend(row.id for row in rows)
             added += len(rows)
         for row, change in overwrite:

@@ -58,7 +58,7 @@ def memory_statistics(stores: MemoryStores) -> MemoryStatisticsResult:
             "memory_counts": {t: n for t, n in scope_counts.items() if n["total"]},
             "sync_status": scope_sync, "outbox": scope_outbox,
         })
-    for scope, reason in stores.scopes.warnings.items():  # on, but unreachable: skipped by reads
+    for scope, reason in dict(stores.scopes.warnings).items():  # on, but unreachable: skipped by reads
         per_scope.setdefault(scope, {})["skipped"] = reason
     return MemoryStatisticsResult(
         memory_counts=counts, sync_status=sync, storage=storage, cache=cache_stats, outbox=outbox, scopes=per_scope,

@@ -81,6 +81,8 @@ class MemoryWrites:
         memory_type = request.memory_type
         scope = request.scope or default_scope(str(memory_type), request.metadata)
         self._no_global_anchors(scope, request.metadata)
+        if scope == "enterprise":  # off or unreachable: refused before any work
+            self.stores.store(scope, create=True)
         metadata = self._anchored(self._validated_metadata(memory_type, request.metadata, request.content))
         relationships = [self._resolve_target(spec, scope) for spec in request.relationships]
         vector = self.embed_one(memory_type, request.content, metadata)
@@ -179,7 +181,8 @@ class MemoryWrites:
         content = request.content if request.content is not None else row.content
         metadata = row.metadata
         if request.metadata is not None or request.content is not None:
-            metadata = self._validated_metadata(request.memory_type, {**row.metadata, **(request.metadata or {})}, content)
+            metadata = self._validated_metadata(request.memory_type, {**row.metadata, **(request.metadata or {})}, content,
+                                                strict_role="role" in (request.metadata or {}))
         if request.metadata:
             _merged_metadata_within_limits(row.metadata, metadata)
         if (request.metadata and "anchors" in request.metadata) or request.confirm_anchors or (request.content is not None and metadata.get("anchors")):
@@ -258,9 +261,11 @@ class MemoryWrites:
                 "store the memory with scope 'project' (or 'local'), or leave metadata.anchors out"
             )
 
-    def _validated_metadata(self, memory_type: MemoryType, metadata: dict[str, Any] | None, content: str) -> dict[str, Any]:
+    def _validated_metadata(
+        self, memory_type: MemoryType, metadata: dict[str, Any] | None, content: str, *, strict_role: bool = True,
+    ) -> dict[str, Any]:
         try:
-            return validate_metadata(memory_type, metadata, content=content)
+            return validate_metadata(memory_type, metadata, content=content, strict_role=strict_role)
         except MemoryValidationError as exc:
             raise ToolError(str(exc)) from exc
 

@@ -71,7 +71,8 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
             Recall project memories by meaning: requirements, ADRs and designs, patterns, past test
             failures and fixes, preferences, earlier sessions. Use it BEFORE implementing or fixing
             something, to follow what was decided. Ranked by similarity x importance x recency. Searches
-            the project, your local and your global memories (each hit says its `scope`); hits are
+            the project, your local and global memories, and your organisation's enterprise ones when
+            that scope is on (each hit says its `scope`); hits are
             summaries — memory_get reads one in full.
         """),
     ),

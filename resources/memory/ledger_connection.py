@@ -42,10 +42,10 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 class LedgerConnection:
     """One ledger file's connection, serialized by a lock (the base of ``Ledger``)."""
 
-    def __init__(self, path: Path, *, scope: str = "project") -> None:
+    def __init__(self, path: Path, *, scope: str = "project", shared: bool = False) -> None:
         """Open (creating if needed) the ledger at ``path``; its rows say they belong to ``scope``
-        (``project``; ``local`` and ``global`` scopes are ledgers of their own, see
-        ``resources.memory.scopes``)."""
+        (``project``; the other scopes are ledgers of their own, see ``resources.memory.scopes``).
+        ``shared``: a ledger in a directory other users write (``resources.sqlite.open_database``)."""
         self.path = path
         self.scope = scope
         wal = path.with_name(path.name + "-wal")
@@ -53,7 +53,7 @@ class LedgerConnection:
             # SQLite would read it as a new, empty ledger: every memory would vanish without a word
             raise LedgerError(f"{path} is empty (truncated?) — run `codemem repair`: it restores the latest "
                               "`codemem backup` or keeps the file aside")
-        self._conn = open_database(path, synchronous="FULL", foreign_keys=True)
+        self._conn = open_database(path, synchronous="FULL", foreign_keys=True, shared=shared)
         self._identity = _file_identity(path)
         self._lock = threading.RLock()
         with self._lock:

@@ -223,7 +223,7 @@ class NotesSync:
             metadata[NAMESPACE_KEY] = namespace.name
         content = str(record.get("content") or "") if not deleted or row is None else row.content
         if not deleted:
-            metadata = validate_metadata(memory_type, metadata, content=content)
+            metadata = validate_metadata(memory_type, metadata, content=content, strict_role=False)
         created = str(record.get("created_at") or now_iso())
         importance = record.get("importance_score", 0.5)
         if isinstance(importance, bool) or not isinstance(importance, int | float) or not 0 <= importance <= 1:

@@ -20,8 +20,12 @@ projected: each project keeps a replica of each (``<state>/global_replica.db``,
 ``<state>/enterprise_replica.db``) brought up to date from the shared ledger's audit sequence — at
 start-up, every background sync, before a search, and at once after this process's own writes —
 and projects the replica with the ordinary outbox. A project only ever reads a shared ledger and
-writes its own files; it never writes another project's data. Reads consult the scopes in
-``RESOLUTION_ORDER`` (enterprise → local → project → global).
+writes its own files; it never writes another project's data. Memory ids are unique across
+scopes, so no memory shadows another and seed 002's resolution order (enterprise → local →
+project → global) decides nothing a lookup returns: lookups read the project's own ledgers first,
+the shared ones (maybe on a network share) last. A shared
+ledger that fails to open or to read (an unmounted share) is skipped by reads with a warning
+(``warnings``), never failing the other scopes.
 
 Ledgers other than the project's are opened when first needed and only if their file exists
 (or on the first write to that scope), so a project that never uses scopes creates nothing.
@@ -29,8 +33,9 @@ Ledgers other than the project's are opened when first needed and only if their 
 
 from __future__ import annotations
 
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +47,7 @@ from resources.memory.ledger import Ledger, MemoryRow, Relationship
 from resources.memory.projection import MemoryProjector
 from resources.private_files import make_private_dir
 from resources.schemas.memory import MEMORY_SCOPES as SCOPES
-from resources.schemas.memory import RESOLUTION_ORDER, SHARED_SCOPES
+from resources.schemas.memory import SHARED_SCOPES
 from resources.schemas.memory import MemoryScope as Scope
 from resources.settings import Settings
 
@@ -123,9 +128,10 @@ class MemoryScopes:
             return location.directory / LEDGER_NAME
         if create:
             raise ScopeUnavailableError(reason)
-        if location.enabled and self.warnings.get("enterprise") != reason:
-            self.warnings["enterprise"] = reason
-            log.warning("enterprise memory scope skipped", reason=reason)
+        if location.enabled:
+            self._skip("enterprise", reason)
+        else:
+            self.warnings.pop("enterprise", None)  # turned off: nothing is skipped
         return None
 
     # -- opening -------------------------------------------------------------------------------
@@ -173,6 +179,10 @@ class MemoryScopes:
                     ignore.write_text("# codemem: personal memories of this project, never shared\n*\n", encoding="utf-8")
                 ledger = Ledger(path, scope="local")
                 found = ScopeStore("local", ledger, self._projector(ledger, "local"))
+            elif scope == "enterprise":
+                found = self._open_enterprise(path, create)
+                if found is None:
+                    return None
             else:
                 ledger = Ledger(path, scope=scope)
                 replica = Ledger(self.replica_path(scope), scope=scope)
@@ -181,11 +191,43 @@ class MemoryScopes:
             log.info("memory scope opened", scope=scope, path=str(path))
         return found
 
-    def opened(self, scopes: Sequence[str] | None = None, *, order: Sequence[Scope] = SCOPES) -> list[ScopeStore]:
-        """The stores of ``scopes`` (all when None) whose ledgers exist, in ``order`` (``SCOPES``:
-        the project first, as a rebuild needs; reads pass ``RESOLUTION_ORDER``)."""
-        wanted = order if scopes is None else [s for s in order if s in scopes]
+    def _open_enterprise(self, path: Path, create: bool) -> ScopeStore | None:
+        """The enterprise store (caller holds ``_open_lock``): its ledger in the organisation's
+        directory, opened as a shared database (rights left to the directory, a rollback journal);
+        a failure to open it is a warning and None for reads, a refusal for writes."""
+        try:
+            ledger = Ledger(path, scope="enterprise", shared=True)
+        except (OSError, sqlite3.Error) as exc:
+            reason = f"the enterprise memory ledger {path} cannot be opened: {exc} — check its rights and {path.parent}'s"
+            if create:
+                raise ScopeUnavailableError(reason) from exc
+            self._skip("enterprise", reason)
+            return None
+        replica = Ledger(self.replica_path("enterprise"), scope="enterprise")
+        return ScopeStore("enterprise", ledger, self._projector(replica, "enterprise"), replica)
+
+    def _skip(self, scope: str, reason: str) -> None:
+        """Record (and log, once per reason) that reads skip ``scope``."""
+        if self.warnings.get(scope) != reason:
+            self.warnings[scope] = reason
+            log.warning("memory scope skipped", scope=scope, reason=reason)
+
+    def opened(self, scopes: Sequence[str] | None = None) -> list[ScopeStore]:
+        """The stores of ``scopes`` (all when None) whose ledgers exist, in ``SCOPES`` order (the
+        project first, as a rebuild needs; the shared scopes last)."""
+        wanted = SCOPES if scopes is None else [s for s in SCOPES if s in scopes]
         return [s for s in (self.store(name) for name in wanted) if s is not None]
+
+    def _read(self, store: ScopeStore, read: Callable[[Ledger], Any], empty: Any) -> Any:
+        """``read(store.ledger)``; for a shared scope whose ledger fails (an unmounted share), a
+        warning and ``empty`` instead (the project's own ledgers raise as always)."""
+        if store.replica is None:
+            return read(store.ledger)
+        try:
+            return read(store.ledger)
+        except (OSError, sqlite3.Error) as exc:
+            self._skip(store.name, f"the {store.name} memory ledger could not be read: {exc} — skipped until it can")
+            return empty
 
     # -- reads across scopes ---------------------------------------------------------------------
     def _with_sync_status(self, store: ScopeStore, rows: dict[str, MemoryRow]) -> dict[str, MemoryRow]:
@@ -201,8 +243,8 @@ class MemoryScopes:
 
     def locate(self, memory_id: str) -> MemoryRow | None:
         """A memory by id in whichever scope holds it (deleted ones included), or None."""
-        for store in self.opened(order=RESOLUTION_ORDER):
-            row = store.ledger.get(memory_id)
+        for store in self.opened():  # ids are unique across scopes: the project's own ledgers first
+            row = self._read(store, lambda ledger: ledger.get(memory_id), None)
             if row is not None:
                 return self._with_sync_status(store, {row.id: row})[row.id]
         return None
@@ -211,10 +253,10 @@ class MemoryScopes:
         """Memories by id across ``scopes`` (all when None); missing ids are absent."""
         found: dict[str, MemoryRow] = {}
         left = list(dict.fromkeys(memory_ids))
-        for store in self.opened(scopes, order=RESOLUTION_ORDER):
+        for store in self.opened(scopes):  # ids are unique across scopes: the project's own ledgers first
             if not left:
                 break
-            rows = self._with_sync_status(store, store.ledger.get_many(left))
+            rows = self._with_sync_status(store, self._read(store, lambda ledger, ids=left: ledger.get_many(ids), {}))
             found.update(rows)
             left = [memory_id for memory_id in left if memory_id not in rows]
         return found

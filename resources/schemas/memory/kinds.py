@@ -48,8 +48,6 @@ MEMORY_SCOPES: tuple[MemoryScope, ...] = ("project", "local", "global", "enterpr
 SHARED_SCOPES: tuple[MemoryScope, ...] = ("global", "enterprise")
 """Scopes whose ledger lives outside the project and is read by many projects: their memories
 cannot be anchored to one project's code and link only to memories of the same scope."""
-RESOLUTION_ORDER: tuple[MemoryScope, ...] = ("enterprise", "local", "project", "global")
-"""The order in which scopes are consulted (seed 002 FR-006): enterprise → local → project → global."""
 Detail = Literal["summary", "full"]
 """Progressive hydration of search hits: ``summary`` (the first ~300 characters; memory_get or
 get_symbol returns the rest) or ``full`` (up to 4,000 characters of a memory, 30 lines of code)."""

@@ -223,7 +223,9 @@ def _problem(memory_type: MemoryType, model: type[BaseModel], error: Any) -> str
     return f"{loc}: {error['msg'].removeprefix('Value error, ')}"
 
 
-def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | None, *, content: str) -> dict[str, Any]:
+def validate_metadata(
+    memory_type: MemoryType | str, metadata: dict[str, Any] | None, *, content: str, strict_role: bool = True,
+) -> dict[str, Any]:
     """Check a memory's metadata against its type's schema and fill what can be derived.
 
     Defaults: requirements.description and session.summary take the content; function_id, test_id,
@@ -236,6 +238,8 @@ def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | 
         memory_type: The memory's type (a name is parsed with `parse_memory_type`).
         metadata: The metadata given (for memory_update: the stored metadata merged with the update).
         content: The memory's content.
+        strict_role: Refuse an unknown or misfitting ``role`` (False keeps it as written:
+            ``resources.schemas.memory.roles.check_role``).
 
     Returns:
         The normalized metadata, JSON-ready: every key given plus the defaults filled in.
@@ -250,7 +254,7 @@ def validate_metadata(memory_type: MemoryType | str, metadata: dict[str, Any] | 
         raise MemoryValidationError(f"metadata: must be an object of {kind} fields (got {type(metadata).__name__})")
     given = dict(metadata)
     check_namespace(str(kind), given)
-    check_role(str(kind), given)
+    check_role(str(kind), given, strict=strict_role)
     derived = _FROM_CONTENT.get(kind)
     if derived and not (isinstance(given.get(derived), str) and given[derived].strip()):
         given[derived] = content

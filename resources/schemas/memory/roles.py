@@ -42,9 +42,10 @@ def is_hub(metadata: Mapping[str, Any] | None) -> bool:
     return role_of(metadata) == HUB
 
 
-def check_role(memory_type: str, metadata: dict[str, Any]) -> None:
-    """Refuse a ``metadata.role`` that is unknown or does not fit the memory type; write a known
-    one in lower case.
+def check_role(memory_type: str, metadata: dict[str, Any], *, strict: bool = True) -> None:
+    """Write a role that fits the memory type in lower case; refuse one that is unknown or does not
+    fit, unless not ``strict`` (an update that leaves the role alone, an import, a note from another
+    clone: metadata written before roles existed may use the key for something else, and is kept).
 
     Raises:
         MemoryValidationError: Saying which roles exist and which types take the one given.
@@ -52,6 +53,11 @@ def check_role(memory_type: str, metadata: dict[str, Any]) -> None:
     if ROLE_KEY not in metadata or metadata[ROLE_KEY] is None:
         return
     role = role_of(metadata)
+    if role in ROLES and memory_type in ROLES[role]:
+        metadata[ROLE_KEY] = role
+        return
+    if not strict:
+        return
     if role is None or role not in ROLES:
         raise MemoryValidationError(f"metadata.{ROLE_KEY}: unknown role {metadata[ROLE_KEY]!r} — use one of {ROLE_HELP}")
     if memory_type not in ROLES[role]:
@@ -59,4 +65,3 @@ def check_role(memory_type: str, metadata: dict[str, Any]) -> None:
             f"metadata.{ROLE_KEY}: a {role} is a {' or '.join(ROLES[role])} memory, not {memory_type} — "
             f"store it as {ROLES[role][0]} (roles: {ROLE_HELP})"
         )
-    metadata[ROLE_KEY] = role

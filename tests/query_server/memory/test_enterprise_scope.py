@@ -83,7 +83,7 @@ def test_us6_5_enterprise_disabled_by_default_refuses_with_how_to_enable(project
         _add(svc2, ORG_RULE, "enterprise")
 
 
-def test_us6_7_list_merges_every_scope_with_its_indicator_in_resolution_order(
+def test_us6_7_list_merges_every_scope_with_its_indicator(
     org_dir: Path, project_root: Path, service_factory,  # noqa: ANN001
 ) -> None:
     svc = service_factory(project_root, enterprise_scope=True, enterprise_dir=org_dir)
@@ -97,11 +97,6 @@ def test_us6_7_list_merges_every_scope_with_its_indicator_in_resolution_order(
     assert listed == {memory_id: scope for scope, memory_id in ids.items()}
     only = svc.memory.memory_list(MemoryListInput(limit=50, scopes=["enterprise"])).results
     assert [hit.id for hit in only] == [ids["enterprise"]]
-    # FR-006: scopes are consulted enterprise → local → project → global
-    from resources.schemas.memory import RESOLUTION_ORDER
-
-    stores = svc.memory.stores.scopes.opened(order=RESOLUTION_ORDER)
-    assert [store.name for store in stores] == ["enterprise", "local", "project", "global"]
 
 
 def test_enterprise_memories_follow_the_shared_scope_rules(org_dir: Path, project_root: Path, service_factory) -> None:  # noqa: ANN001
@@ -179,3 +174,47 @@ def test_fr008_cli_refuses_an_enterprise_write_when_the_scope_is_off(project_roo
     assert done.returncode != 0
     assert "enterprise memory scope is disabled" in done.stderr + done.stdout
     assert "CODEMEM_ENTERPRISE_SCOPE=1" in done.stderr + done.stdout
+
+
+def test_the_shared_ledger_keeps_the_directorys_rights_and_a_rollback_journal(
+    org_dir: Path, project_root: Path, service_factory,  # noqa: ANN001
+) -> None:
+    """Other users of the organisation open the same file: no 0600, no chmod of it; and no WAL,
+    which needs every writer on one host (a shared directory may be a network mount)."""
+    import sqlite3
+    import stat
+
+    org_dir.chmod(0o2775)
+    svc = service_factory(project_root, enterprise_scope=True, enterprise_dir=org_dir)
+    _add(svc, ORG_RULE, "enterprise")
+    ledger = org_dir / "memory.db"
+    assert stat.S_IMODE(ledger.stat().st_mode) & 0o044  # group and others may read it (umask permitting)
+    raw = sqlite3.connect(ledger)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    raw.close()
+    assert not (org_dir / "memory.db-wal").exists()
+
+
+def test_a_broken_shared_ledger_is_skipped_by_reads_and_refused_for_writes(
+    tmp_path: Path, org_dir: Path, project_root: Path, service_factory,  # noqa: ANN001
+) -> None:
+    (org_dir / "memory.db").write_bytes(b"this is not a sqlite database, only its name is" * 100)
+    svc = service_factory(project_root, enterprise_scope=True, enterprise_dir=org_dir)
+    note = _add(svc, PROJECT_NOTE, "project")
+    assert [h.id for h in svc.memory.memory_search(MemorySearchInput(query="card charge retries")).results] == [note.memory_id]
+    assert "cannot be opened" in svc.memory.memory_statistics().scopes["enterprise"]["skipped"]
+    with pytest.raises(ToolError, match="cannot be opened"):
+        _add(svc, ORG_RULE, "enterprise")
+
+
+def test_an_import_naming_a_scope_that_cannot_be_written_writes_nothing(project_root: Path, service_factory) -> None:  # noqa: ANN001
+    from resources.schemas.memory import ImportMemoryInput, MemoryListInput
+
+    svc = service_factory(project_root)  # enterprise off
+    lines = "\n".join(json.dumps(item) for item in (
+        {"memory_type": "session", "content": PROJECT_NOTE, "scope": "project"},
+        {"memory_type": "session", "content": ORG_RULE, "scope": "enterprise"},
+    ))
+    with pytest.raises(ToolError, match="enterprise memory scope is disabled"):
+        svc.memory.import_memory(ImportMemoryInput(format="jsonl", data=lines))
+    assert svc.memory.memory_list(MemoryListInput(limit=10)).results == []

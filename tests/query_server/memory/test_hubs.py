@@ -85,3 +85,19 @@ def test_us3_3_the_graph_of_a_hub_shows_every_memory_linked_to_it(project: Path,
     assert text.startswith("flowchart")
     assert "auth-hub" in text and all(f"ADR-{n}" in text for n in (1, 2, 3))
     assert len(related.results) == len(members)
+
+
+def test_a_role_key_written_before_roles_existed_is_kept(project: Path, service_factory) -> None:  # noqa: ANN001
+    """An update that leaves ``role`` alone, or an import, keeps a value that is not a role of
+    seed 002's taxonomy (the key may have meant something else); setting it is checked."""
+    from resources.memory.ledger import NewMemory
+    from resources.schemas.memory import ImportMemoryInput
+
+    svc = service_factory(project)
+    [old] = svc.memory.ledger.add([NewMemory(memory_type="session", content="Retro notes", metadata={"role": "facilitator"})])
+    svc.memory.memory_update(MemoryUpdateInput(memory_id=old.id, memory_type="session", content="Retro notes, revised"))
+    assert svc.memory.ledger.get(old.id).metadata["role"] == "facilitator"
+    with pytest.raises(ToolError, match="unknown role 'moderator'"):
+        svc.memory.memory_update(MemoryUpdateInput(memory_id=old.id, memory_type="session", metadata={"role": "moderator"}))
+    line = '{"memory_type": "session", "content": "Imported retro", "metadata": {"role": "scribe"}}'
+    assert svc.memory.import_memory(ImportMemoryInput(format="jsonl", data=line)).imported == 1
