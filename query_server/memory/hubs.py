@@ -4,9 +4,11 @@ each should join.
 A hub is a memory with ``metadata.role: hub`` (``resources.schemas.memory.roles``). Once the
 project has one, a memory is an *orphan* when no hub is reachable from it through links between
 memories (either direction: a learning linked to a decision that is linked to the hub is not an
-orphan). Before any hub exists, an orphan is a memory linked to nothing at all. Session summaries
-and user preferences stand alone and are never orphans (``curation.UNLINKED_TYPES`` and personal
-preferences).
+orphan). Before any hub exists, an orphan is a memory linked to nothing at all. The links are the
+memories' own relationships and the edges the design layer derives (a requirement the code
+cites, a component's dependencies: ``pipelines.design.links``). Session summaries and user
+preferences stand alone, and the memories the pipeline derives from documents and code follow
+their sources, so none of them is reported as an orphan.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import json
+
 import numpy as np
 
+from pipelines.design.links import DERIVED_EDGES_KEY
+from pipelines.design.memories import ORIGIN
 from resources.memory.ledger import MemoryRow, Relationship
 from resources.schemas.memory import MEMORY_TYPES
 from resources.schemas.memory.roles import HUB, ROLE_KEY, is_hub
@@ -43,13 +49,21 @@ class OrphanReport:
     orphans: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _reaching_hubs(hub_ids: set[str], relationships: Iterable[Relationship]) -> set[str]:
+def _links(ledger: Any, relationships: Iterable[Relationship]) -> list[tuple[str, str, bool]]:
+    """Every link as ``(source, target, between memories)``: the memories' relationships and the
+    edges the design layer derived (whose ends may be code)."""
+    links = [(rel.source_id, rel.target_id, rel.target_kind.startswith("memory:")) for rel in relationships]
+    derived = json.loads(ledger.meta(DERIVED_EDGES_KEY) or "[]")
+    return links + [(str(source), str(target), False) for _type, source, target in derived]
+
+
+def _reaching_hubs(hub_ids: set[str], links: Iterable[tuple[str, str, bool]], memory_ids: set[str]) -> set[str]:
     """Every memory a hub reaches through links between memories (either direction), hubs included."""
     neighbours: dict[str, set[str]] = defaultdict(set)
-    for rel in relationships:
-        if rel.target_kind.startswith("memory:"):
-            neighbours[rel.source_id].add(rel.target_id)
-            neighbours[rel.target_id].add(rel.source_id)
+    for source, target, between_memories in links:
+        if between_memories or (source in memory_ids and target in memory_ids):
+            neighbours[source].add(target)
+            neighbours[target].add(source)
     reached, frontier = set(hub_ids), list(hub_ids)
     while frontier:
         for other in neighbours.pop(frontier.pop(), ()):
@@ -97,10 +111,15 @@ def orphan_memories(ledger: Any, relationships: Sequence[Relationship], projecto
     the nearest hubs by meaning, or, before any hub exists, ``codemem memory suggest-links``."""
     hubs = [row for memory_type in MEMORY_TYPES for row in ledger.find_by_metadata(str(memory_type), ROLE_KEY, HUB)
             if is_hub(row.metadata)]
-    linked = {rel.source_id for rel in relationships} | {rel.target_id for rel in relationships if rel.target_kind.startswith("memory:")}
-    reached = _reaching_hubs({h.id for h in hubs}, relationships) if hubs else linked
-    orphans = [row for row in ledger.iter_memories(include_deleted=False)
-               if row.memory_type not in STANDALONE_TYPES and row.id not in reached]
+    memories = list(ledger.iter_memories(include_deleted=False))
+    links = _links(ledger, relationships)
+    if hubs:
+        reached = _reaching_hubs({h.id for h in hubs}, links, {row.id for row in memories})
+    else:
+        reached = {end for source, target, _ in links for end in (source, target)}
+    orphans = [row for row in memories
+               if row.memory_type not in STANDALONE_TYPES and row.id not in reached
+               and (row.metadata or {}).get("origin") != ORIGIN]
     orphans.sort(key=lambda row: row.updated_at, reverse=True)
     shown = orphans[:limit]
     vectors_of = _unit_vectors([*shown, *hubs], projector, vectors) if hubs and shown else {}

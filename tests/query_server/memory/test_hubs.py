@@ -101,3 +101,20 @@ def test_a_role_key_written_before_roles_existed_is_kept(project: Path, service_
         svc.memory.memory_update(MemoryUpdateInput(memory_id=old.id, memory_type="session", metadata={"role": "moderator"}))
     line = '{"memory_type": "session", "content": "Imported retro", "metadata": {"role": "scribe"}}'
     assert svc.memory.import_memory(ImportMemoryInput(format="jsonl", data=line)).imported == 1
+
+
+def test_links_the_design_layer_derives_count_and_its_own_memories_are_never_orphans(tmp_path: Path, service_factory) -> None:  # noqa: ANN001
+    """A requirement cited by code is linked (by a derived edge, not a relationship), and the
+    memories the pipeline derives from documents follow their sources: neither is an orphan."""
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "proj"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(
+        "# Requirements\n\n- REQ-AUTH-001: The API must reject expired tokens.\n", encoding="utf-8")
+    (root / "auth.py").write_text('def check(token):\n    """REQ-AUTH-001: refuse expired tokens."""\n    return not token.expired\n',
+                                  encoding="utf-8")
+    svc = service_factory(root)
+    svc.index(IndexInput(embed=False))
+    mine = _add(svc, "design", "Tokens are checked at the gateway", title="ADR-9 gateway checks", **ADR)
+    assert {o["memory_id"] for o in svc.design.memory_health().orphan_memories} == {mine}
