@@ -13,12 +13,11 @@ their sources, so none of them is reported as an orphan.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import json
 
 import numpy as np
 

@@ -80,7 +80,7 @@ class MemoryWrites:
         stored memories it may duplicate or contradict."""
         memory_type = request.memory_type
         scope = request.scope or default_scope(str(memory_type), request.metadata)
-        self._no_global_anchors(scope, request.metadata)
+        self._no_shared_anchors(scope, request.metadata)
         if scope == "enterprise":  # off or unreachable: refused before any work
             self.stores.store(scope, create=True)
         metadata = self._anchored(self._validated_metadata(memory_type, request.metadata, request.content))
@@ -134,7 +134,7 @@ class MemoryWrites:
         news: list[NewMemory] = []
         for index, item in enumerate(request.memories):
             try:
-                self._no_global_anchors(scope, item.metadata)
+                self._no_shared_anchors(scope, item.metadata)
                 metadata = self._validated_metadata(item.memory_type, item.metadata, item.content)
                 rels = [self._resolve_target(spec, scope) for spec in item.relationships]
             except ToolError as exc:
@@ -173,7 +173,7 @@ class MemoryWrites:
             )
         row = self.stores.row_of(request.memory_id, request.memory_type)
         store = self.stores.store(row.scope)
-        self._no_global_anchors(row.scope, request.metadata)
+        self._no_shared_anchors(row.scope, request.metadata)
         if row.deleted:
             raise ToolError(
                 f"memory {row.id} is deleted (since {row.deleted_at}) — it cannot be updated; add a new memory instead"
@@ -254,7 +254,7 @@ class MemoryWrites:
         )
 
     @staticmethod
-    def _no_global_anchors(scope: str, metadata: dict[str, Any] | None) -> None:
+    def _no_shared_anchors(scope: str, metadata: dict[str, Any] | None) -> None:
         if scope in SHARED_SCOPES and metadata and metadata.get("anchors"):
             raise ToolError(
                 f"{scope} memories cannot be anchored to code: anchors name symbols of one project — "

@@ -163,38 +163,39 @@ class MemoryScopes:
             found = self._stores.get(scope)
             if found is not None:
                 return found
-            if scope == "enterprise":
-                path = self._enterprise_path(create)
-                if path is None:
-                    return None
-            else:
-                path = self.local_path() if scope == "local" else self.global_path()
-            if not path.exists() and not create:
-                return None
-            if scope != "enterprise":  # the organisation's directory keeps the rights it was given
-                make_private_dir(path.parent)  # personal memories: .codemem/local/ or the global dir
-            if scope == "local":
-                ignore = path.parent / ".gitignore"
-                if not ignore.exists():
-                    ignore.write_text("# codemem: personal memories of this project, never shared\n*\n", encoding="utf-8")
-                ledger = Ledger(path, scope="local")
-                found = ScopeStore("local", ledger, self._projector(ledger, "local"))
-            elif scope == "enterprise":
-                found = self._open_enterprise(path, create)
-                if found is None:
-                    return None
-            else:
-                ledger = Ledger(path, scope=scope)
-                replica = Ledger(self.replica_path(scope), scope=scope)
-                found = ScopeStore(scope, ledger, self._projector(replica, scope), replica)
-            self._stores[scope] = found
-            log.info("memory scope opened", scope=scope, path=str(path))
+            found = self._open_enterprise(create) if scope == "enterprise" else self._open_personal(scope, create)
+            if found is not None:
+                self._stores[scope] = found
         return found
 
-    def _open_enterprise(self, path: Path, create: bool) -> ScopeStore | None:
+    def _open_personal(self, scope: Scope, create: bool) -> ScopeStore | None:
+        """The local or global store (caller holds ``_open_lock``); None when its ledger does not
+        exist yet (unless ``create``)."""
+        path = self.local_path() if scope == "local" else self.global_path()
+        if not path.exists() and not create:
+            return None
+        make_private_dir(path.parent)  # personal memories: .codemem/local/ or the global dir
+        if scope == "local":
+            ignore = path.parent / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# codemem: personal memories of this project, never shared\n*\n", encoding="utf-8")
+            ledger = Ledger(path, scope="local")
+            found = ScopeStore("local", ledger, self._projector(ledger, "local"))
+        else:
+            ledger = Ledger(path, scope=scope)
+            replica = Ledger(self.replica_path(scope), scope=scope)
+            found = ScopeStore(scope, ledger, self._projector(replica, scope), replica)
+        log.info("memory scope opened", scope=scope, path=str(path))
+        return found
+
+    def _open_enterprise(self, create: bool) -> ScopeStore | None:
         """The enterprise store (caller holds ``_open_lock``): its ledger in the organisation's
         directory, opened as a shared database (rights left to the directory, a rollback journal);
-        a failure to open it is a warning and None for reads, a refusal for writes."""
+        None when it does not exist yet (unless ``create``); the scope off or unreachable, or a
+        failure to open its ledger, is a warning and None for reads, a refusal for writes."""
+        path = self._enterprise_path(create)
+        if path is None or (not path.exists() and not create):
+            return None
         try:
             ledger = Ledger(path, scope="enterprise", shared=True)
         except (OSError, sqlite3.Error) as exc:
@@ -204,6 +205,7 @@ class MemoryScopes:
             self._skip("enterprise", reason)
             return None
         replica = Ledger(self.replica_path("enterprise"), scope="enterprise")
+        log.info("memory scope opened", scope="enterprise", path=str(path))
         return ScopeStore("enterprise", ledger, self._projector(replica, "enterprise"), replica)
 
     def _skip(self, scope: str, reason: str) -> None:

@@ -58,10 +58,9 @@ def check_role(memory_type: str, metadata: dict[str, Any], *, strict: bool = Tru
         return
     if not strict:
         return
-    if role is None or role not in ROLES:
+    if role not in ROLES:
         raise MemoryValidationError(f"metadata.{ROLE_KEY}: unknown role {metadata[ROLE_KEY]!r} — use one of {ROLE_HELP}")
-    if memory_type not in ROLES[role]:
-        raise MemoryValidationError(
-            f"metadata.{ROLE_KEY}: a {role} is a {' or '.join(ROLES[role])} memory, not {memory_type} — "
-            f"store it as {ROLES[role][0]} (roles: {ROLE_HELP})"
-        )
+    raise MemoryValidationError(
+        f"metadata.{ROLE_KEY}: a {role} is a {' or '.join(ROLES[role])} memory, not {memory_type} — "
+        f"store it as {ROLES[role][0]} (roles: {ROLE_HELP})"
+    )
