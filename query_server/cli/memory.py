@@ -292,7 +292,7 @@ def memory_graph(memory_id: str, depth: int, project: str) -> None:
 @click.option("--scope", "scopes", multiple=True, type=SCOPE_CHOICE, help=field_help(MemorySearchInput, "scopes", "Repeatable."))
 @click.option("--full", is_flag=True, help="Up to 4,000 characters per memory in --json (default: ~300-character summaries).")
 def memory_search(query: str, project: str, as_json: bool, types: tuple[str, ...], filters: tuple[str, ...], limit: int, cursor: str | None, scopes: tuple[str, ...], full: bool) -> None:
-    """Find memories by meaning (project, local and global)."""
+    """Find memories by meaning (project, local, global and enterprise)."""
     from query_server.tools import TOOLS
 
     request = make_input(MemorySearchInput, query=query, memory_types=list(types) or None, metadata_filters=parse_params(filters) or None, limit=limit, cursor=cursor, scopes=list(scopes) or None, detail="full" if full else "summary")

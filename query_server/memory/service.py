@@ -122,7 +122,7 @@ class MemoryService:
 
     @property
     def scopes(self) -> MemoryScopes:
-        """The project, local and global memory stores this project sees."""
+        """The project, local, global and enterprise memory stores this project sees."""
         return self.stores.scopes
 
     # -- background sync ---------------------------------------------------------------------
