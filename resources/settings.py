@@ -91,6 +91,9 @@ class Settings(BaseSettings):
         graph_query_timeout_s: Server-side time limit of a ``graph_query`` (client Cypher). While
             one runs, memory writes leave their graph nodes to the background sync (FalkorDB's
             writes wait for running reads), so this also bounds how late they appear there.
+        dagster_record_wait_s: How long ``codemem index``, its index done, waits for the process
+            that records its Dagster run; a recording still going on then finishes in the
+            background (the report names the run; the Dagster UI shows it once written).
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)
@@ -160,6 +163,7 @@ class Settings(BaseSettings):
     pattern_min_implementations: int = Field(default=3, ge=2)
     heap_trim_interval_s: float = Field(default=10.0, ge=0)
     graph_query_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    dagster_record_wait_s: float = Field(default=0.1, ge=0)
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -60,6 +60,14 @@ def _global_memory_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _dagster_runs_recorded_before_index_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``codemem index`` waits for its Dagster run's recording in every test (and process it
+    starts): a test reads the run as soon as the index returns, and leaves no recorder behind.
+    The background finish is tested where a test sets this lower."""
+    monkeypatch.setenv("CODEMEM_DAGSTER_RECORD_WAIT_S", "600")
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """An empty project directory (state goes to its .codemem/)."""

@@ -116,10 +116,13 @@ def codemem_index_job() -> None:
     index_changes()
 
 
-def run_index_job(instance: Any, source: IndexSource, *, embed: bool, force: bool, tags: dict[str, str]) -> dict[str, Any]:
+def run_index_job(
+    instance: Any, source: IndexSource, *, embed: bool, force: bool, tags: dict[str, str], run_id: str | None = None,
+) -> dict[str, Any]:
     """Execute ``codemem_index`` in this process over ``source``'s messages (after freeing the run
     queue of runs whose process died), as a run of ``CODE_LOCATION``'s ``codemem_index`` that the
-    UI can re-execute there; returns ``{"run_id", "success", "error"}``."""
+    UI can re-execute there (``run_id`` names it, else Dagster does); returns ``{"run_id",
+    "success", "error"}``."""
     from pipelines.dagster.resources import fail_orphaned_runs
 
     fail_orphaned_runs(instance)
@@ -128,7 +131,7 @@ def run_index_job(instance: Any, source: IndexSource, *, embed: bool, force: boo
             instance=instance, resources={"index_source": source},
             run_config={"ops": {"index_changes": {"config": {"embed": embed, "force": force}}},
                         "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            tags=tags, raise_on_error=False,
+            tags=tags, raise_on_error=False, run_id=run_id,
         )
     error = None
     if not result.success:

@@ -15,6 +15,12 @@ and the recorder exits without a run. Stdin closing before the ``end`` message (
 killed) fails the run with that reason. The recorder ignores SIGINT, so a Ctrl-C in the terminal
 reaches the parent, which ends the run with what happened. What it writes on stderr is kept
 for the parent's error message.
+
+The parent names the run (``run_id`` in the start line), so once its index is done it need not
+wait for Dagster: ``finish(wait_s=...)`` leaves a recorder still recording after that long to
+finish the run in the background (it ignores SIGHUP: closing the terminal does not stop it), and
+the run shows in the UI when it is written. A recorder that dies there leaves its run to be
+marked failed by the next one (``fail_orphaned_runs``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -61,6 +68,8 @@ class Recorder:
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self._process = process
+        self.run_id: str | None = None
+        """The run's id once ``begin`` named it."""
         self._stderr: collections.deque[str] = collections.deque(maxlen=20)
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write, name="codemem-dagster-recorder", daemon=True)
@@ -77,6 +86,14 @@ class Recorder:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
         )
         return cls(process)
+
+    def begin(self, dagster_home: str, tags: dict[str, str], *, embed: bool, force: bool) -> str:
+        """Send the start line: the run, named here, is recorded in the instance at ``dagster_home``;
+        returns its id."""
+        self.run_id = str(uuid.uuid4())
+        self.send({"kind": "start", "dagster_home": dagster_home, "tags": tags, "embed": embed, "force": force,
+                   "run_id": self.run_id})
+        return self.run_id
 
     def _read_stderr(self) -> None:
         stderr = self._process.stderr
@@ -107,11 +124,20 @@ class Recorder:
             pass
         self._process.stdin = None  # closed: communicate() must not flush it
 
-    def finish(self, timeout_s: float = RESULT_TIMEOUT_S) -> dict[str, Any]:
+    def finish(self, timeout_s: float = RESULT_TIMEOUT_S, *, wait_s: float | None = None) -> dict[str, Any]:
         """Close the stream and wait for the recorder; returns ``{"run_id", "success", "error"}``
-        (``run_id`` None when it recorded no run)."""
+        (``run_id`` None when it recorded no run).
+
+        With ``wait_s``, a begun run still being recorded after that long is left to the recorder
+        to finish in the background: ``{"run_id", "success": None, "error": None, "background": True}``.
+        """
         self._lines.put(None)
         self._writer.join()
+        if wait_s is not None and self.run_id is not None:
+            try:
+                self._process.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                return {"run_id": self.run_id, "success": None, "error": None, "background": True}
         try:
             out, _ = self._process.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -186,17 +212,21 @@ def record_run(stream: IO[str]) -> dict[str, Any] | None:
     start = json.loads(line)
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(start["dagster_home"]))) as instance:
         return run_index_job(instance, StreamSource(stream), embed=bool(start.get("embed")), force=bool(start.get("force")),
-                             tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())})
+                             tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())}, run_id=start.get("run_id"))
 
 def main() -> None:
     """``python -m pipelines.dagster.recorder``: record one run, print its outcome, exit at once
     (the run's events are committed; Python's own teardown of Dagster would add half a second)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a run left to finish in the background outlives a closed terminal
     os.nice(RECORDER_NICE)
     result = record_run(sys.stdin)
-    if result is not None:
-        print(json.dumps(result), flush=True)
-    sys.stderr.flush()
+    try:  # a parent that left the run to finish here reads neither
+        if result is not None:
+            print(json.dumps(result), flush=True)
+        sys.stderr.flush()
+    except OSError:
+        pass
     os._exit(0)
 
 

@@ -175,6 +175,9 @@ def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
 
 
 def _run_note(outcome: dict[str, Any]) -> str:
+    if outcome.get("background"):
+        return (f"Dagster run {outcome['run_id']} (codemem_index) records the touched buckets: it finishes in the "
+                "background and shows in the Dagster UI then")
     if outcome.get("success"):
         return f"Dagster run {outcome['run_id']} (codemem_index) recorded the touched buckets"
     where = f"Dagster run {outcome['run_id']}" if outcome.get("run_id") else "the Dagster run"
@@ -226,15 +229,15 @@ def materialize_index(
     if recorder is None:
         return _run_in_process(project, instance, tags, embed=embed, force=force, progress=progress)
     home = dagster_home(ctx.settings.resolved_state_dir())
-    recorder.send({"kind": "start", "dagster_home": str(home), "tags": tags, "embed": embed, "force": force})
+    recorder.begin(str(home), tags, embed=embed, force=force)
     try:
         report = index_messages(project, recorder.send, embed=embed, force=force, progress=progress)
     except BaseException as exc:
         recorder.send({"kind": "end", "error": f"{type(exc).__name__}: {exc}"})
-        recorder.finish()
+        recorder.finish(wait_s=ctx.settings.dagster_record_wait_s)
         raise
     recorder.send({"kind": "end", "error": None})
-    report.notes.append(_run_note(recorder.finish()))
+    report.notes.append(_run_note(recorder.finish(wait_s=ctx.settings.dagster_record_wait_s)))
     return report
 
 

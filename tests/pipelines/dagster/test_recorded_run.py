@@ -9,7 +9,8 @@
 - A recorder whose parent goes away before the ``end`` message fails the run; a discarded
   recorder records nothing and exits.
 - ``codemem index`` from the command line names the run in its notes and leaves no recorder
-  process behind.
+  process behind; told not to wait for the recording, it returns first and the recorder finishes
+  the run it named in the background.
 
 Everything is real: the stores, the Dagster instance under the project's state dir, the
 recorder process. The prepared files fed to ``BucketTracker`` are plain test data with the
@@ -421,5 +422,45 @@ def test_codemem_index_names_its_run_and_leaves_no_recorder(python_repo: Path) -
         with project_instance(Settings(project_root=python_repo).resolved_state_dir()) as instance:
             runs = list(instance.get_runs())
         assert [(r.job_name, r.status.value) for r in runs] == [("codemem_index", "SUCCESS")]  # the second: nothing to run
+    finally:
+        stop_graph_servers(python_repo)
+
+
+@pytest.mark.slow
+def test_codemem_index_leaves_a_slow_recording_to_finish_in_the_background(
+    python_repo: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no wait for the recorder (``CODEMEM_DAGSTER_RECORD_WAIT_S=0``), ``codemem index``
+    returns once its index is done, its report names the run it left recording, and that run is
+    then written, successful, under that id, by a recorder that exits on its own."""
+    from dagster import DagsterRunStatus
+
+    from pipelines.dagster.run import project_instance
+    from resources.settings import Settings
+    from tests.reliability.graph_servers import stop_graph_servers
+
+    monkeypatch.setenv("CODEMEM_DAGSTER_RECORD_WAIT_S", "0")
+    marker = f"CODEMEM_TEST_RUN={uuid.uuid4().hex}"
+    env = {**os.environ, "CODEMEM_DENSE_EMBEDDINGS": "false", marker.split("=")[0]: marker.split("=")[1]}
+    env.pop("CODEMEM_PROJECT_ROOT", None)
+    codemem = str(Path(sys.executable).parent / "codemem")
+    try:
+        done = subprocess.run([codemem, "index", str(python_repo), "--no-embed", "--json"], capture_output=True, text=True,
+                              cwd=str(python_repo), env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout)
+        assert report["failed"] == [] and report["files_indexed"] > 0
+        (note,) = [n for n in report["notes"] if "Dagster run" in n]
+        assert "finishes in the background" in note, note
+        run_id = note.split()[2]
+        deadline = time.monotonic() + 120
+        while [p for p in _processes_with(marker) if "pipelines.dagster.recorder" in p] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in _processes_with(marker) if "pipelines.dagster.recorder" in p], "the recorder never finished"
+        with project_instance(Settings(project_root=python_repo).resolved_state_dir()) as instance:
+            run = instance.get_run_by_id(run_id)
+            assert run is not None and run.job_name == "codemem_index" and run.status == DagsterRunStatus.SUCCESS, run
+            recorded = materializations(instance, run_id)
+        assert {m.asset for m in recorded} >= {*PER_BUCKET, "normalized_graph", "design_links"}
     finally:
         stop_graph_servers(python_repo)
