@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipelines.design.digest import design_digest
 from pipelines.discovery import SourceFile
 from pipelines.parsing import ParseTimeout, parse_source
 from pipelines.qualified_names import clear_module_cache
@@ -53,8 +54,10 @@ class _Prepared:
     """The identifiers its references mention (``pipelines.resolution_scope``)."""
 
 
-def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: float) -> _Prepared:
-    """Parse one file and build everything the stores need for it (no store is touched).
+def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> _Prepared:
+    """Parse one file and build everything the stores need for it (no store is touched), with the
+    digest of what the design derivation reads of it (ADR citations by the names ``doc_globs``
+    can match: ``pipelines.design.digest``).
 
     Raises:
         ParseTimeout: when the parser exceeds the per-file time limit.
@@ -113,10 +116,12 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
     declarations = [record.id for record in records if record.symbol.is_declaration]
     if declarations:  # C/C++ prototypes and in-class declarations (pipelines.c_family)
         refs["declarations"] = declarations
+    text = data.decode("utf-8", errors="replace")
     state = FileState(
         path=source.path, language=source.language, content_hash=content_hash, size=source.size,
         mtime_ns=source.mtime_ns, indexed_at=indexed_at, symbol_count=len(records),
         error_count=parsed.error_count,
+        design_digest=design_digest([r.payload for r in records], refs["imports"], text, doc_globs),
     )
     return _Prepared(state, refs, symbols, points, nodes, edges, referenced_names(refs))
 
@@ -153,7 +158,7 @@ def _hash_file(path: Path) -> str:
 Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message) | ("vanished", None)
 
 
-def _prepare_safely(source: SourceFile, timeout_s: float) -> Outcome:
+def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> Outcome:
     """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
     try:
         data = source.absolute_path.read_bytes()
@@ -165,7 +170,7 @@ def _prepare_safely(source: SourceFile, timeout_s: float) -> Outcome:
         return ("skip", "binary file")
     try:
         # hash what is parsed: the file may have changed since the first pass
-        return ("ok", prepare_file(source, data, _sha256(data), timeout_s))
+        return ("ok", prepare_file(source, data, _sha256(data), timeout_s, doc_globs))
     except ParseTimeout:
         return ("skip", f"parser exceeded the {timeout_s:g}s time limit")
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
@@ -189,8 +194,11 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="codemem-parent-watch", daemon=True).start()
 
 
-def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) -> Iterator[tuple[SourceFile, Outcome]]:
-    """Prepare changed files, in worker processes when there are many (results in order).
+def _prepare_all(
+    changed: Sequence[tuple[SourceFile, str]], timeout_s: float, doc_globs: tuple[str, ...] = (),
+) -> Iterator[tuple[SourceFile, Outcome]]:
+    """Prepare changed files, in worker processes when there are many (results in order);
+    ``doc_globs``: the project's, for the files' design digests.
 
     Parsing, extraction and sparse vectors are CPU-bound Python; the store writes stay in this
     process, so the workers prepare the next files while the current batch is written.
@@ -199,7 +207,7 @@ def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) ->
     workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if len(changed) < PARALLEL_THRESHOLD or workers < 2:
         for source, _ in changed:
-            yield source, _prepare_safely(source, timeout_s)
+            yield source, _prepare_safely(source, timeout_s, doc_globs)
         return
     context = multiprocessing.get_context("forkserver")
     pool = ProcessPoolExecutor(
@@ -208,7 +216,7 @@ def _prepare_all(changed: Sequence[tuple[SourceFile, str]], timeout_s: float) ->
     try:
         in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
         for source, _ in changed:
-            in_flight.append((source, pool.submit(_prepare_safely, source, timeout_s)))
+            in_flight.append((source, pool.submit(_prepare_safely, source, timeout_s, doc_globs)))
             if len(in_flight) >= MAX_IN_FLIGHT:
                 head, future = in_flight.popleft()
                 yield head, future.result()

@@ -156,7 +156,7 @@ def index_project(
         batch: list[_Prepared] = []
         interrupted = False
         reached: set[str] = set()
-        prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s)
+        prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s, tuple(ctx.settings.doc_globs))
         for source, outcome in prepared_files:
             if stop is not None and stop.is_set():
                 interrupted = True

@@ -143,14 +143,15 @@ def plan_buckets(
     return plans
 
 
-def prepare_bucket(plan: BucketPlan, timeout_s: float) -> PreparedBucket:
+def prepare_bucket(plan: BucketPlan, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> PreparedBucket:
     """Parse a bucket's changed files (in worker processes when there are many)."""
-    return prepare_buckets([plan], timeout_s)[plan.bucket]
+    return prepare_buckets([plan], timeout_s, doc_globs)[plan.bucket]
 
 
-def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float) -> dict[str, PreparedBucket]:
+def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float, doc_globs: tuple[str, ...] = ()) -> dict[str, PreparedBucket]:
     """Parse the changed files of several buckets in one pass, so a run over many buckets (a first
-    index) keeps the worker processes busy instead of parsing bucket by bucket."""
+    index) keeps the worker processes busy instead of parsing bucket by bucket (``doc_globs``: the
+    project's, for the files' design digests)."""
     results = {
         plan.bucket: PreparedBucket(
             bucket=plan.bucket, deleted=list(plan.deleted), skipped=list(plan.skipped), failed=list(plan.failed),
@@ -159,7 +160,7 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float) -> dict[str, 
         for plan in plans
     }
     changed = [(source, digest) for plan in plans for source, digest in plan.changed]
-    for source, (kind, value) in _prepare_all(changed, timeout_s):
+    for source, (kind, value) in _prepare_all(changed, timeout_s, doc_globs):
         result = results[bucket_of(source.path)]
         if kind == "ok":
             result.prepared.append(value)
@@ -190,7 +191,7 @@ def stale_on_disk(root: Path, bucket: PreparedBucket) -> list[str]:
 def reread_bucket(ctx: IndexContext, key: str, timeout_s: float) -> PreparedBucket:
     """Bucket ``key`` planned and parsed again from the disk as it is now."""
     plan = plan_buckets(ctx.settings, ctx.manifest, [key]).get(key, BucketPlan(bucket=key))
-    return prepare_buckets([plan], timeout_s)[key]
+    return prepare_buckets([plan], timeout_s, tuple(ctx.settings.doc_globs))[key]
 
 
 def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bool) -> PreparedBucket:

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS files (
     indexed_at TEXT NOT NULL,
     symbol_count INTEGER NOT NULL,
     error_count INTEGER NOT NULL,
-    refs TEXT NOT NULL
+    refs TEXT NOT NULL,
+    design_digest TEXT
 );
 CREATE TABLE IF NOT EXISTS symbols (
     id TEXT PRIMARY KEY,
@@ -95,6 +96,9 @@ class FileState:
     indexed_at: str
     symbol_count: int
     error_count: int
+    design_digest: str | None = None
+    """What the design derivation reads of the file (``pipelines.design.digest``); written with the
+    file's row, not read back by ``files()``/``file()`` (``design_signature`` reads it)."""
 
 
 @dataclass(slots=True)
@@ -146,6 +150,7 @@ class Manifest:
         self._conn = open_database(path, synchronous="NORMAL")
         self._conn.executescript(SCHEMA)
         self._add_path_qualified_name()
+        self._add_column("files", "design_digest", "TEXT")
         self._lock = threading.RLock()
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
@@ -153,14 +158,17 @@ class Manifest:
     def _add_path_qualified_name(self) -> None:
         """Give a manifest from before issue 19 its ``path_qualified_name`` column (filled when
         its files are parsed again: the extraction version changed with it)."""
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(symbols)")}
-        if "path_qualified_name" not in columns:
+        self._add_column("symbols", "path_qualified_name", "TEXT NOT NULL DEFAULT ''")
+        self._conn.execute(_PATH_QUALIFIED)
+
+    def _add_column(self, table: str, column: str, declaration: str) -> None:
+        """Give a manifest of an earlier release a column added since (NULL in its rows)."""
+        if column not in {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}:
             try:
-                self._conn.execute("ALTER TABLE symbols ADD COLUMN path_qualified_name TEXT NOT NULL DEFAULT ''")
+                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             except sqlite3.OperationalError as exc:  # another process added it meanwhile
                 if "duplicate column" not in str(exc):
                     raise
-        self._conn.execute(_PATH_QUALIFIED)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -227,10 +235,11 @@ class Manifest:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))
             conn.execute(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, "
+                "error_count, refs, design_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     state.path, state.language, state.content_hash, state.size, state.mtime_ns,
-                    state.indexed_at, state.symbol_count, state.error_count, pack(json.dumps(refs)),
+                    state.indexed_at, state.symbol_count, state.error_count, pack(json.dumps(refs)), state.design_digest,
                 ),
             )
             conn.executemany(
@@ -484,16 +493,19 @@ class Manifest:
         with self.transaction() as conn:
             write_meta(conn, key, value)
 
-    def content_signature(self) -> str:
-        """A digest of every indexed file's path, content hash and index time: it changes with
-        any file indexed, re-indexed or removed (what derived layers compare to know they are
-        current)."""
+    def design_signature(self, globs_tag: str) -> str:
+        """A digest of every indexed file's path and design digest (``pipelines.design.digest``):
+        it changes with a file added or removed, or with what the design derivation reads of one.
+        A file without a digest of these globs (indexed before digests, or with other doc globs)
+        counts by its content hash and index time, as any change of it."""
         digest = hashlib.sha1()
+        prefix = f"{globs_tag}:"
         with self._lock:
-            for path, content_hash, indexed_at in self._conn.execute(
-                "SELECT path, content_hash, indexed_at FROM files ORDER BY path"
+            for path, design, content_hash, indexed_at in self._conn.execute(
+                "SELECT path, design_digest, content_hash, indexed_at FROM files ORDER BY path"
             ):
-                digest.update(f"{path}\0{content_hash}\0{indexed_at}\n".encode())
+                known = design if design and design.startswith(prefix) else f"{content_hash}\0{indexed_at}"
+                digest.update(f"{path}\0{known}\n".encode())
         return digest.hexdigest()
 
     def has_files(self) -> bool:

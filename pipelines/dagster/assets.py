@@ -150,8 +150,9 @@ def parsed_files(
 ) -> Output[dict[str, PreparedBucket]]:
     """Parse each bucket's changed files."""
     started = time.perf_counter()
-    timeout = codemem.settings().parse_timeout_s
-    out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], timeout)
+    settings = codemem.settings()
+    out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], settings.parse_timeout_s,
+                          tuple(settings.doc_globs))
     _per_bucket(context, {key: _parsed_metadata(bucket) for key, bucket in out.items()})
     return Output(out, metadata={"run_buckets": len(out), "seconds": round(time.perf_counter() - started, 3)})
 

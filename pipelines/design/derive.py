@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 
 from pipelines.design.anchors import refresh_anchors, symbols_by_qualified_name
+from pipelines.design.digest import globs_tag
 from pipelines.design.ingest import DOCS_COLLECTION, ingest_documents
 from pipelines.design.links import component_of, derive_links
 from pipelines.design.memories import ORIGIN, DesignReport, DesignStores
@@ -43,12 +44,13 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
+from pipelines.index_context import CODE_COLLECTION
 from resources.memory.ledger import MemoryRow
 
 log = structlog.get_logger("codemem.design")
 
 DERIVED_INPUTS_KEY = "design_derived_inputs"
-DERIVATION_VERSION = 2
+DERIVATION_VERSION = 3
 """Bumped when what ``derive_links`` or ``refresh_anchors`` produce changes (re-derives once)."""
 
 
@@ -57,20 +59,47 @@ def _versions(rows: Iterable[MemoryRow]) -> list[tuple[str, int, bool]]:
 
 
 def derivation_inputs(stores: DesignStores) -> str | None:
-    """A digest of everything ``derive_links`` and ``refresh_anchors`` read: the indexed code
-    (the manifest's content signature), the requirement, design (ADR citations) and anchored memories, the
-    settings that shape the derivation. None without a manifest (no way to tell: always derive)."""
+    """A digest of everything ``derive_links`` and ``refresh_anchors`` read: of the indexed code,
+    the file set and what the derivation reads of each file (the manifest's design signature,
+    ``pipelines.design.digest``) and the anchored symbols' hashes; the requirement, design (ADR
+    citations) and anchored memories; the settings that shape the derivation; then, after a
+    colon, the code hashes of the last derivation's pattern bases (``_pattern_bases``). None
+    without a manifest or a code collection (no way to tell: always derive)."""
     if stores.manifest is None:
         return None
     settings = stores.settings
     parts: list[Any] = [
-        DERIVATION_VERSION, stores.manifest.content_signature(), settings.component_depth,
+        DERIVATION_VERSION, stores.manifest.design_signature(globs_tag(settings.doc_globs)), settings.component_depth,
         settings.pattern_min_implementations, list(settings.requirement_id_patterns),
         _versions(stores.ledger.iter_memories(memory_types=["requirements"], include_deleted=True)),
         _versions(stores.ledger.iter_memories(memory_types=["design"], include_deleted=True)),
     ]
+    anchored: list[str] = []
     for ledger in (stores.ledger, stores.local_ledger):
-        parts.append(_versions(ledger.anchored_memories()) if ledger is not None else None)
+        rows = list(ledger.anchored_memories()) if ledger is not None else None
+        parts.append(_versions(rows) if rows is not None else None)
+        anchored += [a["qualified_name"] for row in rows or () for a in (row.metadata.get("anchors") or [])
+                     if isinstance(a, dict) and a.get("qualified_name")]
+    try:
+        if anchored:  # an edit of an anchored symbol flags its memories (refresh_anchors)
+            current = symbols_by_qualified_name(stores.vectors, anchored)
+            parts.append(sorted((name, (current.get(name) or {}).get("symbol_hash")) for name in set(anchored)))
+        bases = _pattern_bases(stores)
+    except Exception:  # noqa: BLE001 - no code collection yet: derive
+        return None
+    return f"{_digest(parts)}:{bases}"
+
+
+def _pattern_bases(stores: DesignStores) -> str:
+    """A digest of the code of the base classes of the pattern memories the derivation wrote: a
+    pattern's template is its base's code, the only class code the derivation keeps."""
+    bases = sorted({str(row.metadata["base_symbol_id"]) for row in stores.ledger.iter_memories(memory_types=["code_pattern"])
+                    if row.metadata.get("origin") == ORIGIN and row.metadata.get("base_symbol_id")})
+    hits = stores.vectors.retrieve(CODE_COLLECTION, bases) if bases else []
+    return _digest(sorted((hit.id, hit.payload.get("symbol_hash")) for hit in hits))
+
+
+def _digest(parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()
 
 
@@ -78,13 +107,14 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
     """``derive_links`` and ``refresh_anchors``, skipped when their inputs are the ones of the
     last completed derivation (a no-change re-index of a large project would otherwise scan
     every symbol again). The inputs are read before deriving, so a change made meanwhile makes
-    the next run derive again."""
+    the next run derive again; the pattern bases' part is read after (the derivation picks the
+    bases, and only an index run, never concurrent with it, changes their code)."""
     inputs = derivation_inputs(stores)
     if not force and inputs is not None and stores.ledger.meta(DERIVED_INPUTS_KEY) == inputs:
         return DesignReport(derivation_skipped=True)
     report = derive_links(stores).merge(refresh_anchors(stores))
     if inputs is not None:
-        stores.ledger.set_meta(DERIVED_INPUTS_KEY, inputs)
+        stores.ledger.set_meta(DERIVED_INPUTS_KEY, f"{inputs.partition(':')[0]}:{_pattern_bases(stores)}")
     return report
 
 

@@ -42,7 +42,8 @@ def test_refs_are_stored_compressed_and_read_back_unchanged(tmp_path: Path) -> N
 def test_a_manifest_written_before_packing_still_reads(tmp_path: Path) -> None:
     Manifest(tmp_path / "index.db").close()
     raw = sqlite3.connect(tmp_path / "index.db")  # rows as an earlier release wrote them: plain text
-    raw.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    raw.execute("INSERT INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, error_count, refs) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ("old.py", "python", "h", 1, 1, "2026-11-01T00:00:00", 1, 0, json.dumps(REFS)))
     raw.execute("INSERT INTO symbols (id, path, name, local_name, qualified_name, kind, container, language, embed_text, has_dense) "
                 "VALUES ('s0', 'old.py', 'f', 'f', 'old.f', 'function', NULL, 'python', ?, 0)", (TEXT,))

@@ -236,3 +236,100 @@ def test_links_are_derived_again_only_when_their_inputs_change(tmp_path: Path, m
         assert design_of_index()["derivation_skipped"]
     finally:
         service.close()
+
+
+ADR_0002 = """# 2. Tokens are opaque
+
+## Status
+
+Accepted
+
+## Decision
+
+Tokens are opaque random strings; never JWTs.
+"""
+
+
+@pytest.mark.slow
+def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(tmp_path: Path) -> None:
+    """The derivation's inputs are what it reads of each file (``pipelines.design.digest``), not
+    the file's bytes: a new top-level function or an edited function or method body skips it; a
+    requirement cited, an ADR cited by number or by its document's name, a pattern base's code, a
+    method signature, a class's bases or a new import makes the next run derive, with what it
+    changes."""
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "project"
+    (root / "docs" / "adr").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    (root / "docs" / "adr" / "0002-opaque-tokens.md").write_text(ADR_0002)
+    (root / "app.py").write_text("def check_token(token):\n    return token\n")
+    (root / "base.py").write_text(BASE)
+    for name in ("EmailHandler", "SmsHandler", "PushHandler"):
+        (root / f"{name.lower()}.py").write_text(_handler(name))
+    service = CodeMemService(Settings(project_root=root))
+
+    def design_of_index() -> dict:
+        report = service.index(IndexInput())
+        assert report["files_indexed"] == 1 and not any("design layer not refreshed" in n for n in report["notes"]), report
+        return report["design"]
+
+    def edit(path: str, text: str) -> dict:
+        (root / path).write_text(text)
+        return design_of_index()
+
+    def follows_design() -> int:
+        return len(service.graph.read_query("MATCH ()-[r:FOLLOWS_DESIGN]->() RETURN r", limit=100)[1])
+
+    try:
+        first = service.index(IndexInput())["design"]
+        assert not first["derivation_skipped"] and first["patterns"] == 1 and follows_design() == 0
+        app = "def check_token(token):\n    return token\n\n\ndef refresh(token):\n    return token + '!'\n"
+        assert edit("app.py", app)["derivation_skipped"]  # a new function
+        assert edit("app.py", app.replace("+ '!'", "+ '?'"))["derivation_skipped"]  # a body
+        assert edit("emailhandler.py", _handler("EmailHandler").replace("return event", "return [event]"))["derivation_skipped"]
+
+        cited = edit("app.py", app.replace("def refresh(token):\n", 'def refresh(token):\n    """Keeps REQ-AUTH-001."""\n'))
+        assert not cited["derivation_skipped"] and cited["requirement_links"] == 1
+        by_number = edit("app.py", "# ADR-0002: opaque tokens\n" + app)
+        assert not by_number["derivation_skipped"] and follows_design() == 1
+        by_name = edit("smshandler.py", "# follows 0002-opaque-tokens.md\n" + _handler("SmsHandler"))
+        assert not by_name["derivation_skipped"] and follows_design() == 2
+
+        template = edit("base.py", BASE.replace("    def handle", "    # subclasses answer events\n    def handle"))
+        assert not template["derivation_skipped"]  # the base's code is the pattern's template
+        pattern = next(service.memory.ledger.iter_memories(memory_types=["code_pattern"]))
+        assert "subclasses answer events" in pattern.metadata["code_template"]
+        signature = edit("base.py", BASE.replace("def handle(self, event)", "def handle(self, event, retries=1)"))
+        assert not signature["derivation_skipped"]
+        pattern = next(service.memory.ledger.iter_memories(memory_types=["code_pattern"]))
+        assert "retries=1" in pattern.metadata["code_template"]
+        rebased = edit("pushhandler.py", _handler("PushHandler").replace("class PushHandler(Handler)", "class PushHandler"))
+        assert not rebased["derivation_skipped"]
+        assert rebased["patterns"] == 0  # two implementations left, under pattern_min_implementations
+        assert not edit("app.py", "import base\n" + (root / "app.py").read_text())["derivation_skipped"]
+        assert service.index(IndexInput())["design"]["derivation_skipped"]
+    finally:
+        service.close()
+
+
+def test_citing_lines_find_every_document_name_the_default_globs_match() -> None:
+    """A line that names a document the project's doc globs match (by path or by name) is a line
+    the design digest keeps, whatever the glob; code lines that name no document are not."""
+    import pathspec
+
+    from pipelines.design.digest import citing_lines
+
+    globs = tuple(Settings().doc_globs)
+    pattern = citing_lines(globs)
+    spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    documents = ["docs/adr/0002-opaque-tokens.md", "doc/design notes.rst", "adr/7-x.md", "REQUIREMENTS",
+                 "REQUIREMENTS.txt", "service/decisions/use-kafka.md", "requirements-v2.md", "README.md"]
+    for path in documents:
+        assert spec.match_file(path), path  # each is a document here
+        name = path.rsplit("/", 1)[-1]
+        for line in (f"# see {path} for why", f"// follows {name}", f"x = '{name}'"):
+            assert pattern.search(line), (path, line)
+    for line in ("return self.cache.get(key)", "import os.path", "def handle(self, event):"):
+        assert not pattern.search(line), line

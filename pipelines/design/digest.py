@@ -1,0 +1,77 @@
+"""What the design derivation reads of one file, as a digest the manifest keeps per file.
+
+``derive_links`` (``pipelines.design.links``) reads, of the indexed code: the classes (names,
+bases, signature, code) and their methods (name, signature, whether abstract), the symbols that
+cite requirements, the lines that may cite an ADR with the spans of the file's symbols, the file
+set and its imports. ``design_digest`` hashes exactly that for one file at index time, so
+``derive.derivation_inputs`` can tell that an edit inside a function body, the everyday change,
+leaves the derivation's inputs as they were, and skip it. A class's code is read only for a
+pattern's base (its template): the inputs hold the bases' code hashes instead.
+
+A line may cite an ADR by number (``ADR-0003``, ``decision 7``: ``citations.ADR_CITATION``) or
+by its document's path or name, which the project's ``doc_globs`` match: such a line holds a
+substring matching the last part of one of the globs. The digest is tagged with the globs it was
+computed for (``globs_tag``); a digest of other globs is not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from pipelines.design.citations import ADR_CITATION
+from pipelines.design.patterns import is_abstract
+from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
+
+def globs_tag(doc_globs: Iterable[str]) -> str:
+    """A short tag of the document globs a digest's citation lines were found with."""
+    return hashlib.sha1(json.dumps(list(doc_globs)).encode()).hexdigest()[:12]
+
+
+def _glob_part(glob: str) -> str:
+    """A regular expression of a glob's last path part, ``*`` and ``?`` within one line."""
+    last = glob.rstrip("/").rsplit("/", 1)[-1]
+    out = []
+    for char in last:
+        out.append(".*" if char == "*" else "." if char == "?" else re.escape(char))
+    return "".join(out)
+
+
+@lru_cache(maxsize=8)
+def citing_lines(doc_globs: tuple[str, ...]) -> re.Pattern[str]:
+    """Lines that may cite an ADR: by number, or by a document name the globs can match."""
+    parts = dict.fromkeys([ADR_CITATION.pattern, *(_glob_part(g) for g in doc_globs if g.strip() and not g.startswith("!"))])
+    return re.compile("|".join(f"(?:{p})" for p in parts if p), re.IGNORECASE)
+
+
+def design_digest(
+    payloads: Sequence[dict[str, Any]], imports: Sequence[dict[str, Any]], text: str, doc_globs: tuple[str, ...],
+) -> str:
+    """``<globs tag>:<sha1>`` of what the derivation reads of one file (its symbols' payloads and
+    imports as indexed, and its text)."""
+    parts: list[Any] = []
+    for payload in payloads:
+        kind = payload.get("kind")
+        if kind in CLASS_KINDS:  # its code only matters as a pattern's base: derive.derivation_inputs
+            parts.append(["class", payload.get("id"), payload.get("name"), payload.get("local_name"),
+                          payload.get("qualified_name"), kind, payload.get("language"), payload.get("extends"),
+                          payload.get("implements"), payload.get("signature")])
+        elif kind in CALLABLE_KINDS and payload.get("container"):
+            parts.append(["member", payload.get("id"), payload.get("container"), payload.get("name"),
+                          payload.get("signature"), is_abstract(payload)])
+        if payload.get("requirement_ids"):
+            parts.append(["cites", payload.get("id"), payload.get("requirement_ids"), bool(payload.get("is_test"))])
+    pattern = citing_lines(doc_globs)
+    lines = [[number, line] for number, line in enumerate(text.splitlines(), start=1) if pattern.search(line)]
+    if lines:  # a citation belongs to the symbol around or below it (citations.citing_symbol)
+        parts.append(["adr", lines, [[p.get("id"), p.get("start_line"), p.get("end_line")] for p in payloads]])
+    parts.append(["imports", [[i.get("module"), i.get("items")] for i in imports]])
+    digest = hashlib.sha1(json.dumps(parts, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return f"{globs_tag(doc_globs)}:{digest.hexdigest()}"
+
+
+__all__ = ["citing_lines", "design_digest", "globs_tag"]
