@@ -30,11 +30,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from resources.text.identifiers import identifier_words
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Verdict = Literal["clone", "variant", "other"]
 
@@ -656,6 +657,8 @@ def score_candidates(
                 encoding = Background(embed, embedding_texts())
     cosines = [c.cosine for c in candidates]
     if reembed:
+        import numpy as np  # here: a process that compares no code (an index run) never loads numpy
+
         vectors = np.asarray(encoding.result() if encoding is not None else embed(embedding_texts()), dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         if new_vector is not None:

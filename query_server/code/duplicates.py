@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import structlog
 
 from pipelines.discovery import DiscoveryError, confine_path
@@ -40,6 +39,9 @@ from resources.schemas.tools import (
 )
 from resources.vectors import sparse
 from resources.vectors.store import PayloadFilter, VectorHit
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = structlog.get_logger("codemem.service")
 
@@ -181,7 +183,10 @@ class DuplicateFinder(CodeLookups):
         known = {hit.id for hit in hits}
         extra = [hit.id for hit in by_words if hit.id not in known][:SPARSE_CANDIDATES]
         stored = self.vectors.dense_vectors(CODE_COLLECTION, extra) if extra else {}
-        hits += [VectorHit(id=id_, score=float(np.dot(stored[id_], vector)), payload={}) for id_ in extra if id_ in stored]
+        if stored:
+            import numpy as np  # here: the service's other tools (an index run) never load numpy
+
+            hits += [VectorHit(id=id_, score=float(np.dot(stored[id_], vector)), payload={}) for id_ in extra if id_ in stored]
         # one under both floors keeps its cosine as its score, below the threshold (payloads cost GIL time)
         floor = min(STRUCTURE_COSINE_FLOOR, threshold)
         payloads = self._payloads([hit.id for hit in hits if hit.score >= floor])

@@ -21,13 +21,14 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from query_server.design.contradictions import Contradiction, contradictions_in, diff_lines, synonyms, tension
 from query_server.design.contradictions import read_fix as read_statement_fix
 from query_server.design.statements import STOPWORDS, Statement, clean, overlap, statements_of, terms
+
+if TYPE_CHECKING:
+    import numpy as np
 from resources.memory.ledger import MemoryRow
 from resources.text.identifiers import IDENTIFIER, identifier_words, suffix_stem
 
@@ -248,6 +249,8 @@ def read_fix(description: str, diff: str | None) -> FixReading:
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return vectors / norms
@@ -411,6 +414,8 @@ def assess_fix(
     statement_fix = read_statement_fix(description, diff)
     found = contradictions_in(checkable, statement_fix, diff)
     sentences = [r.sentence for r in rules] + [c.statement.sentence for c in found]
+    import numpy as np  # here: a process that checks no fix never loads numpy
+
     relevance = np.zeros(len(sentences))
     if sentences:
         vectors = _unit(np.asarray(embedder.embed_documents([fix_text[:4_000]] + sentences), dtype=np.float32))

@@ -17,15 +17,17 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from pipelines.design.links import DERIVED_EDGES_KEY
 from pipelines.design.memories import ORIGIN
 from resources.memory.ledger import MemoryRow, Relationship
 from resources.schemas.memory import MEMORY_TYPES
 from resources.schemas.memory.roles import HUB, ROLE_KEY, is_hub
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STANDALONE_TYPES = frozenset({"session", "user_preference"})
 """Types not expected under a hub: a session summary, a personal preference."""
@@ -90,6 +92,8 @@ def _title(row: MemoryRow) -> str:
 
 def _unit_vectors(rows: Sequence[MemoryRow], projector: Any, vectors: Any) -> dict[str, np.ndarray]:
     """The stored dense vectors of ``rows`` (unit length; absent where the store has none)."""
+    import numpy as np  # numpy only where vectors are compared
+
     by_type: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         by_type[row.memory_type].append(row.id)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import structlog
 
 from query_server.memory.stores import REPLAYED, MemoryStores, not_found
@@ -41,6 +40,9 @@ from resources.schemas.memory import (
     validate_metadata,
 )
 from resources.vectors.store import PayloadFilter
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = structlog.get_logger("codemem.memory")
 

@@ -8,9 +8,6 @@ Typical use::
 """
 
 from resources.embeddings.base import Embedder, EmbeddingError, l2_normalize
-from resources.embeddings.cache import CachedEmbedder, EmbeddingCache
-from resources.embeddings.factory import EmbedderStatus, create_embedder
-from resources.embeddings.local import LocalMiniLMEmbedder
 
 __all__ = [
     "CachedEmbedder",
@@ -24,11 +21,20 @@ __all__ = [
     "l2_normalize",
 ]
 
+_LAZY = {
+    "CachedEmbedder": "resources.embeddings.cache", "EmbeddingCache": "resources.embeddings.cache",
+    "EmbedderStatus": "resources.embeddings.factory", "create_embedder": "resources.embeddings.factory",
+    "LocalMiniLMEmbedder": "resources.embeddings.local", "VoyageEmbedder": "resources.embeddings.voyage",
+}
+"""Names imported when first used: the backends and the cache load numpy (~90 ms), the Voyage
+backend its HTTP retry stack (~40 ms); a command that embeds nothing loads neither."""
+
 
 def __getattr__(name: str) -> object:
-    """``VoyageEmbedder`` is imported when first named (its HTTP retry stack costs ~40 ms to import)."""
-    if name == "VoyageEmbedder":
-        from resources.embeddings.voyage import VoyageEmbedder
+    """The backends, the cache and the factory, imported when first named (``_LAZY``)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return VoyageEmbedder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # the interface itself needs no numpy (a command that embeds nothing never loads it)
+    import numpy as np
 
 
 class EmbeddingError(RuntimeError):
@@ -69,6 +70,8 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     Returns:
         A float32 array of the same shape.
     """
+    import numpy as np
+
     out = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.maximum(norms, 1e-12, out=norms)

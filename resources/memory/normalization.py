@@ -22,14 +22,16 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import structlog
 
 from resources.faults import fault_point
 from resources.memory.ledger import Ledger, MemoryRow, Merge, Relationship, now_iso
 from resources.memory.projection import COLLECTIONS, GENERATION_KEY, MemoryProjector, collection_name, epoch
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = structlog.get_logger("codemem.normalization")
 
@@ -192,6 +194,8 @@ class Normalizer:
 
     def _vectors(self, rows: Sequence[MemoryRow]) -> tuple[dict[str, np.ndarray], set[str]]:
         """Stored dense vectors of rows whose projection is current; ids that need re-embedding."""
+        import numpy as np  # numpy only where vectors are compared
+
         vectors: dict[str, np.ndarray] = {}
         stale: set[str] = set()
         by_type: dict[str, list[MemoryRow]] = defaultdict(list)
@@ -216,6 +220,8 @@ class Normalizer:
         return vectors, stale
 
     def _embed_stale(self, rows: Sequence[MemoryRow], stale: set[str], vectors: dict[str, np.ndarray]) -> None:
+        import numpy as np  # numpy only where vectors are compared
+
         todo = [r for r in rows if r.id in stale]
         for start in range(0, len(todo), 64):
             chunk = todo[start : start + 64]
@@ -225,6 +231,8 @@ class Normalizer:
 
     def _duplicates(self, rows: Sequence[MemoryRow], vectors: dict[str, np.ndarray]) -> list[Merge]:
         """Groups of live memories of one type that are the same (content hash) or nearly so."""
+        import numpy as np  # numpy only where vectors are compared
+
         uf = _UnionFind()
         best: dict[tuple[str, str], float] = {}
         by_type: dict[str, list[MemoryRow]] = defaultdict(list)

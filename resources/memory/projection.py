@@ -13,17 +13,19 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import structlog
 
-from resources.vectors import sparse
 from resources.embeddings.base import Embedder
 from resources.graph.store import GraphEdge, GraphNode, GraphStore
 from resources.memory.graph_replay import GraphWriteLog
 from resources.memory.ledger import Ledger, MemoryRow
+from resources.vectors import sparse
 from resources.vectors.store import VectorPoint, VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = structlog.get_logger("codemem.memory_projection")
 
