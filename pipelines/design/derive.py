@@ -44,7 +44,6 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
-from pipelines.index_context import CODE_COLLECTION
 from resources.memory.ledger import MemoryRow
 
 log = structlog.get_logger("codemem.design")
@@ -61,10 +60,11 @@ def _versions(rows: Iterable[MemoryRow]) -> list[tuple[str, int, bool]]:
 def derivation_inputs(stores: DesignStores) -> str | None:
     """A digest of everything ``derive_links`` and ``refresh_anchors`` read: of the indexed code,
     the file set and what the derivation reads of each file (the manifest's design signature,
-    ``pipelines.design.digest``) and the anchored symbols' hashes; the requirement, design (ADR
-    citations) and anchored memories; the settings that shape the derivation; then, after a
-    colon, the code hashes of the last derivation's pattern bases (``_pattern_bases``). None
-    without a manifest or a code collection (no way to tell: always derive)."""
+    ``pipelines.design.digest``) and the files of the anchored symbols; the requirement, design
+    (ADR citations) and anchored memories; the settings that shape the derivation; after a colon,
+    the pattern memories and their bases' files (``_pattern_bases``). Read from the manifest and
+    the ledger alone (no vector collection to open). None without a manifest (no way to tell:
+    always derive)."""
     if stores.manifest is None:
         return None
     settings = stores.settings
@@ -80,23 +80,17 @@ def derivation_inputs(stores: DesignStores) -> str | None:
         parts.append(_versions(rows) if rows is not None else None)
         anchored += [a["qualified_name"] for row in rows or () for a in (row.metadata.get("anchors") or [])
                      if isinstance(a, dict) and a.get("qualified_name")]
-    try:
-        if anchored:  # an edit of an anchored symbol flags its memories (refresh_anchors)
-            current = symbols_by_qualified_name(stores.vectors, anchored)
-            parts.append(sorted((name, (current.get(name) or {}).get("symbol_hash")) for name in set(anchored)))
-        bases = _pattern_bases(stores)
-    except Exception:  # noqa: BLE001 - no code collection yet: derive
-        return None
-    return f"{_digest(parts)}:{bases}"
+    parts.append(stores.manifest.design_sources([], anchored))
+    return f"{_digest(parts)}:{_pattern_bases(stores)}"
 
 
 def _pattern_bases(stores: DesignStores) -> str:
-    """A digest of the code of the base classes of the pattern memories the derivation wrote: a
-    pattern's template is its base's code, the only class code the derivation keeps."""
-    bases = sorted({str(row.metadata["base_symbol_id"]) for row in stores.ledger.iter_memories(memory_types=["code_pattern"])
-                    if row.metadata.get("origin") == ORIGIN and row.metadata.get("base_symbol_id")})
-    hits = stores.vectors.retrieve(CODE_COLLECTION, bases) if bases else []
-    return _digest(sorted((hit.id, hit.payload.get("symbol_hash")) for hit in hits))
+    """A digest of the pattern memories the derivation wrote and of their base classes' files (a
+    template is its base's code, the only class code the derivation keeps)."""
+    assert stores.manifest is not None
+    patterns = [row for row in stores.ledger.iter_memories(memory_types=["code_pattern"]) if row.metadata.get("origin") == ORIGIN]
+    bases = [str(row.metadata["base_file"]) for row in patterns if row.metadata.get("base_file")]
+    return _digest([_versions(patterns), stores.manifest.design_sources(bases, [])])
 
 
 def _digest(parts: Any) -> str:
@@ -107,8 +101,9 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
     """``derive_links`` and ``refresh_anchors``, skipped when their inputs are the ones of the
     last completed derivation (a no-change re-index of a large project would otherwise scan
     every symbol again). The inputs are read before deriving, so a change made meanwhile makes
-    the next run derive again; the pattern bases' part is read after (the derivation picks the
-    bases, and only an index run, never concurrent with it, changes their code)."""
+    the next run derive again; the part the derivation writes itself (its pattern memories, after
+    the colon) is read after, as the next run will find it (only an index run, never concurrent
+    with this one, changes their bases' code)."""
     inputs = derivation_inputs(stores)
     if not force and inputs is not None and stores.ledger.meta(DERIVED_INPUTS_KEY) == inputs:
         return DesignReport(derivation_skipped=True)
