@@ -9,8 +9,8 @@ leaves the derivation's inputs as they were, and skip it. A class's code is read
 pattern's base (its template): the inputs hold the bases' code hashes instead.
 
 A line may cite an ADR by number (``ADR-0003``, ``decision 7``: ``citations.ADR_CITATION``) or
-by its document's path or name, which the project's ``doc_globs`` match: such a line holds a
-substring matching the last part of one of the globs. The digest is tagged with the globs it was
+by its document's path or name, which the project's ``doc_globs`` match: such a line holds the
+longest literal part of the last part of one of the globs. The digest is tagged with the globs it was
 computed for (``globs_tag``); a digest of other globs is not used.
 """
 
@@ -32,20 +32,31 @@ def globs_tag(doc_globs: Iterable[str]) -> str:
     return hashlib.sha1(json.dumps(list(doc_globs)).encode()).hexdigest()[:12]
 
 
-def _glob_part(glob: str) -> str:
-    """A regular expression of a glob's last path part, ``*`` and ``?`` within one line."""
+def _glob_fragment(glob: str) -> str:
+    """The longest literal part of a glob's last path part (lower case): any name the glob matches
+    holds it, so a line naming such a document does ("" where the part is all wildcards)."""
     last = glob.rstrip("/").rsplit("/", 1)[-1]
-    out = []
-    for char in last:
-        out.append(".*" if char == "*" else "." if char == "?" else re.escape(char))
-    return "".join(out)
+    return max(re.split(r"[*?]|\[[^\]]*\]", last), key=len).lower()
+
+
+class CitingLines:
+    """Lines that may cite an ADR: by number (``ADR_CITATION``), or by a document name the globs
+    can match (the line holds the longest literal part of a glob's last part: linear in the line,
+    where a regular expression of the globs backtracks over long lines)."""
+
+    def __init__(self, doc_globs: tuple[str, ...]) -> None:
+        self.fragments = tuple(dict.fromkeys(_glob_fragment(g) for g in doc_globs if g.strip() and not g.startswith("!")))
+
+    def match(self, line: str) -> bool:
+        """True when ``line`` may cite an ADR."""
+        lower = line.lower()
+        return any(fragment in lower for fragment in self.fragments) or ADR_CITATION.search(line) is not None
 
 
 @lru_cache(maxsize=8)
-def citing_lines(doc_globs: tuple[str, ...]) -> re.Pattern[str]:
-    """Lines that may cite an ADR: by number, or by a document name the globs can match."""
-    parts = dict.fromkeys([ADR_CITATION.pattern, *(_glob_part(g) for g in doc_globs if g.strip() and not g.startswith("!"))])
-    return re.compile("|".join(f"(?:{p})" for p in parts if p), re.IGNORECASE)
+def citing_lines(doc_globs: tuple[str, ...]) -> CitingLines:
+    """The lines that may cite an ADR in a project with these document globs."""
+    return CitingLines(doc_globs)
 
 
 def design_digest(
@@ -65,8 +76,8 @@ def design_digest(
                           payload.get("signature"), is_abstract(payload)])
         if payload.get("requirement_ids"):
             parts.append(["cites", payload.get("id"), payload.get("requirement_ids"), bool(payload.get("is_test"))])
-    pattern = citing_lines(doc_globs)
-    lines = [[number, line] for number, line in enumerate(text.splitlines(), start=1) if pattern.search(line)]
+    citing = citing_lines(doc_globs)
+    lines = [[number, line] for number, line in enumerate(text.splitlines(), start=1) if citing.match(line)]
     if lines:  # a citation belongs to the symbol around or below it (citations.citing_symbol)
         parts.append(["adr", lines, [[p.get("id"), p.get("start_line"), p.get("end_line")] for p in payloads]])
     parts.append(["imports", [[i.get("module"), i.get("items")] for i in imports]])

@@ -3,6 +3,7 @@ design step's incremental ingest into the ledger (pipelines.design.derive) with 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -322,7 +323,7 @@ def test_citing_lines_find_every_document_name_the_default_globs_match() -> None
     from pipelines.design.digest import citing_lines
 
     globs = tuple(Settings().doc_globs)
-    pattern = citing_lines(globs)
+    citing = citing_lines(globs)
     spec = pathspec.GitIgnoreSpec.from_lines(globs)
     documents = ["docs/adr/0002-opaque-tokens.md", "doc/design notes.rst", "adr/7-x.md", "REQUIREMENTS",
                  "REQUIREMENTS.txt", "service/decisions/use-kafka.md", "requirements-v2.md", "README.md"]
@@ -330,6 +331,9 @@ def test_citing_lines_find_every_document_name_the_default_globs_match() -> None
         assert spec.match_file(path), path  # each is a document here
         name = path.rsplit("/", 1)[-1]
         for line in (f"# see {path} for why", f"// follows {name}", f"x = '{name}'"):
-            assert pattern.search(line), (path, line)
+            assert citing.match(line), (path, line)
     for line in ("return self.cache.get(key)", "import os.path", "def handle(self, event):"):
-        assert not pattern.search(line), line
+        assert not citing.match(line), line
+    started = time.perf_counter()  # linear in a line's length: an adversarial file's 500k-character line
+    assert not citing.match("C" * 500_000) and not citing.match("{" * 100_000 + "}" * 100_000)
+    assert time.perf_counter() - started < 1.0
