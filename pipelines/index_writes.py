@@ -113,10 +113,11 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     Returns:
         (edges added, edges removed).
     """
-    symbols, refs = ctx.manifest.all_symbols(), ctx.manifest.all_refs()
+    symbols = ctx.manifest.all_symbols()
     current = ctx.manifest.resolved_edges()
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
     only = None if unsettled else affected_paths(ctx.manifest, touched_ids, symbols, current)
+    refs = ctx.manifest.all_refs(calls_of=only)  # every file's imports and bases; the calls resolved
     if only is None and ctx.manifest.get_meta(REF_NAMES_COMPLETE) != "1":
         ctx.manifest.fill_ref_names({path: referenced_names(file_refs) for path, (_, file_refs) in refs.items()})
     resolution = resolve(symbols, refs, only)

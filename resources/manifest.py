@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS files (
     symbol_count INTEGER NOT NULL,
     error_count INTEGER NOT NULL,
     refs TEXT NOT NULL,
-    design_digest TEXT
+    design_digest TEXT,
+    calls BLOB
 );
 CREATE TABLE IF NOT EXISTS symbols (
     id TEXT PRIMARY KEY,
@@ -139,6 +140,15 @@ def unpack(value: str | bytes) -> str:
     return value if isinstance(value, str) else zlib.decompress(value).decode("utf-8")
 
 
+def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
+    """A file's references as stored: its calls (most of them by size) are a column of their own,
+    read only where they are wanted; a row of an earlier release keeps them in ``refs``."""
+    found: dict[str, Any] = json.loads(unpack(refs))
+    if calls is not None:
+        found["calls"] = json.loads(unpack(calls))
+    return found
+
+
 _PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
 
 
@@ -151,6 +161,7 @@ class Manifest:
         self._conn.executescript(SCHEMA)
         self._add_path_qualified_name()
         self._add_column("files", "design_digest", "TEXT")
+        self._add_column("files", "calls", "BLOB")
         self._lock = threading.RLock()
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
@@ -234,12 +245,14 @@ class Manifest:
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))
+            lookups = {key: value for key, value in refs.items() if key != "calls"}
             conn.execute(
                 "INSERT OR REPLACE INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, "
-                "error_count, refs, design_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "error_count, refs, design_digest, calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     state.path, state.language, state.content_hash, state.size, state.mtime_ns,
-                    state.indexed_at, state.symbol_count, state.error_count, pack(json.dumps(refs)), state.design_digest,
+                    state.indexed_at, state.symbol_count, state.error_count, pack(json.dumps(lookups)), state.design_digest,
+                    pack(json.dumps(refs.get("calls", []))),
                 ),
             )
             conn.executemany(
@@ -301,9 +314,9 @@ class Manifest:
         found: dict[str, dict[str, Any]] = {}
         with self._lock:
             for path in paths:
-                row = self._conn.execute("SELECT refs FROM files WHERE path = ?", (path,)).fetchone()
+                row = self._conn.execute("SELECT refs, calls FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
-                    found[path] = json.loads(unpack(row[0]))
+                    found[path] = _refs(*row)
         return found
 
     @staticmethod
@@ -388,11 +401,15 @@ class Manifest:
             ).fetchall()
         return {symbol_id for (refs,) in rows for symbol_id in json.loads(unpack(refs)).get("declarations", [])}
 
-    def all_refs(self) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Per file: (language, refs) where refs holds imports, calls and inheritance."""
+    def all_refs(self, calls_of: Iterable[str] | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Per file: (language, refs) where refs holds imports, calls and inheritance; with
+        ``calls_of``, the calls of those files only (what a resolution scoped to them reads: the
+        calls of every file are ~90% of the references)."""
+        wanted = None if calls_of is None else set(calls_of)
         with self._lock:
-            rows = self._conn.execute("SELECT path, language, refs FROM files").fetchall()
-        return {path: (language, json.loads(unpack(refs))) for path, language, refs in rows}
+            rows = self._conn.execute("SELECT path, language, refs, calls FROM files").fetchall()
+        return {path: (language, _refs(refs, calls if wanted is None or path in wanted else None))
+                for path, language, refs, calls in rows}
 
     def pending_dense(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` (id, embed_text) pairs that have no dense vector yet."""

@@ -173,7 +173,7 @@ class IndexJobs(CodeLookups):
                 reason="not an indexed kind of file (extension filter, ignore rules or default skips)",
             )
         kinds = [s.kind for s in self.manifest.find_symbols_in(rel)]
-        imports = len((self.manifest.all_refs().get(rel) or ("", {}))[1].get("imports", []))
+        imports = len(self.manifest.refs_of([rel]).get(rel, {}).get("imports", []))
         return IndexFileResult(
             status="indexed" if report.files_indexed else "unchanged", file_path=rel,
             functions_extracted=sum(k in CALLABLE_KINDS for k in kinds),

@@ -56,3 +56,29 @@ def test_a_manifest_written_before_packing_still_reads(tmp_path: Path) -> None:
         manifest.replace_files(conn, [(_file("old.py"), REFS, [_symbol("s0", "old.py")])])
     assert manifest.all_refs()["old.py"] == ("python", REFS)
     manifest.close()
+
+
+def test_calls_are_read_only_for_the_files_a_resolution_asks_for(tmp_path: Path) -> None:
+    """A file's calls are a column of their own: ``all_refs(calls_of=...)`` reads every file's
+    imports and bases and the calls of the files asked for (a scoped resolution reads no other),
+    ``refs_of`` and ``all_refs()`` the whole references; a row that keeps its calls in ``refs`` (an
+    earlier release's) reads the same."""
+    manifest = Manifest(tmp_path / "index.db")
+    with manifest.transaction() as conn:
+        manifest.replace_files(conn, [(_file("pkg/a.py"), REFS, [_symbol("s1", "pkg/a.py")]),
+                                      (_file("pkg/b.py"), REFS, [_symbol("s2", "pkg/b.py")])])
+    scoped = manifest.all_refs(calls_of=["pkg/a.py"])
+    assert scoped["pkg/a.py"] == ("python", REFS)
+    assert scoped["pkg/b.py"] == ("python", {k: v for k, v in REFS.items() if k != "calls"})
+    assert manifest.all_refs() == {"pkg/a.py": ("python", REFS), "pkg/b.py": ("python", REFS)}
+    assert manifest.refs_of(["pkg/b.py"]) == {"pkg/b.py": REFS}
+    manifest.close()
+
+    raw = sqlite3.connect(tmp_path / "index.db")  # b.py as an earlier release wrote it: calls in refs
+    raw.execute("UPDATE files SET refs = ?, calls = NULL WHERE path = 'pkg/b.py'", (json.dumps(REFS),))
+    raw.commit()
+    raw.close()
+    manifest = Manifest(tmp_path / "index.db")
+    assert manifest.all_refs(calls_of=["pkg/b.py"])["pkg/b.py"] == ("python", REFS)
+    assert manifest.refs_of(["pkg/b.py"]) == {"pkg/b.py": REFS}
+    manifest.close()
