@@ -36,8 +36,14 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any
 
+OUTCOME_FILE = "recording_outcome.json"
+"""Under the Dagster home: the outcome of the last run a recorder recorded (``{"run_id",
+"success", "error"}``), read by the next ``codemem index`` when it left that run to the background."""
+PENDING_FILE = "recording_pending.json"
+"""Under the Dagster home: the run ``codemem index`` left to its recorder to finish (``{"run_id", "pid"}``)."""
 RESULT_TIMEOUT_S = 600.0
 """How long ``finish`` waits for the recorder once the parent is done."""
 RECORDER_NICE = 10
@@ -165,6 +171,11 @@ class Recorder:
         if self._process.stdout is not None:
             self._process.stdout.close()
 
+    @property
+    def pid(self) -> int:
+        """The recorder's process id."""
+        return self._process.pid
+
     def _log_tail(self) -> str:
         return " | ".join(list(self._stderr)[-3:])[-600:]
 
@@ -210,9 +221,69 @@ def record_run(stream: IO[str]) -> dict[str, Any] | None:
     if not line.strip():
         return None
     start = json.loads(line)
-    with DagsterInstance.from_ref(InstanceRef.from_dir(str(start["dagster_home"]))) as instance:
-        return run_index_job(instance, StreamSource(stream), embed=bool(start.get("embed")), force=bool(start.get("force")),
-                             tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())}, run_id=start.get("run_id"))
+    try:
+        with DagsterInstance.from_ref(InstanceRef.from_dir(str(start["dagster_home"]))) as instance:
+            result = run_index_job(instance, StreamSource(stream), embed=bool(start.get("embed")), force=bool(start.get("force")),
+                                   tags={**start.get("tags", {}), RUN_PID_TAG: str(os.getpid())}, run_id=start.get("run_id"))
+    except Exception as exc:  # noqa: BLE001 - the outcome says it, for a parent that may have left
+        result = {"run_id": start.get("run_id"), "success": False, "error": f"{type(exc).__name__}: {exc}"}
+    _write_json(Path(start["dagster_home"]) / OUTCOME_FILE, result)
+    return result
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    """Write ``value`` to ``path`` whole or not at all (a failure to write is not the run's)."""
+    try:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(value), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
+def leave_pending(dagster_home: Path, outcome: dict[str, Any], recorder: Recorder) -> None:
+    """Record that the run of ``outcome`` was left to ``recorder`` to finish in the background."""
+    _write_json(dagster_home / PENDING_FILE, {"run_id": outcome["run_id"], "pid": recorder.pid})
+
+
+def earlier_background_note(dagster_home: Path) -> str | None:
+    """What to say of the run an earlier ``codemem index`` left to finish in the background: None
+    when it was recorded (or is still being recorded, or there was none), else what went wrong."""
+    pending_path = dagster_home / PENDING_FILE
+    try:
+        pending = json.loads(pending_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:
+        outcome = json.loads((dagster_home / OUTCOME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        outcome = {}
+    run_id = pending.get("run_id")
+    if outcome.get("run_id") != run_id and _alive(int(pending.get("pid") or 0)):
+        return None  # still recording
+    pending_path.unlink(missing_ok=True)
+    if outcome.get("run_id") != run_id:
+        return f"Dagster run {run_id} of an earlier index, left to finish in the background, was not recorded: its recorder stopped first"
+    if outcome.get("success"):
+        return None
+    return f"Dagster run {run_id} of an earlier index, left to finish in the background, failed: {outcome.get('error')}"
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited: it only waits for its parent to read its status
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2] != "Z"
+    except (OSError, ValueError, IndexError):
+        return True
+
 
 def main() -> None:
     """``python -m pipelines.dagster.recorder``: record one run, print its outcome, exit at once

@@ -212,15 +212,19 @@ def materialize_index(
     started = time.perf_counter()
     progress = progress or _no_progress
     recorder = None
+    home = dagster_home(ctx.settings.resolved_state_dir())
+    earlier: list[str] = []
     if instance is None:  # Dagster imports in the recorder while this process plans and indexes
-        from pipelines.dagster.recorder import Recorder, take_prestarted
+        from pipelines.dagster.recorder import Recorder, earlier_background_note, take_prestarted
 
         recorder = take_prestarted() or Recorder.start()
+        earlier = [note] if (note := earlier_background_note(home)) else []
     progress("discover", 0, 1)
     idle = _nothing_to_do(project, force)
     if idle is not None:
         if recorder is not None:
             recorder.discard()
+        idle.notes += earlier
         return finish_report(ctx, idle, started, embed=embed, progress=progress)
     start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph: while the files hash
     if start_graph is not None:
@@ -228,17 +232,27 @@ def materialize_index(
     tags = _run_tags()
     if recorder is None:
         return _run_in_process(project, instance, tags, embed=embed, force=force, progress=progress)
-    home = dagster_home(ctx.settings.resolved_state_dir())
     recorder.begin(str(home), tags, embed=embed, force=force)
     try:
         report = index_messages(project, recorder.send, embed=embed, force=force, progress=progress)
     except BaseException as exc:
         recorder.send({"kind": "end", "error": f"{type(exc).__name__}: {exc}"})
-        recorder.finish(wait_s=ctx.settings.dagster_record_wait_s)
+        _finish_recording(recorder, home, ctx.settings.dagster_record_wait_s)
         raise
     recorder.send({"kind": "end", "error": None})
-    report.notes.append(_run_note(recorder.finish(wait_s=ctx.settings.dagster_record_wait_s)))
+    report.notes += [*earlier, _run_note(_finish_recording(recorder, home, ctx.settings.dagster_record_wait_s))]
     return report
+
+
+def _finish_recording(recorder: Any, home: Path, wait_s: float) -> dict[str, Any]:
+    """The recorder's outcome, or the run left to it to finish in the background (then recorded
+    as pending, for the next index to say if it failed: ``recorder.earlier_background_note``)."""
+    from pipelines.dagster.recorder import leave_pending
+
+    outcome: dict[str, Any] = recorder.finish(wait_s=wait_s)
+    if outcome.get("background"):
+        leave_pending(home, outcome, recorder)
+    return outcome
 
 
 def _run_in_process(

@@ -49,8 +49,14 @@ class CitingLines:
 
     def match(self, line: str) -> bool:
         """True when ``line`` may cite an ADR."""
-        lower = line.lower()
-        return any(fragment in lower for fragment in self.fragments) or ADR_CITATION.search(line) is not None
+        return self.may_name(line) or ADR_CITATION.search(line) is not None
+
+    def may_name(self, text: str) -> bool:
+        """True when ``text`` holds a glob's fragment: a line that names a document whose name
+        holds one is kept (an ADR whose name holds none can be cited unseen: the derivation then
+        always runs, ``derive.derivation_inputs``)."""
+        lower = text.lower()
+        return any(fragment in lower for fragment in self.fragments)
 
 
 @lru_cache(maxsize=8)

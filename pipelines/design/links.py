@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import PurePosixPath
+from typing import Any
 
 from pipelines.design.citations import adr_index, citing_symbol, design_text
 from pipelines.design.memories import (
@@ -40,9 +41,27 @@ def _edge_key(edge: GraphEdge) -> list[str]:
     return [edge.type, edge.source_id, edge.target_id]
 
 
+def derived_edges(ledger: Any) -> list[GraphEdge]:
+    """The edges the last derivation wrote, with their properties (``DERIVED_EDGES_KEY``: ``[type,
+    source, target, properties]`` each; an earlier release kept no properties)."""
+    return [GraphEdge(type=e[0], source_id=e[1], target_id=e[2], properties=e[3] if len(e) > 3 else {"origin": ORIGIN})
+            for e in json.loads(ledger.meta(DERIVED_EDGES_KEY) or "[]")]
+
+
+def restore_derived_edges(stores: DesignStores) -> int:
+    """Write the last derivation's edges again (MERGE: idempotent): a re-indexed file's nodes were
+    replaced with their edges, the derived ones too, while the derivation they come from still
+    holds (its inputs unchanged: ``derive.derive_when_changed``). An edge whose end is gone is
+    not written. Returns how many edges there are."""
+    edges = derived_edges(stores.ledger)
+    if edges:
+        stores.graph.add_edges(edges)
+    return len(edges)
+
+
 def _replace_derived_edges(stores: DesignStores, edges: list[GraphEdge], report: DesignReport) -> None:
     """Write the derived edges and remove the ones derived last time that no longer hold."""
-    previous = {tuple(e) for e in json.loads(stores.ledger.meta(DERIVED_EDGES_KEY) or "[]")}
+    previous = {tuple(_edge_key(e)) for e in derived_edges(stores.ledger)}
     now = {tuple(_edge_key(e)) for e in edges}
     stale = [GraphEdge(type=t, source_id=s, target_id=d) for t, s, d in previous - now]
     if stale:
@@ -50,7 +69,8 @@ def _replace_derived_edges(stores: DesignStores, edges: list[GraphEdge], report:
     if edges:  # all of them (MERGE: idempotent), so a rebuilt graph gets them back; report the new ones
         stores.graph.add_edges(edges)
         report.edges_added += len(now - previous)
-    stores.ledger.set_meta(DERIVED_EDGES_KEY, json.dumps(sorted(now)))
+    unique = {tuple(_edge_key(e)): e.properties for e in edges}
+    stores.ledger.set_meta(DERIVED_EDGES_KEY, json.dumps([[*key, properties] for key, properties in sorted(unique.items())], default=str))
 
 
 def derive_links(stores: DesignStores) -> DesignReport:

@@ -54,8 +54,8 @@ def _links(ledger: Any, relationships: Iterable[Relationship]) -> list[tuple[str
     """Every link as ``(source, target, between memories)``: the memories' relationships and the
     edges the design layer derived (whose ends may be code)."""
     links = [(rel.source_id, rel.target_id, rel.target_kind.startswith("memory:")) for rel in relationships]
-    derived = json.loads(ledger.meta(DERIVED_EDGES_KEY) or "[]")
-    return links + [(str(source), str(target), False) for _type, source, target in derived]
+    derived = json.loads(ledger.meta(DERIVED_EDGES_KEY) or "[]")  # [type, source, target(, properties)]
+    return links + [(str(edge[1]), str(edge[2]), False) for edge in derived]
 
 
 def _reaching_hubs(hub_ids: set[str], links: Iterable[tuple[str, str, bool]], memory_ids: set[str]) -> set[str]:

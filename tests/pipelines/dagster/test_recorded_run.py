@@ -35,6 +35,8 @@ import pytest
 
 from pipelines.bucket_records import BucketRecord, BucketTracker
 from pipelines.buckets import bucket_of
+from pipelines.dagster.recorder import PENDING_FILE, earlier_background_note, leave_pending
+from pipelines.dagster.run import dagster_home
 from tests.conftest import FIXTURE_REPOS
 from tests.pipelines.dagster.test_dagster import check_results, materializations
 
@@ -462,5 +464,31 @@ def test_codemem_index_leaves_a_slow_recording_to_finish_in_the_background(
             assert run is not None and run.job_name == "codemem_index" and run.status == DagsterRunStatus.SUCCESS, run
             recorded = materializations(instance, run_id)
         assert {m.asset for m in recorded} >= {*PER_BUCKET, "normalized_graph", "design_links"}
+        home = dagster_home(Settings(project_root=python_repo).resolved_state_dir())
+        assert (home / PENDING_FILE).exists() and earlier_background_note(home) is None  # recorded: nothing to say
+        assert not (home / PENDING_FILE).exists()
     finally:
         stop_graph_servers(python_repo)
+
+
+def test_a_recording_left_to_the_background_that_fails_is_said_by_the_next_index(tmp_path: Path) -> None:
+    """A run left to its recorder that then fails (here its stream ends before its end) is named,
+    with the reason, by the next index's notes, once; one still being recorded is not."""
+    from pipelines.dagster.recorder import Recorder
+
+    home = dagster_home(tmp_path / "state")
+    recorder = Recorder.start()
+    recorder.begin(str(home), {"codemem/trigger": "codemem index"}, embed=False, force=False)
+    path = "pkg/left.py"
+    recorder.send(_bucket_message(bucket_of(path), path))
+    outcome = recorder.finish(wait_s=0)  # the stream closes without "end", the recorder still loading
+    assert outcome["background"] and outcome["run_id"] == recorder.run_id, outcome
+    leave_pending(home, outcome, recorder)
+    deadline = time.monotonic() + 120
+    while _alive(recorder.pid) and time.monotonic() < deadline:
+        assert earlier_background_note(home) is None or not _alive(recorder.pid)  # still recording: nothing yet
+        time.sleep(0.1)
+    recorder._process.wait()  # noqa: SLF001 - reaped, as the parent that left would have been
+    note = earlier_background_note(home)
+    assert note and recorder.run_id in note and "stopped before its end" in note, note
+    assert earlier_background_note(home) is None  # said once

@@ -280,8 +280,11 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
         (root / path).write_text(text)
         return design_of_index()
 
+    def edges(edge_type: str) -> int:
+        return len(service.graph.read_query(f"MATCH ()-[r:{edge_type}]->() RETURN r", limit=100)[1])
+
     def follows_design() -> int:
-        return len(service.graph.read_query("MATCH ()-[r:FOLLOWS_DESIGN]->() RETURN r", limit=100)[1])
+        return edges("FOLLOWS_DESIGN")
 
     try:
         first = service.index(IndexInput())["design"]
@@ -289,14 +292,22 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
         app = "def check_token(token):\n    return token\n\n\ndef refresh(token):\n    return token + '!'\n"
         assert edit("app.py", app)["derivation_skipped"]  # a new function
         assert edit("app.py", app.replace("+ '!'", "+ '?'"))["derivation_skipped"]  # a body
+        assert edges("USES_PATTERN") == 3
         assert edit("emailhandler.py", _handler("EmailHandler").replace("return event", "return [event]"))["derivation_skipped"]
+        assert edges("USES_PATTERN") == 3  # the re-indexed class's derived edge is back
 
-        cited = edit("app.py", app.replace("def refresh(token):\n", 'def refresh(token):\n    """Keeps REQ-AUTH-001."""\n'))
+        app = app.replace("def refresh(token):\n", 'def refresh(token):\n    """Keeps REQ-AUTH-001."""\n')
+        cited = edit("app.py", app)
         assert not cited["derivation_skipped"] and cited["requirement_links"] == 1
         by_number = edit("app.py", "# ADR-0002: opaque tokens\n" + app)
         assert not by_number["derivation_skipped"] and follows_design() == 1
         by_name = edit("smshandler.py", "# follows 0002-opaque-tokens.md\n" + _handler("SmsHandler"))
         assert not by_name["derivation_skipped"] and follows_design() == 2
+        body = (root / "app.py").read_text().replace("+ '!'", "+ '!!'")  # the citing function's body
+        assert edit("app.py", body)["derivation_skipped"]
+        assert follows_design() == 2 and edges("IMPLEMENTS_REQ") == 1  # its edges went with its nodes, and are back
+        edge = service.graph.read_query("MATCH (s)-[r:FOLLOWS_DESIGN]->() WHERE s.file_path = 'app.py' RETURN r", limit=5)[1]
+        assert edge and edge[0]["r"]["properties"]["line"] == 1, edge  # with the properties the derivation gave it
 
         template = edit("base.py", BASE.replace("    def handle", "    # subclasses answer events\n    def handle"))
         assert not template["derivation_skipped"]  # the base's code is the pattern's template
@@ -311,6 +322,32 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
         assert rebased["patterns"] == 0  # two implementations left, under pattern_min_implementations
         assert not edit("app.py", "import base\n" + (root / "app.py").read_text())["derivation_skipped"]
         assert service.index(IndexInput())["design"]["derivation_skipped"]
+    finally:
+        service.close()
+
+
+@pytest.mark.slow
+def test_an_adr_whose_name_no_doc_glob_holds_keeps_the_derivation_running(tmp_path: Path) -> None:
+    """An ADR memory added by hand (or from git notes) whose document name holds no fragment of
+    the doc globs could be cited on a line no digest keeps: the derivation then runs at every
+    index, and a citation of it by name becomes a link."""
+    from query_server.service import CodeMemService
+    from resources.schemas.memory import MemoryAddInput
+    from resources.schemas.tools import IndexInput
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "app.py").write_text("def check_token(token):\n    return token\n")
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        service.index(IndexInput())
+        service.memory.memory_add(MemoryAddInput(memory_type="design", content="Tokens are opaque.", metadata={
+            "design_type": "ADR", "title": "ADR-5: Opaque tokens", "source_document": "wiki/opaque-tokens.adoc",
+            "decision": "Tokens are opaque.", "status": "Accepted"}))
+        assert not service.index(IndexInput())["design"]["derivation_skipped"]
+        (root / "app.py").write_text("# as wiki/opaque-tokens.adoc says\ndef check_token(token):\n    return token\n")
+        report = service.index(IndexInput())["design"]
+        assert not report["derivation_skipped"] and report["design_links"] == 1, report
     finally:
         service.close()
 
