@@ -123,6 +123,9 @@ class SymbolRow:
 REF_NAMES_COMPLETE = "ref_names_complete"
 """Meta key set once ``ref_names`` holds every indexed file's names (a manifest of an earlier
 release gets them at its next whole-repository resolution)."""
+FILES_WRITTEN = "files_written"
+"""Meta key counting the transactions that replaced files' rows (and so their graph nodes): a
+derived layer that wrote edges to those nodes compares it to know whether they may be gone."""
 RESOLVE_EVERYTHING = "resolve_everything"
 """Meta key set when a change can affect the resolution of any file (see ``resolution_scope``)."""
 
@@ -242,6 +245,11 @@ class Manifest:
         ``has_dense`` is taken from the rows as given: the points were just rewritten, so a
         symbol has a dense vector only if the indexer attached one (from the embedding cache).
         """
+        if entries:  # the files' graph nodes are replaced with their edges: derived layers may have edges to restore
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                (FILES_WRITTEN,),
+            )
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))

@@ -46,11 +46,15 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
+from resources.manifest import FILES_WRITTEN
 from resources.memory.ledger import MemoryRow
 
 log = structlog.get_logger("codemem.design")
 
 DERIVED_INPUTS_KEY = "design_derived_inputs"
+EDGES_WRITTEN_KEY = "design_edges_written"
+"""The manifest's ``FILES_WRITTEN`` when the derived edges were last written: a skipped
+derivation writes them again only when files were re-indexed since (their nodes replaced)."""
 DERIVATION_VERSION = 3
 """Bumped when what ``derive_links`` or ``refresh_anchors`` produce changes (re-derives once)."""
 
@@ -111,12 +115,16 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
     the colon) is read after, as the next run will find it (only an index run, never concurrent
     with this one, changes their bases' code)."""
     inputs = derivation_inputs(stores)
+    written = stores.manifest.get_meta(FILES_WRITTEN) if stores.manifest is not None else None
     if not force and inputs is not None and stores.ledger.meta(DERIVED_INPUTS_KEY) == inputs:
-        restore_derived_edges(stores)  # those of the files re-indexed since went with their nodes
+        if written != stores.ledger.meta(EDGES_WRITTEN_KEY):  # files re-indexed since: their derived edges went with their nodes
+            restore_derived_edges(stores)
+            stores.ledger.set_meta(EDGES_WRITTEN_KEY, written or "")
         return DesignReport(derivation_skipped=True)
     report = derive_links(stores).merge(refresh_anchors(stores))
     if inputs is not None:
         stores.ledger.set_meta(DERIVED_INPUTS_KEY, f"{inputs.partition(':')[0]}:{_pattern_bases(stores)}")
+        stores.ledger.set_meta(EDGES_WRITTEN_KEY, written or "")
     return report
 
 

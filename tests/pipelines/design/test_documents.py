@@ -324,6 +324,13 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
         assert service.index(IndexInput())["design"]["derivation_skipped"]
     finally:
         service.close()
+    # nothing re-indexed: the skipped derivation has no edge to restore, and starts no graph server
+    service = CodeMemService(Settings(project_root=root))
+    try:
+        assert service.index(IndexInput())["design"]["derivation_skipped"]
+        assert not service.graph.started
+    finally:
+        service.close()
 
 
 @pytest.mark.slow
