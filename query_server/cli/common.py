@@ -61,12 +61,26 @@ def field_help(model: type[BaseModel], field: str, more: str = "") -> str:
 
 
 def settings_for(project: str) -> Settings:
-    """The settings of the project at or above ``project`` (no project: exit 2)."""
+    """The settings of the project at or above ``project`` (no project, or a setting of the
+    environment that is not valid: exit 2, naming the variable)."""
     try:
         root = resolve_project_root(Path(project))
     except DiscoveryError as exc:
         raise InputError(str(exc)) from exc
-    return Settings(project_root=root)
+    try:
+        return Settings(project_root=root)
+    except ValidationError as exc:
+        raise InputError(settings_problem(exc)) from exc
+
+
+def settings_problem(exc: ValidationError) -> str:
+    """What is wrong with the settings, one line per setting, each named by its variable."""
+    lines = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error.get("loc") else "settings"
+        lines.append(f"CODEMEM_{field.upper()}={error.get('input')!s}: {error['msg']} — fix it or unset it "
+                     "(the settings are listed in .env.example)")
+    return "\n".join(lines)
 
 
 def open_handle(project: str) -> ProjectHandle:

@@ -188,6 +188,23 @@ def test_other_failures_exit_1_without_a_traceback(run, monkeypatch: pytest.Monk
     assert missing.exit_code == 2 and "path does not exist" in missing.stderr
 
 
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("CODEMEM_GRAPH_QUERY_TIMEOUT_S", "-1", "greater than 0"),
+    ("CODEMEM_DAGSTER_RECORD_WAIT_S", "soon", "valid number"),
+])
+def test_a_setting_that_is_not_valid_is_named_with_what_to_do(
+    variable: str, value: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bad value of a settings variable: exit 2 and one line naming the variable, its value and
+    what is wrong, not pydantic's traceback."""
+    monkeypatch.setenv(variable, value)
+    (tmp_path / "app.py").write_text("def f():\n    return 1\n")
+    failed = CliRunner().invoke(cli.main, ["index", str(tmp_path), "--plain"])
+    assert failed.exit_code == 2, failed.output
+    assert f"{variable}={value}: " in failed.stderr and says in failed.stderr and "unset it" in failed.stderr
+    assert "Traceback" not in failed.stderr and not (tmp_path / ".codemem").exists()
+
+
 def test_help_lists_the_hook_command_and_it_runs_the_hook() -> None:
     runner = CliRunner()
     listed = runner.invoke(cli.main, ["--help"])
