@@ -483,12 +483,17 @@ def test_a_recording_left_to_the_background_that_fails_is_said_by_the_next_index
     recorder.send(_bucket_message(bucket_of(path), path))
     outcome = recorder.finish(wait_s=0)  # the stream closes without "end", the recorder still loading
     assert outcome["background"] and outcome["run_id"] == recorder.run_id, outcome
-    leave_pending(home, outcome, recorder)
     deadline = time.monotonic() + 120
     while _alive(recorder.pid) and time.monotonic() < deadline:
-        assert earlier_background_note(home) is None or not _alive(recorder.pid)  # still recording: nothing yet
         time.sleep(0.1)
     recorder._process.wait()  # noqa: SLF001 - reaped, as the parent that left would have been
+
+    class _Live:  # a recorder still at work (this process): its run is not said yet, and stays pending
+        pid = os.getpid()
+
+    leave_pending(home, {"run_id": "still-recording"}, _Live())  # type: ignore[arg-type]
+    assert earlier_background_note(home) is None and (home / PENDING_FILE).exists()
+    leave_pending(home, outcome, recorder)
     note = earlier_background_note(home)
     assert note and recorder.run_id in note and "stopped before its end" in note, note
     assert earlier_background_note(home) is None  # said once
