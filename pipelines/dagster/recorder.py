@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from resources.processes import pid_alive
+
 OUTCOME_FILE = "recording_outcome.json"
 """Under the Dagster home: the outcome of the last run a recorder recorded (``{"run_id",
 "success", "error"}``), read by the next ``codemem index`` when it left that run to the background."""
@@ -259,7 +261,7 @@ def earlier_background_note(dagster_home: Path) -> str | None:
     except (OSError, ValueError):
         outcome = {}
     run_id = pending.get("run_id")
-    if outcome.get("run_id") != run_id and _alive(int(pending.get("pid") or 0)):
+    if outcome.get("run_id") != run_id and pid_alive(int(pending.get("pid") or 0)):
         return None  # still recording
     pending_path.unlink(missing_ok=True)
     if outcome.get("run_id") != run_id:
@@ -267,22 +269,6 @@ def earlier_background_note(dagster_home: Path) -> str | None:
     if outcome.get("success"):
         return None
     return f"Dagster run {run_id} of an earlier index, left to finish in the background, failed: {outcome.get('error')}"
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited: it only waits for its parent to read its status
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2] != "Z"
-    except (OSError, ValueError, IndexError):
-        return True
 
 
 def main() -> None:

@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from resources.processes import pid_alive
+
 GIT_TIMEOUT_S = 60
 ZERO_SHA = "0" * 40
 _FALLBACK_IDENTITY = {
@@ -248,7 +250,7 @@ class GitRepo:
         """Delete the temporary refs of writers that died mid-write (their process is gone)."""
         for ref in self.refs(TEMP_REFS):
             pid = ref.removeprefix(TEMP_REFS).split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 self.git("update-ref", "-d", ref, check=False)
 
     def merge_commit(self, tree_of: str, parents: tuple[str, ...], message: str) -> str:
@@ -257,14 +259,3 @@ class GitRepo:
         for parent in parents:
             args += ["-p", parent]
         return self.git(*args, identity=True).stdout.decode().strip()
-
-
-def _alive(pid: int) -> bool:
-    """True when a process ``pid`` runs on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
