@@ -533,23 +533,26 @@ class Manifest:
                 digest.update(f"{path}\0{known}\n".encode())
         return digest.hexdigest()
 
-    def design_sources(self, paths: Iterable[str], qualified_names: Iterable[str]) -> dict[str, Any]:
-        """The content hash of each of ``paths`` (None when not indexed) and, for each qualified name
-        (the language's own or the path-based one), the sorted content hashes of the files that
-        define it: what ``derive.derivation_inputs`` signs of pattern bases and anchored symbols."""
-        files = sorted(set(paths))
-        names = sorted(set(qualified_names))
-        found: dict[str, Any] = {}
+    def content_hashes(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """The content hash of each of ``paths`` (None when it is not indexed)."""
+        found: dict[str, str | None] = {}
         with self._lock:
-            for path in files:
+            for path in sorted(set(paths)):
                 row = self._conn.execute("SELECT content_hash FROM files WHERE path = ?", (path,)).fetchone()
-                found[f"file:{path}"] = row[0] if row else None
-            for name in names:
+                found[path] = row[0] if row else None
+        return found
+
+    def defining_hashes(self, qualified_names: Iterable[str]) -> dict[str, list[str]]:
+        """For each qualified name (the language's own or the path-based one), the sorted content
+        hashes of the files that define it (none when no indexed file does)."""
+        found: dict[str, list[str]] = {}
+        with self._lock:
+            for name in sorted(set(qualified_names)):
                 rows = self._conn.execute(
                     "SELECT DISTINCT f.content_hash FROM symbols s JOIN files f ON f.path = s.path "
                     "WHERE s.qualified_name = ? OR s.path_qualified_name = ?", (name, name),
                 ).fetchall()
-                found[f"name:{name}"] = sorted(r[0] for r in rows)
+                found[name] = sorted(r[0] for r in rows)
         return found
 
     def has_files(self) -> bool:

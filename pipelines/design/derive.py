@@ -90,7 +90,7 @@ def derivation_inputs(stores: DesignStores) -> str | None:
         parts.append(_versions(rows) if rows is not None else None)
         anchored += [a["qualified_name"] for row in rows or () for a in (row.metadata.get("anchors") or [])
                      if isinstance(a, dict) and a.get("qualified_name")]
-    parts.append(stores.manifest.design_sources([], anchored))
+    parts.append(stores.manifest.defining_hashes(anchored))
     return f"{_digest(parts)}:{_pattern_bases(stores)}"
 
 
@@ -100,7 +100,7 @@ def _pattern_bases(stores: DesignStores) -> str:
     assert stores.manifest is not None
     patterns = [row for row in stores.ledger.iter_memories(memory_types=["code_pattern"]) if row.metadata.get("origin") == ORIGIN]
     bases = [str(row.metadata["base_file"]) for row in patterns if row.metadata.get("base_file")]
-    return _digest([_versions(patterns), stores.manifest.design_sources(bases, [])])
+    return _digest([_versions(patterns), stores.manifest.content_hashes(bases)])
 
 
 def _digest(parts: Any) -> str:
