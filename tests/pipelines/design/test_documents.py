@@ -173,6 +173,18 @@ def _handler(name: str) -> str:
     return f"from base import Handler\n\n\nclass {name}(Handler):\n    def handle(self, event):\n        return event\n"
 
 
+def _pattern_project(root: Path, app: str) -> Path:
+    """A project with the requirements document, ``app.py`` as given, and a base class with three
+    implementations (a pattern)."""
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    (root / "app.py").write_text(app)
+    (root / "base.py").write_text(BASE)
+    for name in ("EmailHandler", "SmsHandler", "PushHandler"):
+        (root / f"{name.lower()}.py").write_text(_handler(name))
+    return root
+
+
 @pytest.mark.slow
 def test_links_are_derived_again_only_when_their_inputs_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A no-change re-index skips the derivation (it scans every symbol); new code, a changed
@@ -183,13 +195,7 @@ def test_links_are_derived_again_only_when_their_inputs_change(tmp_path: Path, m
     from resources.schemas.memory import MemoryAddInput
     from resources.schemas.tools import IndexInput
 
-    root = tmp_path / "project"
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
-    (root / "app.py").write_text("def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
-    (root / "base.py").write_text(BASE)
-    for name in ("EmailHandler", "SmsHandler", "PushHandler"):
-        (root / f"{name.lower()}.py").write_text(_handler(name))
+    root = _pattern_project(tmp_path / "project", "def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
     service = CodeMemService(Settings(project_root=root))
 
     def design_of_index() -> dict:
@@ -261,14 +267,9 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
     from query_server.service import CodeMemService
     from resources.schemas.tools import IndexInput
 
-    root = tmp_path / "project"
-    (root / "docs" / "adr").mkdir(parents=True)
-    (root / "docs" / "requirements.md").write_text(REQUIREMENTS)
+    root = _pattern_project(tmp_path / "project", "def check_token(token):\n    return token\n")
+    (root / "docs" / "adr").mkdir()
     (root / "docs" / "adr" / "0002-opaque-tokens.md").write_text(ADR_0002)
-    (root / "app.py").write_text("def check_token(token):\n    return token\n")
-    (root / "base.py").write_text(BASE)
-    for name in ("EmailHandler", "SmsHandler", "PushHandler"):
-        (root / f"{name.lower()}.py").write_text(_handler(name))
     service = CodeMemService(Settings(project_root=root))
 
     def design_of_index() -> dict:
