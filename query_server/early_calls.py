@@ -14,11 +14,17 @@ A call is passed on to the server, which answers it once it is up, when it is an
 unknown or non-MCP tool, arguments the input model rejects (the SDK words those), a progress
 token, or a tool that may run long or write more than a keyed record (index runs, exports,
 restores: ``READ`` and ``KEYED`` tools only are answered here).
+
+The SDK loads once no call has come for ``QUIET_S``: a client calling tools one after the other
+gets each answer here instead of waiting for the SDK's import (~1 s) between two of them. It loads
+at once when a request only the server answers arrives (``prompts/list``, a call passed on), and
+after ``SERVING_MAX_S`` whatever comes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pydantic_core
@@ -26,7 +32,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from query_server.errors import mcp_message
-from query_server.mcp_front import Front
+from query_server.mcp_front import Front, KeptCall
 from query_server.telemetry import ToolTelemetry
 from query_server.tools import KEYED, READ, TOOLS, Tool
 
@@ -37,16 +43,28 @@ ANSWERED_HERE = (READ, KEYED)
 OPEN_WAIT_S = 3.0
 """How long the kept calls wait for the stores to open here; past it (another owner is handing
 over, say) they go to the server, which loads meanwhile and answers everything else."""
+QUIET_S = 0.25
+"""How long the command waits for the next call before it loads the SDK: a client calling tools one
+after another is answered here instead of waiting ~1 s for the SDK's import between two calls."""
+SERVING_MAX_S = 5.0
+"""At most this long answering calls here: warming the stores, the background index and the graph
+start wait for the SDK's import (``query_server.import_phase``), so a steady stream of calls must
+not put them off for good."""
+STOP_POLL_S = 0.05
+"""How often a wait for the next call looks at ``stop`` (a signal's shutdown)."""
 
 
 def serve_early_calls(front: Front, handle: Any, telemetry: ToolTelemetry, stop: threading.Event | None = None) -> int:
-    """Answer (or pass on) every call the front kept, oldest first, until none waits or ``stop``
-    is set; returns how many were answered here. ``handle`` is the project's ``OpeningHandle``: the
-    calls wait ``OPEN_WAIT_S`` at most for it to open, else they are all passed on (so are they on
-    a project whose first build has not run yet)."""
+    """Answer (or pass on) every call the front kept, oldest first, and those that follow within
+    ``QUIET_S`` of each other, until none comes, a request only the server answers arrives (one
+    passed on included), the client leaves, ``SERVING_MAX_S`` have passed or ``stop`` is set;
+    returns how many were answered here. ``handle`` is the project's ``OpeningHandle``: the calls
+    wait ``OPEN_WAIT_S`` at most for it to open, else they are all passed on (so are they on a
+    project whose first build has not run yet)."""
     answered = passed_on = 0
     opened = None
-    while not (stop is not None and stop.is_set()) and (call := front.take_early_call()) is not None:
+    until = time.monotonic() + SERVING_MAX_S
+    while not (stop is not None and stop.is_set()) and (call := _next_call(front, until, stop)) is not None:
         if opened is None:
             opened = handle.wait_opened(OPEN_WAIT_S) and not _first_build_pending(handle)
         result = early_answer(call.message, handle, telemetry) if opened else None
@@ -59,6 +77,22 @@ def serve_early_calls(front: Front, handle: Any, telemetry: ToolTelemetry, stop:
     if answered or passed_on:
         log.info("tool calls sent before the MCP server was up", answered_here=answered, passed_on=passed_on)
     return answered
+
+
+def _next_call(front: Front, until: float, stop: threading.Event | None) -> KeptCall | None:
+    """The next kept call: one waiting now, else one that comes within ``QUIET_S`` (none past
+    ``until``; none waited for once the server is needed or ``stop`` is set)."""
+    if time.monotonic() > until:
+        return None  # the rest go to the server
+    call = front.take_early_call()
+    quiet_until = min(until, time.monotonic() + QUIET_S)
+    while call is None and not front.server_needed() and not (stop is not None and stop.is_set()):
+        left = quiet_until - time.monotonic()
+        if left <= 0:
+            return None
+        front.wait_for_early_call(min(left, STOP_POLL_S))
+        call = front.take_early_call()
+    return call
 
 
 def _first_build_pending(handle: Any) -> bool:

@@ -106,6 +106,11 @@ class Front:
         self._early: list[KeptCall] | None = []
         """``tools/call`` requests kept for ``take_early_call`` (None once released to the server)."""
         self._early_lock = threading.Lock()
+        self._early_changed = threading.Condition(self._early_lock)
+        """Notified when a call is kept, a request only the server answers is passed on, or the
+        client leaves (``wait_for_early_call``)."""
+        self._server_needed = False
+        """A request only the server answers was passed on: the SDK must load now."""
         self._client_gone = False
         self._on_early_close: Callable[[], None] | None = None
         """Called when the client closes its stream before the server reads (``on_early_close``)."""
@@ -165,11 +170,14 @@ class Front:
                         self._held, self._held_for = [], message["id"]
                 elif forward:
                     self._forward(line)
+                    if isinstance(message, dict) and "id" in message and "method" in message:
+                        self._need_server()
         except (OSError, ValueError):
             pass  # the server's end is gone: the process is exiting
         finally:
             with self._early_lock:
                 self._client_gone = True
+                self._early_changed.notify_all()
                 early_close = self._on_early_close if self._early is not None else None
             if early_close is not None:
                 early_close()  # no server reads yet to see the end of the stream
@@ -188,6 +196,7 @@ class Front:
             if self._early is None or not self._initialized_here:
                 return False
             self._early.append(KeptCall(message, line))
+            self._early_changed.notify_all()
             return True
 
     def take_early_call(self) -> KeptCall | None:
@@ -196,13 +205,32 @@ class Front:
         with self._early_lock:
             return self._early.pop(0) if self._early else None
 
+    def wait_for_early_call(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for a ``tools/call`` request to be kept, a request only the
+        server answers to be passed on, or the client to leave."""
+        with self._early_lock:
+            self._early_changed.wait_for(lambda: self._early or self._server_needed or self._client_gone, timeout_s)
+
+    def server_needed(self) -> bool:
+        """True once a request only the server answers was passed on (``prompts/list``, a call
+        ``pass_on`` handed over: the SDK must load now) or the client left."""
+        with self._early_lock:
+            return self._server_needed or self._client_gone
+
+    def _need_server(self) -> None:
+        with self._early_lock:
+            self._server_needed = True
+            self._early_changed.notify_all()
+
     def answer(self, call: KeptCall, result: dict[str, Any]) -> None:
         """Send the result of a call taken with ``take_early_call`` to the client."""
         self._send(json.dumps({"jsonrpc": "2.0", "id": call.message["id"], "result": result}).encode() + b"\n")
 
     def pass_on(self, call: KeptCall) -> None:
-        """Hand a call taken with ``take_early_call`` to the server, as the client wrote it."""
+        """Hand a call taken with ``take_early_call`` to the server, as the client wrote it (the
+        SDK must load now to answer it)."""
         self._forward(call.line)
+        self._need_server()
 
     def on_early_close(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (at once, or from the relay's thread) when the client closes its stream

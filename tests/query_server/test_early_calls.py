@@ -207,3 +207,110 @@ def test_calls_on_a_project_never_indexed_go_to_the_server(tmp_path: Path) -> No
         assert server_in.written[1:] == [_call(1)]
     finally:
         handle.close()
+
+
+class _Client:
+    """A client on real pipes: writes lines to the front, which reads them in its own thread."""
+
+    def __init__(self) -> None:
+        import os
+
+        read_end, write_end = os.pipe()
+        self.front_in = os.fdopen(read_end, "rb")
+        self._out = os.fdopen(write_end, "wb")
+        self.answers = _Pipe()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._out.write(json.dumps(message).encode() + b"\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        self._out.close()
+
+    def answered(self, request_id: int, timeout_s: float = 60.0) -> dict[str, Any]:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for line in list(self.answers.written):
+                answer = json.loads(line)
+                if answer.get("id") == request_id:
+                    return answer
+            time.sleep(0.01)
+        raise AssertionError(f"no answer to request {request_id} within {timeout_s} s")
+
+
+def _tool_call(request_id: int, query: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "memory_search", "arguments": {"query": query}}}
+
+
+@pytest.fixture
+def served(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A front on real pipes over a copy of the indexed project, its handle opening, and
+    ``serve_early_calls`` running in a thread (its count of calls answered in ``result``)."""
+    import threading
+
+    from query_server import early_calls
+    from query_server.telemetry import ToolTelemetry
+    from query_server.warm_start import OpeningHandle
+
+    monkeypatch.setattr(early_calls, "QUIET_S", 60.0)  # only the client's requests end the serving here
+    root = tmp_path / "project"
+    shutil.copytree(indexed, root)
+    client, server_in = _Client(), _Pipe()
+    front = Front(client.front_in, client.answers, server_in, _Pipe())  # type: ignore[arg-type]
+    front.start()
+    client.send(_initialize("2025-06-18"))
+    client.answered(0)
+    handle = OpeningHandle(lambda: ProjectHandle(Settings(project_root=root)))
+    handle.start()
+    result: list[int] = []
+    serving = threading.Thread(target=lambda: result.append(early_calls.serve_early_calls(front, handle, ToolTelemetry())))
+    serving.start()
+    try:
+        yield client, server_in, serving, result
+    finally:
+        client.close()
+        serving.join(60)
+        handle.close()
+
+
+def test_calls_that_follow_each_other_are_all_answered_before_the_sdk_loads(served: Any) -> None:
+    client, server_in, serving, result = served
+    client.send(_tool_call(1, "which database do we use"))
+    assert client.answered(1)["result"]["isError"] is False
+    client.send(_tool_call(2, "retries"))  # after the first answer, as a client calling tools one by one
+    assert client.answered(2)["result"]["isError"] is False
+    assert serving.is_alive()  # still waiting for the next call: the SDK is not loading
+    client.close()  # the client leaves: the serving ends
+    serving.join(30)
+    assert result == [2]
+    assert [json.loads(line).get("method") for line in server_in.written] == ["initialize"]
+
+
+def test_a_request_only_the_server_answers_starts_the_sdk_at_once(served: Any) -> None:
+    client, _, serving, result = served
+    client.send(_tool_call(1, "which database do we use"))
+    client.answered(1)
+    client.send({"jsonrpc": "2.0", "id": 2, "method": "prompts/list", "params": {}})
+    serving.join(30)  # long before QUIET_S (60 s): the request needs the server
+    assert not serving.is_alive() and result == [1]
+
+
+def test_calls_past_the_serving_limit_wait_for_the_server(indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from query_server import early_calls
+    from query_server.telemetry import ToolTelemetry
+    from query_server.warm_start import OpeningHandle
+
+    monkeypatch.setattr(early_calls, "SERVING_MAX_S", 0.0)
+    init = json.dumps(_initialize("2025-06-18")).encode() + b"\n"
+    front = Front(_Pipe([init, _call(1)]), _Pipe(), _Pipe(), _Pipe())  # type: ignore[arg-type]
+    front._from_client()
+    handle = OpeningHandle(lambda: ProjectHandle(Settings(project_root=indexed)))
+    try:
+        assert early_calls.serve_early_calls(front, handle, ToolTelemetry()) == 0
+        kept = front.take_early_call()
+        assert kept is not None and kept.message["id"] == 1  # still kept: released to the server when it reads
+    finally:
+        handle.close()
