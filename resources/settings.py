@@ -93,7 +93,8 @@ class Settings(BaseSettings):
             writes wait for running reads), so this also bounds how late they appear there.
         dagster_record_wait_s: How long ``codemem index``, its index done, waits for the process
             that records its Dagster run; a recording still going on then finishes in the
-            background (the report names the run; the Dagster UI shows it once written).
+            background (the report names the run; the Dagster UI shows it once written). Under
+            2 s, a recorder still importing Dagster is not waited for at all.
     """
 
     model_config = SettingsConfigDict(env_prefix="CODEMEM_", extra="ignore", populate_by_name=True)

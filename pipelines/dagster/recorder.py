@@ -30,6 +30,7 @@ import collections
 import json
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -49,6 +50,11 @@ PENDING_FILE = "recording_pending.json"
 RESULT_TIMEOUT_S = 600.0
 """How long ``finish`` waits for the recorder once the parent is done."""
 RECORDER_NICE = 10
+READY_LINE = "imported"
+"""What the recorder writes on its stdout once Dagster is imported (before it reads the start line)."""
+DAGSTER_IMPORT_S = 2.0
+"""About how long the recorder takes to import Dagster on a 2-core machine: a shorter wait cannot
+see a recorder that has not imported it yet finish, so ``finish`` does not wait for one at all."""
 """The recorder's niceness: on a small machine its Dagster import and event writes would take
 CPU from the index the user waits for; it catches up while the parent waits on I/O, and runs
 at full speed once the parent has finished and waits for it."""
@@ -137,11 +143,15 @@ class Recorder:
         (``run_id`` None when it recorded no run).
 
         With ``wait_s``, a begun run still being recorded after that long is left to the recorder
-        to finish in the background: ``{"run_id", "success": None, "error": None, "background": True}``.
+        to finish in the background: ``{"run_id", "success": None, "error": None, "background": True}``;
+        at once when the recorder is still importing Dagster and ``wait_s`` is under
+        ``DAGSTER_IMPORT_S`` (waiting could only see it go on).
         """
         self._lines.put(None)
         self._writer.join()
         if wait_s is not None and self.run_id is not None:
+            if wait_s < DAGSTER_IMPORT_S and not self._imported():
+                return {"run_id": self.run_id, "success": None, "error": None, "background": True}
             try:
                 self._process.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
@@ -162,6 +172,15 @@ class Recorder:
         tail = self._log_tail()
         return {"run_id": None, "success": False,
                 "error": f"the Dagster recorder exited with status {self._process.returncode}" + (f": {tail}" if tail else "")}
+
+    def _imported(self) -> bool:
+        """True once the recorder has written its ``READY_LINE`` (or anything, or exited): its
+        stdout has something to read. Nothing is read here: ``finish`` reads it all at the end."""
+        stdout = self._process.stdout
+        if stdout is None:
+            return True
+        readable, _, _ = select.select([stdout], [], [], 0)
+        return bool(readable)
 
     def discard(self) -> None:
         """Nothing to record: let the recorder go without a run."""
@@ -207,14 +226,23 @@ def _discard_prestarted() -> None:
         recorder.discard()
 
 
-def record_run(stream: IO[str]) -> dict[str, Any] | None:
-    """Execute the ``codemem_index`` job over the messages on ``stream``; None when the stream
-    ended before a start line."""
-    from dagster import DagsterInstance
-    from dagster._core.instance.ref import InstanceRef
+def import_dagster() -> None:
+    """Import what recording a run needs (the slow part of a recorder's start)."""
+    import dagster  # noqa: F401
+    from dagster._core.instance.ref import InstanceRef  # noqa: F401
     from dagster._core.storage.event_log import SqliteEventLogStorage  # noqa: F401 - loaded before the start line
     from dagster._core.storage.runs import SqliteRunStorage  # noqa: F401
     from dagster._core.storage.schedules import SqliteScheduleStorage  # noqa: F401
+
+    import pipelines.dagster.index_job  # noqa: F401
+
+
+def record_run(stream: IO[str]) -> dict[str, Any] | None:
+    """Execute the ``codemem_index`` job over the messages on ``stream``; None when the stream
+    ended before a start line."""
+    import_dagster()
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
 
     from pipelines.dagster.index_job import run_index_job
     from pipelines.dagster.tags import RUN_PID_TAG
@@ -277,6 +305,11 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a run left to finish in the background outlives a closed terminal
     os.nice(RECORDER_NICE)
+    import_dagster()
+    try:
+        print(READY_LINE, flush=True)  # the parent's finish() now knows a short wait may see the end
+    except OSError:
+        pass
     result = record_run(sys.stdin)
     try:  # a parent that left the run to finish here reads neither
         if result is not None:

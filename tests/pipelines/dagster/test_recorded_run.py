@@ -497,3 +497,28 @@ def test_a_recording_left_to_the_background_that_fails_is_said_by_the_next_index
     note = earlier_background_note(home)
     assert note and recorder.run_id in note and "stopped before its end" in note, note
     assert earlier_background_note(home) is None  # said once
+
+
+def test_a_short_wait_does_not_wait_for_a_recorder_still_importing_dagster_and_a_ready_one_is_waited_for(tmp_path: Path) -> None:
+    """A recorder that has not imported Dagster yet cannot finish within a short wait: ``finish``
+    leaves its run to the background at once. One that wrote its ready line is waited for."""
+    from pipelines.dagster.recorder import DAGSTER_IMPORT_S, Recorder
+
+    home = dagster_home(tmp_path / "state")
+    wait_s = DAGSTER_IMPORT_S - 0.01
+    importing = Recorder.start()
+    importing.begin(str(home), {"codemem/trigger": "codemem index"}, embed=False, force=False)
+    importing.send({"kind": "end", "error": None})
+    started = time.monotonic()
+    outcome = importing.finish(wait_s=wait_s)  # at once: its Dagster import takes seconds
+    assert outcome["background"] and time.monotonic() - started < wait_s, outcome
+    importing._process.communicate(timeout=120)  # noqa: SLF001 - let it finish its run, reaped
+
+    ready = Recorder.start()
+    deadline = time.monotonic() + 120
+    while not ready._imported() and time.monotonic() < deadline:  # noqa: SLF001 - its ready line
+        time.sleep(0.05)
+    ready.begin(str(home), {"codemem/trigger": "codemem index"}, embed=False, force=False)
+    ready.send({"kind": "end", "error": None})
+    outcome = ready.finish(wait_s=600)
+    assert outcome.get("success") and outcome["run_id"] == ready.run_id, outcome
