@@ -3,7 +3,9 @@ report (``IndexReport``), the code collection's name and the progress callback."
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,3 +137,31 @@ class IndexContext:
         """The resolved project root."""
         return self.settings.resolved_root()
 
+
+def total_report(settings: Settings, manifest: Manifest, report: IndexReport, started: float) -> IndexReport:
+    """The totals of a run's report (symbols, edges, dense vectors, seconds) from the manifest, and
+    what its counts say is wrong (no source file found, files unaccounted for)."""
+    if report.files_seen == 0:
+        extensions = ", ".join(settings.extensions)
+        report.notes.append(
+            f"no source files found under {report.root} (indexed extensions: {extensions}) — check the path, "
+            "or set CODEMEM_EXTENSIONS"
+        )
+    report.dense_done, report.dense_total = manifest.dense_counts()
+    counts = manifest.counts()
+    report.symbols_total = counts["symbols"]
+    report.edges_total = counts["resolved_edges"]
+    report.seconds = time.perf_counter() - started
+    if report.unaccounted:
+        report.notes.append(f"the counts miss {report.unaccounted} file(s): seen != indexed + unchanged + skipped + "
+                            "failed + vanished (a codemem bug; please report it)")
+    return report
+
+
+LAST_INDEX_KEY = "last_index"
+"""The manifest's meta key of the last index run's report (``index_status`` shows it)."""
+
+
+def remember_report(manifest: Manifest, report: IndexReport) -> None:
+    """Keep ``report`` in the manifest as the last index run's."""
+    manifest.set_meta(LAST_INDEX_KEY, json.dumps(report.as_dict()))

@@ -17,6 +17,7 @@ from pipelines.index_context import (
     _no_progress,
 )
 from pipelines.records import EMBEDDING_TEXT_VERSION
+from resources.manifest import Manifest
 from resources.schemas.code import CALLABLE_KINDS, Language
 from resources.vectors.store import PayloadFilter, VectorStore
 
@@ -113,19 +114,19 @@ field types, which Java calls resolve through)."""
 EXTRACTION_KEY = "extraction_version"
 
 
-def extraction_outdated(ctx: IndexContext) -> bool:
+def extraction_outdated(manifest: Manifest) -> bool:
     """True when the index holds files parsed by older extraction rules (an index from before the
     version was recorded counts as older; an empty one does not)."""
-    previous = ctx.manifest.get_meta(EXTRACTION_KEY)
+    previous = manifest.get_meta(EXTRACTION_KEY)
     if previous is None:
-        return bool(ctx.manifest.counts().get("files"))
+        return bool(manifest.counts().get("files"))
     return previous != EXTRACTION_VERSION
 
 
 def _check_extraction(ctx: IndexContext, report: IndexReport) -> None:
     """Parse every file again when the extraction rules changed (nothing is dropped: each file's
     symbols, points and subgraph are written over its old ones, as for an edit)."""
-    if extraction_outdated(ctx):
+    if extraction_outdated(ctx.manifest):
         count = ctx.manifest.forget_content_hashes()
         report.notes.append(f"the parsers extract more than when this index was made: its {count} files are parsed again")
     ctx.manifest.set_meta(EXTRACTION_KEY, EXTRACTION_VERSION)

@@ -39,6 +39,7 @@ from pipelines.index_context import (
     IndexReport,
     Progress,
     _no_progress,
+    total_report,
 )
 from pipelines.index_prepare import BATCH_FILES, _hash_file, _prepare_all, _Prepared, prepare_file
 from pipelines.index_stores import embed_pending, prepare_stores, reset_index
@@ -232,23 +233,9 @@ def finish_report(
     stop: threading.Event | None = None,
 ) -> IndexReport:
     """The end of every index run: fill pending dense vectors (with ``embed``), then the totals."""
-    if report.files_seen == 0:
-        extensions = ", ".join(ctx.settings.extensions)
-        report.notes.append(
-            f"no source files found under {report.root} (indexed extensions: {extensions}) — check the path, "
-            "or set CODEMEM_EXTENSIONS"
-        )
     if embed and ctx.settings.dense_embeddings:
         embed_pending(ctx, progress, stop=stop)
-    report.dense_done, report.dense_total = ctx.manifest.dense_counts()
-    counts = ctx.manifest.counts()
-    report.symbols_total = counts["symbols"]
-    report.edges_total = counts["resolved_edges"]
-    report.seconds = time.perf_counter() - started
-    if report.unaccounted:
-        report.notes.append(f"the counts miss {report.unaccounted} file(s): seen != indexed + unchanged + skipped + "
-                            "failed + vanished (a codemem bug; please report it)")
-    return report
+    return total_report(ctx.settings, ctx.manifest, report, started)
 
 
 def _in_scope(path: str, only_paths: Sequence[str]) -> bool:

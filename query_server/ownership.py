@@ -18,7 +18,6 @@ returned, i.e. after the ledger committed. A failure keeps its kind across the b
 
 from __future__ import annotations
 
-import fcntl
 import http.client
 import json
 import os
@@ -28,17 +27,16 @@ import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
-from resources.private_files import make_private_dir
 from resources.settings import Settings
 
 from query_server.errors import raise_rpc_error, rpc_error
 from query_server.heap_trim import HeapTrimmer
+from query_server.owner_lock import LOCK_FILE, OwnerLock
 from query_server.service import CodeMemService, ToolError
 from query_server.tools import KEYED, ONCE, Tool
 from query_server.tools import tool as registered_tool
@@ -46,7 +44,6 @@ from query_server.tools import tool as registered_tool
 log = structlog.get_logger("codemem.ownership")
 
 OWNER_FILE = "owner.json"
-LOCK_FILE = "owner.lock"
 CONNECT_WAIT_S = 60.0
 HANDOVER_WAIT_S = 60.0
 """How long a call whose owner went away waits for the next owner (this process or another) to
@@ -71,36 +68,6 @@ class OwnerGone(ConnectionError):
         super().__init__(message)
         self.sent = sent
         self.pid = pid
-
-
-class OwnerLock:
-    """An exclusive, non-blocking flock on the state dir's lock file (released on exit/crash)."""
-
-    def __init__(self, state_dir: Path) -> None:
-        """Prepare the lock for ``state_dir`` (nothing is locked yet)."""
-        make_private_dir(state_dir)
-        self.path = state_dir / LOCK_FILE
-        self._fd: int | None = None
-
-    def try_acquire(self) -> bool:
-        """Take the lock if nobody holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        """Release the lock."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -15,7 +15,6 @@ job_status) and ``status`` (health, index_status), all over the shared ``lookups
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ import structlog
 
 from pipelines.dagster.project import OwnedStores
 from pipelines.design.derive import symbols_by_qualified_name
+from pipelines.index_context import remember_report
 from pipelines.indexer import IndexContext, IndexReport, Progress, index_project
 from query_server.code.duplicates import DuplicateFinder
 from query_server.code.index_jobs import IndexJobs
@@ -33,7 +33,7 @@ from query_server.code.status import StatusReports
 from query_server.code.symbols import SymbolTools
 from query_server.foreground import ForegroundGate
 from query_server.paging import ToolError
-from resources.manifest import Manifest
+from resources.manifest import MANIFEST_FILE, Manifest
 from resources.private_files import make_private_dir
 from resources.schemas.tools import (
     CodeSearchInput,
@@ -99,7 +99,7 @@ class CodeMemService:
             opened.callback(self.vectors.close)
             self.graph = create_graph_store(settings)
             opened.callback(self.graph.close)
-            self.manifest = Manifest(state / "index.db")
+            self.manifest = Manifest(state / MANIFEST_FILE)
             opened.callback(self.manifest.close)
             self.ctx = IndexContext(
                 settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder
@@ -217,7 +217,7 @@ class CodeMemService:
         if not through_dagster and record is None:
             self._refresh_design(report)
         self._sync_notes(report)
-        self.manifest.set_meta("last_index", json.dumps(report.as_dict()))
+        remember_report(self.manifest, report)
         if not embed and not through_dagster:
             self.start_background_embedding()
         return report

@@ -155,6 +155,10 @@ def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
 _PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
 
 
+MANIFEST_FILE = "index.db"
+"""The manifest's file in the project's state directory."""
+
+
 class Manifest:
     """Thread-safe access to the manifest database."""
 

@@ -14,23 +14,31 @@ comes from the manifest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipelines.bucket_records import summary_metadata
 from pipelines.dagster.project import ProjectStores
+from pipelines.dagster.recorder import earlier_background_note
 from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
 from pipelines.design.derive import DesignReport, derive_when_changed, design_unchanged, ingest_documents
+from pipelines.design.memories import DesignSources
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
-from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress
+from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress, remember_report, total_report
 from pipelines.index_stores import extraction_outdated
 from pipelines.indexer import finish_report, index_project
 from pipelines.stages import plan_buckets
+from resources.manifest import MANIFEST_FILE, Manifest
+from resources.memory.ledger import Ledger
+from resources.memory.scopes import LEDGER_NAME, local_ledger_path
 from resources.private_files import make_private_dir
+from resources.settings import Settings
 
 
 def dagster_home(state_dir: Path) -> Path:
@@ -156,13 +164,20 @@ def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
     there is work): answered from the manifest, without Dagster."""
     ctx = project.index_context()
     assert ctx is not None
-    plans = plan_buckets(ctx.settings, ctx.manifest, force=force)
-    if not plans or ctx.manifest.dirty() or any(plan.pending for plan in plans.values()) or extraction_outdated(ctx):
+    return unchanged_report(ctx.settings, ctx.manifest, project.design_stores(), force=force)
+
+
+def unchanged_report(settings: Settings, manifest: Manifest, design: DesignSources, *, force: bool) -> IndexReport | None:
+    """The report of an index with nothing to do (None when there is work): no file to parse
+    again or delete, no edge left to resolve, extraction rules unchanged, the design step's inputs
+    and documents unchanged. Reads the manifest, the ledgers and the files' stats only."""
+    plans = plan_buckets(settings, manifest, force=force)
+    if not plans or manifest.dirty() or any(plan.pending for plan in plans.values()) or extraction_outdated(manifest):
         return None
-    idle = design_unchanged(project.design_stores())
+    idle = design_unchanged(design)
     if idle is None:
         return None
-    report = IndexReport(root=str(ctx.root))
+    report = IndexReport(root=str(settings.resolved_root()))
     report.design = idle.as_dict()
     report.notes.append(NOTHING_CHANGED)
     report.files_seen = sum(p.seen for p in plans.values())
@@ -172,6 +187,52 @@ def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
         report.failed += plan.failed
         report.vanished += plan.vanished
     return report
+
+
+@dataclass
+class _LedgersAndManifest:
+    """The design step's sources with no store open (``DesignSources``)."""
+
+    settings: Settings
+    ledger: Ledger
+    local_ledger: Ledger | None
+    manifest: Manifest | None
+
+
+def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | None:
+    """``codemem index`` when nothing changed, answered before any store opens (no vector
+    collection, graph, model or Dagster): the manifest, the ledgers and the files' stats say so.
+    None when there may be work, or work this answer does not cover: no index yet, dense vectors
+    to compute (with ``embed``), a memory projection pending. The caller holds the project's owner
+    lock (and leaves live git notes, synced by every run, to the full run)."""
+    started = time.perf_counter()
+    state = settings.resolved_state_dir()
+    index_db, ledger_db = state / MANIFEST_FILE, state / LEDGER_NAME
+    if not index_db.exists() or not ledger_db.exists():
+        return None
+    with contextlib.ExitStack() as opened:
+        manifest = Manifest(index_db)
+        opened.callback(manifest.close)
+        if embed and settings.dense_embeddings:
+            done, total = manifest.dense_counts()
+            if done < total:
+                return None
+        ledger = Ledger(ledger_db)
+        opened.callback(ledger.close)
+        local_path = local_ledger_path(settings)
+        local = Ledger(local_path, scope="local") if local_path.exists() else None
+        if local is not None:
+            opened.callback(local.close)
+        if any(store.outbox_stats()["pending"] for store in (ledger, local) if store is not None):
+            return None
+        report = unchanged_report(settings, manifest, _LedgersAndManifest(settings, ledger, local, manifest), force=False)
+        if report is None:
+            return None
+        note = earlier_background_note(dagster_home(state))
+        report.notes += [note] if note else []
+        total_report(settings, manifest, report, started)
+        remember_report(manifest, report)
+        return report
 
 
 def _run_note(outcome: dict[str, Any]) -> str:
@@ -215,7 +276,7 @@ def materialize_index(
     home = dagster_home(ctx.settings.resolved_state_dir())
     earlier: list[str] = []
     if instance is None:  # Dagster imports in the recorder while this process plans and indexes
-        from pipelines.dagster.recorder import Recorder, earlier_background_note, take_prestarted
+        from pipelines.dagster.recorder import Recorder, take_prestarted
 
         recorder = take_prestarted() or Recorder.start()
         earlier = [note] if (note := earlier_background_note(home)) else []

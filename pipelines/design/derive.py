@@ -37,7 +37,7 @@ from pipelines.design.citations import adr_index
 from pipelines.design.digest import citing_lines, globs_tag
 from pipelines.design.ingest import DOCS_COLLECTION, ingest_documents
 from pipelines.design.links import component_of, derive_links, restore_derived_edges
-from pipelines.design.memories import ORIGIN, DesignReport, DesignStores
+from pipelines.design.memories import ORIGIN, DesignReport, DesignSources, DesignStores
 from pipelines.design.patterns import (
     PatternFamily,
     class_members,
@@ -63,7 +63,7 @@ def _versions(rows: Iterable[MemoryRow]) -> list[tuple[str, int, bool]]:
     return sorted((row.id, row.version, row.deleted) for row in rows)
 
 
-def derivation_inputs(stores: DesignStores) -> str | None:
+def derivation_inputs(stores: DesignSources) -> str | None:
     """A digest of everything ``derive_links`` and ``refresh_anchors`` read: of the indexed code,
     the file set and what the derivation reads of each file (the manifest's design signature,
     ``pipelines.design.digest``) and the files of the anchored symbols; the requirement, design
@@ -94,7 +94,7 @@ def derivation_inputs(stores: DesignStores) -> str | None:
     return f"{_digest(parts)}:{_pattern_bases(stores)}"
 
 
-def _pattern_bases(stores: DesignStores) -> str:
+def _pattern_bases(stores: DesignSources) -> str:
     """A digest of the pattern memories the derivation wrote and of their base classes' files (a
     template is its base's code, the only class code the derivation keeps)."""
     assert stores.manifest is not None
@@ -128,7 +128,7 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
     return report
 
 
-def design_unchanged(stores: DesignStores) -> DesignReport | None:
+def design_unchanged(stores: DesignSources) -> DesignReport | None:
     """The design step's report when it would do nothing (no document added, changed or removed,
     and the derivation's inputs are the ones of the last derivation), else None. Reads what
     ``ingest_documents`` and ``derive_when_changed`` compare, writes nothing."""

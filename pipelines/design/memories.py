@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from resources.manifest import Manifest
 from resources.memory.ledger import Ledger, MemoryRow, NewMemory, Relationship
@@ -18,6 +18,17 @@ from resources.settings import Settings
 from resources.vectors.store import VectorStore
 
 ORIGIN = "pipeline"
+
+
+class DesignSources(Protocol):
+    """What telling whether the design step has anything to do reads (``derive.design_unchanged``):
+    the settings, the ledgers and the manifest, no vector collection or graph. ``DesignStores`` is
+    one; ``pipelines.dagster.run.answer_from_manifest`` builds one with no store open."""
+
+    settings: Settings
+    ledger: Ledger
+    local_ledger: Ledger | None
+    manifest: Manifest | None
 
 
 @dataclass

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from query_server.claude_setup.entries import Launcher, SetupError
+from resources.memory.git_repo import LIVE_NOTES_KEY
 
-ENABLE_KEY = "codemem.notes"
 PUSH_HEAD_KEY = "codemem.pushhead"
 """The remotes whose ``HEAD`` push refspec init added (undo removes only those)."""
 NOTES_REFS = "refs/notes/cs/*"
@@ -137,8 +137,8 @@ def plan_git_notes(root: Path, launcher: Launcher) -> GitSetup:
         raise SetupError(f"{hook_path} exists and is not a shell script — add this line to it yourself: "
                          f"{shlex.join(launcher.hook_argv('GitPostCommit'))} </dev/null >/dev/null 2>&1; nothing was changed")
     setup = GitSetup(root=Path(root), hook_path=hook_path, hook_before=before, hook_after=after)
-    if _values(root, ENABLE_KEY) != ["true"]:
-        setup.add.append((ENABLE_KEY, "true"))
+    if _values(root, LIVE_NOTES_KEY) != ["true"]:
+        setup.add.append((LIVE_NOTES_KEY, "true"))
     for key in ("notes.rewriteRef", "notes.displayRef"):
         if NOTES_REFS not in _values(root, key):
             setup.add.append((key, NOTES_REFS))
@@ -175,8 +175,8 @@ def plan_git_notes_undo(root: Path) -> GitSetup | None:
         if after.strip() in ("", "#!/bin/sh"):
             after = None
     setup = GitSetup(root=Path(root), hook_path=hook_path, hook_before=before, hook_after=after)
-    if _values(root, ENABLE_KEY):
-        setup.remove.append((ENABLE_KEY, _values(root, ENABLE_KEY)[0]))
+    if _values(root, LIVE_NOTES_KEY):
+        setup.remove.append((LIVE_NOTES_KEY, _values(root, LIVE_NOTES_KEY)[0]))
     for key in ("notes.rewriteRef", "notes.displayRef"):
         if NOTES_REFS in _values(root, key):
             setup.remove.append((key, NOTES_REFS))
@@ -201,7 +201,7 @@ def render(setup: GitSetup) -> str:
             (setup.hook_before or "").splitlines(keepends=True), (setup.hook_after or "").splitlines(keepends=True),
             fromfile="/dev/null" if setup.hook_before is None else f"a/{rel}", tofile="/dev/null" if setup.hook_after is None else f"b/{rel}",
         )
-    out += [f"git config {'' if key == ENABLE_KEY else '--add '}{key} {shlex.quote(value)}\n" for key, value in setup.add]
+    out += [f"git config {'' if key == LIVE_NOTES_KEY else '--add '}{key} {shlex.quote(value)}\n" for key, value in setup.add]
     out += [f"git config --unset {key} {shlex.quote(value)}\n" for key, value in setup.remove]
     return "".join(out)
 
@@ -210,8 +210,8 @@ def apply(setup: GitSetup) -> list[str]:
     """Make the change; one line per thing done."""
     done: list[str] = []
     for key, value in setup.add:
-        _git(setup.root, "config", "--local", *(() if key == ENABLE_KEY else ("--add",)), key, value)
-        done.append(f"git config {key} {'=' if key == ENABLE_KEY else '+='} {value}")
+        _git(setup.root, "config", "--local", *(() if key == LIVE_NOTES_KEY else ("--add",)), key, value)
+        done.append(f"git config {key} {'=' if key == LIVE_NOTES_KEY else '+='} {value}")
     for key, value in setup.remove:
         _git(setup.root, "config", "--local", "--unset-all", key, f"^{re.escape(value)}$", check=False)
         done.append(f"git config {key} -= {value}")

@@ -25,6 +25,7 @@ from resources.schemas.tools import (
     GraphQueryInput,
     IndexInput,
 )
+from resources.settings import Settings
 
 from query_server.cli.common import (
     PHASES,
@@ -120,9 +121,21 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     When this process owns the project's stores, the run is the Dagster asset run the UI shows
     (`codemem ui`); when a codemem server owns them, that server indexes.
     """
+    settings = settings_for(path)
+    if not (plain or reembed or repair):
+        from query_server.code.unchanged import answer_unchanged
+
+        unchanged = answer_unchanged(settings, embed=not no_embed)  # nothing to do: no store opened
+        if unchanged is not None:
+            _read_ahead(settings)
+            _show_report(unchanged, as_json)
+            return
+        from pipelines.dagster.recorder import prestart
+
+        prestart()  # Dagster takes seconds to load: the recorder of the run loads it while the stores open
     from query_server.tools import TOOLS
 
-    handle = open_handle(path)
+    handle = open_handle(path, settings)
     try:
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -155,10 +168,20 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
         raise failure("indexing", exc) from exc
     finally:
         handle.close()
-    if handle.is_owner:  # no server up: read the stores for the next session's SessionStart hook
-        from query_server.hooks.session_start import read_ahead
+    if handle.is_owner:  # no server up
+        _read_ahead(settings)
+    _show_report(report, as_json)
 
-        read_ahead(str(handle.settings.resolved_root()), str(handle.settings.resolved_state_dir()))
+
+def _read_ahead(settings: Settings) -> None:
+    """Read the stores for the next session's SessionStart hook (this process owned them)."""
+    from query_server.hooks.session_start import read_ahead
+
+    read_ahead(str(settings.resolved_root()), str(settings.resolved_state_dir()))
+
+
+def _show_report(report: dict[str, Any], as_json: bool) -> None:
+    """An index run's report, as JSON or as its summary; a failed file fails the command."""
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:

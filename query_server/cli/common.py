@@ -83,12 +83,13 @@ def settings_problem(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def open_handle(project: str) -> ProjectHandle:
-    """The project's stores, owned by this process or reached through their owner; a failure to
-    open them is one line naming the corrupted state file, when one is."""
+def open_handle(project: str, settings: Settings | None = None) -> ProjectHandle:
+    """The project's stores (its ``settings`` when the caller has them already), owned by this
+    process or reached through their owner; a failure to open them is one line naming the
+    corrupted state file, when one is."""
     from query_server.ownership import ProjectHandle  # lazy: keeps `codemem --help` fast
 
-    settings = settings_for(project)
+    settings = settings or settings_for(project)
     try:
         return ProjectHandle(settings)
     except ToolError as exc:

@@ -171,7 +171,7 @@ def _repair_ledger(finding: Finding, root: Path, backup: Path | None) -> bool:
 def repair(project: str, check_only: bool, backup_dir: str | None, as_json: bool) -> None:
     """Check every state file (ledger, manifest, caches, vector collections, graph, Dagster storage)
     and restore or rebuild what is corrupted, keeping damaged files aside."""
-    from query_server.ownership import OwnerLock
+    from query_server.owner_lock import OwnerLock
 
     settings = settings_for(project)
     state_dir = settings.resolved_state_dir()

@@ -126,7 +126,7 @@ def stop_orphaned_graph_server(state_dir: Path) -> list[int]:
     mcp``, ``codemem serve``) still uses its server and keeps it. Returns the pids stopped."""
     from resources.graph.factory import GRAPH_DIRNAME
 
-    from query_server.ownership import OwnerLock
+    from query_server.owner_lock import OwnerLock
     from query_server.shutdown import stop_graph_server
 
     lock = OwnerLock(state_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipelines.index_context import LAST_INDEX_KEY
 from pipelines.indexer import CODE_COLLECTION
 from query_server.code.lookups import CodeLookups
 from query_server.paging import cap_report
@@ -60,7 +61,7 @@ class StatusReports(CodeLookups):
         job's state (``job_status``)."""
         counts = self.manifest.counts()
         done, total, coverage = self._dense_coverage()
-        last = self.manifest.get_meta("last_index")
+        last = self.manifest.get_meta(LAST_INDEX_KEY)
         try:
             graph_counts = self.graph.counts()
         except Exception as exc:  # noqa: BLE001 - status must answer even when the graph is down

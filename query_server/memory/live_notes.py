@@ -22,14 +22,12 @@ from pathlib import Path
 import structlog
 
 from query_server.paging import ToolError
-from resources.memory.git_repo import GitNotesError, GitRepo
+from resources.memory.git_repo import LIVE_NOTES_KEY, GitNotesError, GitRepo
 from resources.memory.ledger import Ledger
 from resources.memory.notes_sync import NotesSync, SyncReport
 
 log = structlog.get_logger("codemem.memory")
 
-ENABLE_KEY = "codemem.notes"
-"""The git config key that turns live notes on in a clone (``codemem init --git-notes`` sets it)."""
 NO_REPO_RECHECK_S = 30.0
 """How long "not a git repository" is believed before git is asked again."""
 TURN_ON = "`codemem init --git-notes` turns them on (refspecs, post-commit hook)"
@@ -67,7 +65,7 @@ class LiveNotes:
         except OSError:
             return False
         if mtime != self._config_mtime:
-            self._enabled = repo.config_bool(ENABLE_KEY)
+            self._enabled = repo.config_bool(LIVE_NOTES_KEY)
             self._config_mtime = mtime
         return self._enabled
 

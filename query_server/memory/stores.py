@@ -25,7 +25,7 @@ from query_server.paging import ToolError
 from resources.memory.enterprise import ScopeUnavailableError
 from resources.memory.ledger import Ledger, MemoryRow
 from resources.memory.projection import MemoryProjector, ProjectionReport
-from resources.memory.scopes import MemoryScopes, ScopeStore
+from resources.memory.scopes import LEDGER_NAME, MemoryScopes, ScopeStore
 from resources.schemas.memory import SHARED_SCOPES, MemoryType
 from resources.settings import Settings
 from resources.vectors.store import VectorStore
@@ -76,7 +76,7 @@ class MemoryStores:
     ) -> None:
         """Open the project's memory ledger and project it into ``vectors`` and ``graph``."""
         self.settings = settings
-        self.ledger = Ledger(settings.resolved_state_dir() / "memory.db")
+        self.ledger = Ledger(settings.resolved_state_dir() / LEDGER_NAME)
         self.embedder = embedder
         self.vectors = vectors
         self.projector = MemoryProjector(self.ledger, vectors, graph, embedder)

@@ -259,3 +259,17 @@ class GitRepo:
         for parent in parents:
             args += ["-p", parent]
         return self.git(*args, identity=True).stdout.decode().strip()
+
+
+LIVE_NOTES_KEY = "codemem.notes"
+"""The git config key that turns git notes on as a live memory store in a clone (``codemem init
+--git-notes`` sets it)."""
+
+
+def live_notes_on(root: Path) -> bool:
+    """True when the clone holding ``root`` turned live notes on (False outside a git repository,
+    or without git)."""
+    try:
+        return GitRepo(root).config_bool(LIVE_NOTES_KEY)
+    except GitNotesError:
+        return False

@@ -87,6 +87,11 @@ def _version(row: MemoryRow) -> tuple[Any, ...]:
     return (row.version, row.updated_at, row.content_hash, row.deleted, row.memory_type, row.importance_score)
 
 
+def local_ledger_path(settings: Settings) -> Path:
+    """The ledger of the project's local scope (personal memories of this clone)."""
+    return settings.resolved_state_dir() / "local" / LEDGER_NAME
+
+
 class MemoryScopes:
     """The project, local, global and enterprise ledgers of one project, and their projectors."""
 
@@ -107,7 +112,7 @@ class MemoryScopes:
     # -- paths ---------------------------------------------------------------------------------
     def local_path(self) -> Path:
         """The local scope's ledger."""
-        return self.settings.resolved_state_dir() / "local" / LEDGER_NAME
+        return local_ledger_path(self.settings)
 
     def global_path(self) -> Path:
         """The global scope's ledger (shared by every project of this user)."""

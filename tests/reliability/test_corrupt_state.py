@@ -213,7 +213,7 @@ def test_corrupt_dagster_storage_is_moved_aside(project: Path, graph_servers: Pa
 
 
 def test_repair_refuses_while_a_server_owns_the_project(project: Path, graph_servers: Path) -> None:
-    from query_server.ownership import OwnerLock
+    from query_server.owner_lock import OwnerLock
 
     lock = OwnerLock(_state(project))
     assert lock.try_acquire()

@@ -249,7 +249,7 @@ def test_codemem_ui_stops_the_graph_server_a_killed_run_left_unless_an_owner_use
     (daemonized, re-parented to PID 1) running. The UI's exit stops it when no codemem process owns
     the project; an owner's server stays."""
     from query_server.cli.ui import stop_orphaned_graph_server
-    from query_server.ownership import OwnerLock
+    from query_server.owner_lock import OwnerLock
 
     state = project / ".codemem"
     worker = subprocess.Popen([sys.executable, "-c", _GRAPH_CHILD, str(state / "graph")], stdout=subprocess.PIPE,

@@ -1,0 +1,122 @@
+"""``codemem index`` with nothing to do is answered from the manifest and the ledgers before any
+store opens (issue 18: a no-change index under a second), and only then: anything the full run
+would do (a changed file, dense vectors to compute, a memory projection pending, live git notes,
+older extraction rules, another owner) goes to the full run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pipelines.dagster.run import NOTHING_CHANGED
+from pipelines.index_stores import EXTRACTION_KEY
+from query_server import cli
+from query_server.code.unchanged import answer_unchanged
+from query_server.owner_lock import OwnerLock
+from resources.manifest import MANIFEST_FILE, Manifest
+from resources.memory.ledger import Ledger
+from resources.settings import Settings
+from tests.conftest import write_files
+
+FILES = {
+    "shop/cart.py": "from shop.money import cents\n\n\ndef total(items):\n    return cents(sum(i.price for i in items))\n",
+    "shop/money.py": "def cents(value):\n    return round(value * 100)\n",
+    "docs/adr/0001-money-in-cents.md": "# ADR 0001: Money in cents\n\nStatus: Accepted\n\nAmounts must be integers of cents.\n",
+}
+
+
+def _index(root: Path, *args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(cli.main, ["index", str(root), "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CODEMEM_DENSE_EMBEDDINGS", "false")  # the model's work is the same on both paths
+    root = tmp_path / "project"
+    write_files(root, FILES)
+    first = _index(root)
+    assert first["files_indexed"] == 2
+    return root
+
+
+def _settings(root: Path, **overrides: Any) -> Settings:
+    return Settings(project_root=root, **{"dense_embeddings": False, **overrides})
+
+
+def test_nothing_changed_is_answered_without_opening_the_stores(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    full = _index(project, "--plain")  # the full run's no-change answer, to compare with
+    from query_server import ownership
+
+    def no_store(*_: Any, **__: Any) -> None:
+        raise AssertionError("the stores were opened for an index with nothing to do")
+
+    monkeypatch.setattr(ownership.ProjectHandle, "__init__", no_store)
+    fast = _index(project)
+    assert NOTHING_CHANGED in fast["notes"]
+    for key in ("files_seen", "files_unchanged", "files_indexed", "symbols_total", "edges_total", "dense_done", "dense_total",
+                "skipped", "failed"):
+        assert fast[key] == full[key], key
+    assert fast["design"]["derivation_skipped"]
+    manifest = Manifest(project / ".codemem" / MANIFEST_FILE)
+    try:
+        assert json.loads(manifest.get_meta("last_index") or "{}")["notes"] == fast["notes"]  # index_status shows it
+    finally:
+        manifest.close()
+
+
+def test_a_changed_file_goes_to_the_full_run(project: Path) -> None:
+    (project / "shop" / "money.py").write_text("def cents(value):\n    return int(round(value * 100))\n")
+    assert answer_unchanged(_settings(project), embed=False) is None
+    again = _index(project)
+    assert again["files_indexed"] == 1 and NOTHING_CHANGED not in again["notes"]
+    assert answer_unchanged(_settings(project), embed=False) is not None  # then nothing is left to do
+
+
+def test_work_the_answer_does_not_cover_goes_to_the_full_run(project: Path) -> None:
+    settings = _settings(project)
+    assert answer_unchanged(settings, embed=False) is not None
+    # dense vectors to compute: the run that embeds computes them
+    assert answer_unchanged(_settings(project, dense_embeddings=True), embed=True) is None
+    assert answer_unchanged(_settings(project, dense_embeddings=True), embed=False) is not None
+    # another process owns the stores: that server indexes
+    owner = OwnerLock(project / ".codemem")
+    assert owner.try_acquire()
+    try:
+        assert answer_unchanged(settings, embed=False) is None
+    finally:
+        owner.release()
+    # older extraction rules: every file is parsed again
+    manifest = Manifest(project / ".codemem" / MANIFEST_FILE)
+    try:
+        current = manifest.get_meta(EXTRACTION_KEY)
+        manifest.set_meta(EXTRACTION_KEY, "1")
+        assert answer_unchanged(settings, embed=False) is None
+        manifest.set_meta(EXTRACTION_KEY, current)
+    finally:
+        manifest.close()
+    assert answer_unchanged(settings, embed=False) is not None
+    # a memory projection pending: the owner that opens the stores projects it
+    ledger = Ledger(project / ".codemem" / "memory.db")
+    try:
+        assert ledger.enqueue_all() > 0  # the ADR's memories
+    finally:
+        ledger.close()
+    assert answer_unchanged(settings, embed=False) is None
+    assert _index(project)["files_indexed"] == 0  # the full run: it drains the outbox
+    assert answer_unchanged(settings, embed=False) is not None
+
+
+def test_live_git_notes_go_to_the_full_run(project: Path) -> None:
+    """Every index run syncs live notes: a clone that turned them on gets the full run."""
+    settings = _settings(project)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    assert answer_unchanged(settings, embed=False) is not None
+    subprocess.run(["git", "-C", str(project), "config", "codemem.notes", "true"], check=True)
+    assert answer_unchanged(settings, embed=False) is None
