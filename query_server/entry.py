@@ -4,7 +4,8 @@
 milliseconds: it imports only ``query_server.hooks.relay`` (which asks the project's server),
 else ``query_server.hooks.dispatch`` and the hook module of the event (standard library only),
 never the click/rich CLI, pydantic or the stores. Every other command goes to
-``query_server.cli:main``.
+``query_server.cli:main``; ``codemem index`` first starts the process that records its Dagster run
+(``pipelines.dagster.recorder``), which loads Dagster meanwhile.
 """
 
 import sys
@@ -32,6 +33,12 @@ def main() -> None:
         # Python's exit collects every object an index run left (~0.1 s of a small run): the
         # stores are closed and the output written by then, so freeze them instead (runs last).
         atexit.register(gc.freeze)
+    if argv and argv[0] == "index" and not {"--plain", "--reembed", "--help", "-h"} & set(argv):
+        # Dagster takes seconds to load: the recorder of the run loads it while the CLI loads (an
+        # index with nothing to do lets it go, ``query_server.code.unchanged``)
+        from pipelines.dagster.recorder import prestart
+
+        prestart()
     from query_server.cli import main as cli_main
 
     sys.exit(cli_main())

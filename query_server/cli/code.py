@@ -130,9 +130,6 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
             _read_ahead(settings)
             _show_report(unchanged, as_json)
             return
-        from pipelines.dagster.recorder import prestart
-
-        prestart()  # Dagster takes seconds to load: the recorder of the run loads it while the stores open
     from query_server.tools import TOOLS
 
     handle = open_handle(path, settings)
