@@ -170,8 +170,11 @@ def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
 def unchanged_report(settings: Settings, manifest: Manifest, design: DesignSources, *, force: bool) -> IndexReport | None:
     """The report of an index with nothing to do (None when there is work): no file to parse
     again or delete, no edge left to resolve, extraction rules unchanged, the design step's inputs
-    and documents unchanged. Reads the manifest, the ledgers and the files' stats only."""
-    plans = plan_buckets(settings, manifest, force=force)
+    and documents unchanged. Reads the manifest, the ledgers and the files (each file's stats, then
+    only a tree whose stats all match is hashed: an edit is told from its stats at once)."""
+    if force or any(plan.pending for plan in plan_buckets(settings, manifest, trust_mtime=True).values()):
+        return None
+    plans = plan_buckets(settings, manifest)
     if not plans or manifest.dirty() or any(plan.pending for plan in plans.values()) or extraction_outdated(manifest):
         return None
     idle = design_unchanged(design)

@@ -120,3 +120,17 @@ def test_live_git_notes_go_to_the_full_run(project: Path) -> None:
     assert answer_unchanged(settings, embed=False) is not None
     subprocess.run(["git", "-C", str(project), "config", "codemem.notes", "true"], check=True)
     assert answer_unchanged(settings, embed=False) is None
+
+
+def test_an_edit_that_keeps_the_files_stats_is_still_found(project: Path) -> None:
+    """Stats tell most edits at once; a tree whose stats all match is hashed before "nothing changed"."""
+    import os
+
+    money = project / "shop" / "money.py"
+    before = money.stat()
+    text = money.read_text()
+    money.write_text(text.replace("100", "999"))  # the same size
+    os.utime(money, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert money.stat().st_size == before.st_size and money.stat().st_mtime_ns == before.st_mtime_ns
+    assert answer_unchanged(_settings(project), embed=False) is None
+    assert _index(project)["files_indexed"] == 1
