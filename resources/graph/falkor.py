@@ -12,9 +12,9 @@ module. Opening a :class:`FalkorGraphStore` on ``db_dir``:
 * persists with an append-only file (``db_dir/appendonlydir/``, ``appendfsync everysec``; the
   base is an RDB snapshot, increments are FalkorDB's per-query effects), so a crash of the
   server itself loses at most about a second of writes and never part of a query. Periodic RDB
-  snapshots are off; the AOF is rewritten to a compact RDB base in the background when it grows,
-  and on close when its increment exceeds :data:`COMPACT_AOF_BYTES`, so opening loads a snapshot
-  rather than replaying history.
+  snapshots are off; the AOF is rewritten to a compact RDB base in the server's background on
+  open when its increment exceeds :data:`OPEN_COMPACT_AOF_BYTES`, and on close when it exceeds
+  :data:`COMPACT_AOF_BYTES`, so opening loads a snapshot rather than replaying history.
 
 :meth:`FalkorGraphStore.close` stops the server (unless other clients are still connected) and
 removes the registry and the temporary directory; it also runs at interpreter exit.
@@ -62,6 +62,7 @@ from resources.graph import cypher as cy
 from resources.graph.base import BaseGraphStore
 from resources.graph.falkor_server import (
     DB_FILENAME,
+    OPEN_COMPACT_AOF_BYTES,
     SERVER_CONFIG,
     compact_aof,
     forget_failed_clients,
@@ -222,7 +223,8 @@ class FalkorGraphStore(BaseGraphStore):
         try:
             self._apply_runtime_config()
             self._graph.query(cy.PING)  # creates the graph key if it does not exist yet
-            compact_aof(self._db.client)  # after replaying a long AOF (crash), rewrite it in the background
+            # after replaying a long AOF, rewrite it in the server's background: the next open loads a snapshot
+            compact_aof(self._db.client, min_bytes=OPEN_COMPACT_AOF_BYTES)
         except redis.RedisError as exc:
             self.close()
             raise GraphUnavailable(f"embedded FalkorDB in {self.db_dir} does not answer: {exc}") from exc

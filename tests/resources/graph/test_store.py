@@ -734,3 +734,34 @@ def test_a_schema_asked_for_during_a_start_is_made_when_the_start_ends(tmp_path:
         release.set()
         lazy.close()
         real.close()
+
+
+def test_falkor_open_rewrites_a_grown_aof_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening replays the AOF's increment: one past OPEN_COMPACT_AOF_BYTES is rewritten to a
+    snapshot right after the open, so the next open loads that instead; nothing is lost."""
+    import time
+
+    from resources.graph import falkor
+    from resources.graph.falkor_server import _aof_increment
+
+    monkeypatch.setattr(falkor, "OPEN_COMPACT_AOF_BYTES", 1024)  # a few files' writes
+    db = tmp_path / "graph"
+    store = falkor.FalkorGraphStore(db)
+    nodes: list[GraphNode] = []
+    for n in range(5):
+        nodes += file_graph(f"pkg/m{n}.py", 1)[0]
+    store.merge_nodes(nodes)
+    client = store._db.client  # noqa: SLF001
+    grown = _aof_increment(client)
+    assert grown >= 1024
+    store.close()
+    store = falkor.FalkorGraphStore(db)
+    try:
+        client = store._db.client  # noqa: SLF001
+        deadline = time.monotonic() + 30
+        while _aof_increment(client) >= 1024 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _aof_increment(client) < 1024  # rewritten: the next open loads the snapshot
+        assert store.node_ids("File") == {f"file:pkg/m{n}.py" for n in range(5)}
+    finally:
+        store.close()
