@@ -13,6 +13,9 @@ both paths. Each row runs the ``codemem`` script in a fresh process, as a user d
 - ``changed``: ``--changed`` files edited (a function appended), best of ``--repeat`` rounds, each
   round editing the files again.
 
+Each run starts once the Dagster recording the last default run left to finish in the background
+has ended (``settle``): its recorder would otherwise load Dagster beside the measured run.
+
 Targets: ``changed`` ≤ 2 s, ``no-change`` ≤ 1 s (both on the default path), ``first``
 default ÷ plain ≤ 1.2. ``run_loop`` returns the rows for a later ``bench.loop``.
 """
@@ -46,8 +49,28 @@ def make_corpus(root: Path, count: int) -> list[Path]:
     return out
 
 
+def settle(root: Path, timeout_s: float = 60.0) -> None:
+    """Wait for the recording an earlier default run left to finish in the background (its
+    recorder imports Dagster on the second core for seconds): each measured run starts on a machine
+    at rest, as a user's next index after an edit does, not beside the last run's recorder."""
+    from resources.processes import pid_alive
+
+    pending = root / ".codemem" / "dagster" / "recording_pending.json"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            pid = int(json.loads(pending.read_text(encoding="utf-8")).get("pid") or 0)
+        except (OSError, ValueError):
+            return
+        if not pid_alive(pid):
+            return
+        time.sleep(0.1)
+
+
 def index_once(root: Path, plain: bool) -> tuple[float, dict]:
-    """One ``codemem index`` process; returns its wall time and its JSON report."""
+    """One ``codemem index`` process, once the last one's background recording ended; returns its
+    wall time and its JSON report."""
+    settle(root)
     cmd = [str(CODEMEM), "index", str(root), "--no-embed", "--json"] + (["--plain"] if plain else [])
     env = {**child_env(), "CODEMEM_DENSE_EMBEDDINGS": "false"}
     started = time.perf_counter()

@@ -5,6 +5,7 @@ the project's owner)."""
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import sys
 from collections.abc import Iterable
@@ -133,6 +134,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     from query_server.tools import TOOLS
 
     handle = open_handle(path, settings)
+    gc.freeze()  # the modules and the open stores: out of the collector's walks while the run allocates
     try:
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
