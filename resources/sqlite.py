@@ -75,3 +75,27 @@ def write_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value)
     )
+
+
+def integrity_problem(path: Path, *, empty_is_truncated: bool = False) -> str | None:
+    """What ``PRAGMA integrity_check`` (or opening) says is wrong with the SQLite file ``path``;
+    None when it is sound, absent, or cannot be read now (disk full, I/O error, locked: no verdict
+    on its contents). ``empty_is_truncated``: an empty file is a problem (SQLite reads one as an
+    empty database)."""
+    if not path.exists():
+        return None
+    if path.stat().st_size == 0:
+        return "the file is empty (truncated)" if empty_is_truncated else None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return None
+    except sqlite3.DatabaseError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if rows != ["ok"]:
+        return "; ".join(str(r) for r in rows[:3])
+    return None

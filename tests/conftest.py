@@ -60,12 +60,15 @@ def _global_memory_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(autouse=True)
-def _dagster_runs_recorded_before_index_returns(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``codemem index`` waits for its Dagster run's recording in every test (and process it
-    starts): a test reads the run as soon as the index returns, and leaves no recorder behind.
-    The background finish is tested where a test sets this lower."""
-    monkeypatch.setenv("CODEMEM_DAGSTER_RECORD_WAIT_S", "600")
+@pytest.fixture(autouse=True, scope="session")
+def _dagster_runs_recorded_before_index_returns() -> Iterator[None]:
+    """``codemem index`` waits for its Dagster run's recording in every test, module fixtures
+    included (and every process they start): a test reads the run as soon as the index returns,
+    and leaves no recorder behind (a project copied while its recorder still wrote had no run
+    storage). The background finish is tested where a test sets this lower."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CODEMEM_DAGSTER_RECORD_WAIT_S", "600")
+        yield
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ from resources.memory.ledger import Ledger
 from resources.memory.scopes import LEDGER_NAME, local_ledger_path
 from resources.private_files import make_private_dir
 from resources.settings import Settings
+from resources.sqlite import integrity_problem
 
 
 def dagster_home(state_dir: Path) -> Path:
@@ -231,21 +232,32 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
         report = unchanged_report(settings, manifest, _LedgersAndManifest(settings, ledger, local, manifest), force=False)
         if report is None:
             return None
-        note = earlier_background_note(dagster_home(state))
-        report.notes += [note] if note else []
+        home = dagster_home(state)
+        note = earlier_background_note(home)
+        report.notes += [note + damaged_storage(home)] if note else []
         total_report(settings, manifest, report, started)
         remember_report(manifest, report)
         return report
 
 
-def _run_note(outcome: dict[str, Any]) -> str:
+def _run_note(outcome: dict[str, Any], home: Path | None) -> str:
     if outcome.get("background"):
         return (f"Dagster run {outcome['run_id']} (codemem_index) records the touched buckets: it finishes in the "
                 "background and shows in the Dagster UI then")
     if outcome.get("success"):
         return f"Dagster run {outcome['run_id']} (codemem_index) recorded the touched buckets"
     where = f"Dagster run {outcome['run_id']}" if outcome.get("run_id") else "the Dagster run"
-    return f"{where} failed to record this index: {outcome.get('error')} (the index itself is up to date)"
+    damaged = damaged_storage(home) if home is not None else ""
+    return f"{where} failed to record this index: {outcome.get('error')} (the index itself is up to date){damaged}"
+
+
+def damaged_storage(home: Path) -> str:
+    """What to add to a failed recording's note when the Dagster storage under ``home`` is
+    damaged: the files and what to do (empty when every one is sound)."""
+    damaged = [f"{path} ({problem})" for path in sorted(home.rglob("*.db")) if (problem := integrity_problem(path))]
+    if not damaged:
+        return ""
+    return f" — the Dagster storage is damaged: {'; '.join(damaged)}; `codemem repair` moves it aside"
 
 
 def materialize_index(
@@ -282,7 +294,7 @@ def materialize_index(
         from pipelines.dagster.recorder import Recorder, take_prestarted
 
         recorder = take_prestarted() or Recorder.start()
-        earlier = [note] if (note := earlier_background_note(home)) else []
+        earlier = [note + damaged_storage(home)] if (note := earlier_background_note(home)) else []
     progress("discover", 0, 1)
     idle = _nothing_to_do(project, force)
     if idle is not None:
@@ -304,7 +316,7 @@ def materialize_index(
         _finish_recording(recorder, home, ctx.settings.dagster_record_wait_s)
         raise
     recorder.send({"kind": "end", "error": None})
-    report.notes += [*earlier, _run_note(_finish_recording(recorder, home, ctx.settings.dagster_record_wait_s))]
+    report.notes += [*earlier, _run_note(_finish_recording(recorder, home, ctx.settings.dagster_record_wait_s), home)]
     return report
 
 
@@ -333,5 +345,5 @@ def _run_in_process(
         report = IndexReport(root=str(ctx.root) if ctx is not None else "")
         report.failed.append((RUN_FAILED, f"Dagster run {outcome['run_id']} failed: {outcome['error']}"))
         return report
-    report.notes.append(_run_note(outcome))
+    report.notes.append(_run_note(outcome, None))  # an instance given by the caller: its storage is its own
     return report

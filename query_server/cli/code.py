@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 from rich.console import RenderableType
@@ -126,7 +126,12 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     if not (plain or reembed or repair):
         from query_server.code.unchanged import answer_unchanged
 
-        unchanged = answer_unchanged(settings, embed=not no_embed)  # nothing to do: no store opened
+        try:
+            unchanged = answer_unchanged(settings, embed=not no_embed)  # nothing to do: no store opened
+        except KeyboardInterrupt:
+            _interrupted()
+        except Exception:  # noqa: BLE001 - a damaged state file, say: the full run below names it
+            unchanged = None
         if unchanged is not None:
             _read_ahead(settings)
             _show_report(unchanged, as_json)
@@ -156,8 +161,7 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     except ToolError as exc:
         raise InputError(str(exc)) from exc
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted — the index stays consistent; run `codemem index` again to finish[/yellow]")
-        sys.exit(130)
+        _interrupted()
     except click.ClickException:
         raise
     except Exception as exc:  # a corrupted state file names itself; anything else is one line, no traceback
@@ -170,6 +174,11 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     if handle.is_owner:  # no server up
         _read_ahead(settings)
     _show_report(report, as_json)
+
+
+def _interrupted() -> NoReturn:
+    console.print("[yellow]interrupted — the index stays consistent; run `codemem index` again to finish[/yellow]")
+    sys.exit(130)
 
 
 def _read_ahead(settings: Settings) -> None:

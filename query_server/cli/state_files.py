@@ -9,10 +9,11 @@ collection by opening it, the embedded graph by starting its server and pinging 
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from resources.sqlite import integrity_problem
 
 LEDGER, MANIFEST, CACHE = "memory.db", "index.db", "embedding_cache.sqlite3"
 
@@ -29,26 +30,9 @@ class Finding:
 
 
 def sqlite_problem(path: Path) -> str | None:
-    """What ``PRAGMA integrity_check`` (or opening) says is wrong with ``path``; None when sound or absent."""
-    if not path.exists():
-        return None
-    if path.stat().st_size == 0:
-        # SQLite reads an empty file as an empty database, but codemem writes its schema on first
-        # open: an empty ledger or manifest was truncated
-        return "the file is empty (truncated)" if path.name in (LEDGER, MANIFEST) else None
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-        finally:
-            conn.close()
-    except sqlite3.OperationalError:
-        return None  # cannot read it now (disk full, I/O error, locked): no verdict on its contents
-    except sqlite3.DatabaseError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    if rows != ["ok"]:
-        return "; ".join(str(r) for r in rows[:3])
-    return None
+    """What ``PRAGMA integrity_check`` (or opening) says is wrong with ``path``; None when sound or
+    absent (an empty ledger or manifest was truncated: codemem writes its schema on first open)."""
+    return integrity_problem(path, empty_is_truncated=path.name in (LEDGER, MANIFEST))
 
 
 def _sqlite_files(state_dir: Path) -> list[tuple[str, Path]]:

@@ -134,3 +134,17 @@ def test_an_edit_that_keeps_the_files_stats_is_still_found(project: Path) -> Non
     assert money.stat().st_size == before.st_size and money.stat().st_mtime_ns == before.st_mtime_ns
     assert answer_unchanged(_settings(project), embed=False) is None
     assert _index(project)["files_indexed"] == 1
+
+
+def test_a_damaged_manifest_is_named_not_a_traceback(project: Path) -> None:
+    """The check reads the manifest first: a damaged one goes to the full run, which names it."""
+    manifest = project / ".codemem" / MANIFEST_FILE
+    data = bytearray(manifest.read_bytes())
+    data[100:4100] = b"\xa5" * 4000
+    manifest.write_bytes(bytes(data))
+    for wal in (manifest.with_name(MANIFEST_FILE + "-wal"), manifest.with_name(MANIFEST_FILE + "-shm")):
+        wal.unlink(missing_ok=True)
+    result = CliRunner().invoke(cli.main, ["index", str(project)])
+    assert result.exit_code == 1, result.output
+    assert MANIFEST_FILE in result.output and "codemem repair" in result.output, result.output
+    assert isinstance(result.exception, SystemExit)  # a ClickException's exit, no error escaping the command

@@ -205,7 +205,11 @@ def test_corrupt_dagster_storage_is_moved_aside(project: Path, graph_servers: Pa
     runs = _state(project) / "dagster" / "history" / "runs.db"
     assert runs.exists()
     _garble(runs)
-    _clear_failure(codemem(project, "index", "."), "runs.db")
+    (project / "shop.py").write_text(SOURCE + "\n\ndef refund(total):\n    return -total\n")  # a run to record
+    done = _ok(codemem(project, "index", "."))  # the index itself stands; its run could not be recorded
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "failed to record this index" in said and "runs.db" in said and "codemem repair" in said, said[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
     report = _repair(project)
     assert [f["store"] for f in report["broken"]] == ["dagster storage"], report
     assert not report["reindexed"]
