@@ -169,6 +169,9 @@ class Manifest:
         self._add_path_qualified_name()
         self._add_column("files", "design_digest", "TEXT")
         self._add_column("files", "calls", "BLOB")
+        if self._add_column("files", "written_seq", "INTEGER"):
+            # rows of an earlier release: written at or before now, as far as anyone can tell
+            self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL", (self._files_written(),))
         self._lock = threading.RLock()
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
@@ -179,14 +182,27 @@ class Manifest:
         self._add_column("symbols", "path_qualified_name", "TEXT NOT NULL DEFAULT ''")
         self._conn.execute(_PATH_QUALIFIED)
 
-    def _add_column(self, table: str, column: str, declaration: str) -> None:
-        """Give a manifest of an earlier release a column added since (NULL in its rows)."""
+    def _add_column(self, table: str, column: str, declaration: str) -> bool:
+        """Give a manifest of an earlier release a column added since (NULL in its rows); True when
+        this call added it."""
         if column not in {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}:
             try:
                 self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             except sqlite3.OperationalError as exc:  # another process added it meanwhile
                 if "duplicate column" not in str(exc):
                     raise
+                return False
+            return True
+        return False
+
+    def _files_written(self) -> int:
+        value = read_meta(self._conn, FILES_WRITTEN)
+        return int(value) if value and value.isdigit() else 0
+
+    def written_after(self, seq: int) -> list[str]:
+        """The files written (their rows and graph nodes replaced) after ``FILES_WRITTEN`` was ``seq``."""
+        with self._lock:
+            return [row[0] for row in self._conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -249,22 +265,24 @@ class Manifest:
         ``has_dense`` is taken from the rows as given: the points were just rewritten, so a
         symbol has a dense vector only if the indexer attached one (from the embedding cache).
         """
+        seq = None
         if entries:  # the files' graph nodes are replaced with their edges: derived layers may have edges to restore
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
                 (FILES_WRITTEN,),
             )
+            seq = int(read_meta(conn, FILES_WRITTEN) or 0)
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))
             lookups = {key: value for key, value in refs.items() if key != "calls"}
             conn.execute(
                 "INSERT OR REPLACE INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, "
-                "error_count, refs, design_digest, calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "error_count, refs, design_digest, calls, written_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     state.path, state.language, state.content_hash, state.size, state.mtime_ns,
                     state.indexed_at, state.symbol_count, state.error_count, pack(json.dumps(lookups)), state.design_digest,
-                    pack(json.dumps(refs.get("calls", []))),
+                    pack(json.dumps(refs.get("calls", []))), seq,
                 ),
             )
             conn.executemany(

@@ -46,6 +46,7 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
+from pipelines.records import file_id
 from resources.manifest import FILES_WRITTEN
 from resources.memory.ledger import MemoryRow
 
@@ -117,8 +118,9 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
     inputs = derivation_inputs(stores)
     written = stores.manifest.get_meta(FILES_WRITTEN) if stores.manifest is not None else None
     if not force and inputs is not None and stores.ledger.meta(DERIVED_INPUTS_KEY) == inputs:
-        if written != stores.ledger.meta(EDGES_WRITTEN_KEY):  # files re-indexed since: their derived edges went with their nodes
-            restore_derived_edges(stores)
+        last = stores.ledger.meta(EDGES_WRITTEN_KEY)
+        if written != last:  # files re-indexed since: their derived edges went with their nodes
+            restore_derived_edges(stores, _rewritten_nodes(stores, last))
             stores.ledger.set_meta(EDGES_WRITTEN_KEY, written or "")
         return DesignReport(derivation_skipped=True)
     report = derive_links(stores).merge(refresh_anchors(stores))
@@ -126,6 +128,19 @@ def derive_when_changed(stores: DesignStores, *, force: bool = False) -> DesignR
         stores.ledger.set_meta(DERIVED_INPUTS_KEY, f"{inputs.partition(':')[0]}:{_pattern_bases(stores)}")
         stores.ledger.set_meta(EDGES_WRITTEN_KEY, written or "")
     return report
+
+
+def _rewritten_nodes(stores: DesignStores, last: str | None) -> set[str] | None:
+    """The ids of the nodes of the files written since the manifest's ``FILES_WRITTEN`` was
+    ``last`` (their files and symbols: a derived edge's code end is one of them); None when
+    ``last`` says nothing (no edges written since this was counted: restore them all)."""
+    if stores.manifest is None or not (last or "").isdigit():
+        return None
+    paths = stores.manifest.written_after(int(last or 0))
+    ids = {file_id(path) for path in paths}
+    for symbol_ids in stores.manifest.symbol_ids_of(paths).values():
+        ids.update(symbol_ids)
+    return ids
 
 
 def design_unchanged(stores: DesignSources) -> DesignReport | None:

@@ -48,12 +48,15 @@ def derived_edges(ledger: Any) -> list[GraphEdge]:
             for e in json.loads(ledger.meta(DERIVED_EDGES_KEY) or "[]")]
 
 
-def restore_derived_edges(stores: DesignStores) -> int:
+def restore_derived_edges(stores: DesignStores, touching: set[str] | None = None) -> int:
     """Write the last derivation's edges again (MERGE: idempotent): a re-indexed file's nodes were
     replaced with their edges, the derived ones too, while the derivation they come from still
-    holds (its inputs unchanged: ``derive.derive_when_changed``). An edge whose end is gone is
-    not written. Returns how many edges there are."""
+    holds (its inputs unchanged: ``derive.derive_when_changed``). ``touching``: only the edges
+    with an end among these node ids (the re-indexed files' nodes); None: all. An edge whose end
+    is gone is not written. Returns how many edges were written."""
     edges = derived_edges(stores.ledger)
+    if touching is not None:
+        edges = [e for e in edges if e.source_id in touching or e.target_id in touching]
     if edges:
         stores.graph.add_edges(edges)
     return len(edges)

@@ -62,3 +62,34 @@ def test_a_manifest_without_the_column_opens_and_counts_its_files_by_bytes(tmp_p
         assert manifest.design_signature("tag") == signed
     finally:
         manifest.close()
+
+
+def test_each_file_remembers_the_write_that_replaced_it(tmp_path: Path) -> None:
+    """``written_after(seq)``: the files written since ``FILES_WRITTEN`` was ``seq`` (the nodes a
+    derived layer's edges were lost with); a manifest of an earlier release counts its files as
+    written when it gains the column, so nothing is missed."""
+    from resources.manifest import FILES_WRITTEN
+
+    manifest = Manifest(tmp_path / "index.db")
+    try:
+        _write(manifest, _file("a.py", "h1", "t1", None), _file("b.py", "h2", "t1", None))
+        first = int(manifest.get_meta(FILES_WRITTEN) or 0)
+        _write(manifest, _file("b.py", "h2-edited", "t2", None))
+        assert manifest.written_after(first) == ["b.py"]
+        assert manifest.written_after(first - 1) == ["a.py", "b.py"]
+        assert manifest.written_after(first + 1) == []
+    finally:
+        manifest.close()
+    raw = sqlite3.connect(tmp_path / "old.db")
+    raw.execute(OLD_FILES_TABLE)
+    raw.execute("INSERT INTO files VALUES ('a.py', 'python', 'h1', 10, 1, 't1', 1, 0, '{}')")
+    raw.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    raw.execute("INSERT INTO meta VALUES (?, '7')", (FILES_WRITTEN,))
+    raw.commit()
+    raw.close()
+    old = Manifest(tmp_path / "old.db")
+    try:
+        assert old.written_after(6) == ["a.py"]  # written at or before the 7th write, as far as anyone can tell
+        assert old.written_after(7) == []
+    finally:
+        old.close()

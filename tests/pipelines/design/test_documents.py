@@ -334,6 +334,40 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
         service.close()
 
 
+def test_a_skipped_derivation_writes_again_only_the_edges_of_the_files_re_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The derived edges a re-index lost are those of its files' nodes: a skipped derivation
+    writes those again, not every derived edge of the project (each write grows the graph's AOF)."""
+    import pipelines.design.derive as design
+    from query_server.service import CodeMemService
+    from resources.schemas.tools import IndexInput
+
+    root = _pattern_project(tmp_path / "project", "def check_token(token):\n    # REQ-AUTH-001\n    return token\n")
+    restored: list[int] = []
+    restore = design.restore_derived_edges
+
+    def counted(stores: object, touching: set[str] | None = None) -> int:
+        restored.append(restore(stores, touching))  # type: ignore[arg-type]
+        return restored[-1]
+
+    monkeypatch.setattr(design, "restore_derived_edges", counted)
+    service = CodeMemService(Settings(project_root=root))
+
+    def uses_pattern() -> int:
+        return len(service.graph.read_query("MATCH ()-[r:USES_PATTERN]->() RETURN r", limit=100)[1])
+
+    try:
+        assert not service.index(IndexInput())["design"]["derivation_skipped"]
+        assert uses_pattern() == 3 and restored == []
+        (root / "emailhandler.py").write_text(_handler("EmailHandler").replace("return event", "return [event]"))
+        assert service.index(IndexInput())["design"]["derivation_skipped"]
+        assert restored == [1] and uses_pattern() == 3  # EmailHandler's edge only, and it is back
+        assert service.index(IndexInput())["design"]["derivation_skipped"] and restored == [1]  # nothing re-indexed
+    finally:
+        service.close()
+
+
 @pytest.mark.slow
 def test_an_adr_whose_name_no_doc_glob_holds_keeps_the_derivation_running(tmp_path: Path) -> None:
     """An ADR memory added by hand (or from git notes) whose document name holds no fragment of
