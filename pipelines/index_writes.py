@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.index_prepare import _now, _Prepared
-from pipelines.records import file_id
+from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
 from pipelines.resolution_scope import affected_paths, record_writes, referenced_names
 from resources.faults import fault_point
@@ -96,7 +96,7 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     ctx.graph.delete_files(list(paths))
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
-        ctx.manifest.mark_dirty(conn, {i for group in ids.values() for i in group} | {file_id(p) for p in paths})
+        ctx.manifest.mark_dirty(conn, file_node_ids(ids))
         ctx.manifest.note_changed_names(conn, (), everything=True)  # imports and includes resolve to paths
 
 

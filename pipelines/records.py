@@ -48,6 +48,12 @@ def file_id(path: str) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"file::{path}"))
 
 
+def file_node_ids(symbol_ids: dict[str, list[str]]) -> set[str]:
+    """The ids of the File and symbol nodes of files, from their symbol ids by path (what a
+    file's subgraph replacement or deletion takes with it)."""
+    return {i for ids in symbol_ids.values() for i in ids} | {file_id(path) for path in symbol_ids}
+
+
 def module_id(name: str, language: str) -> str:
     """The deterministic id of an external Module node."""
     return str(uuid.uuid5(ID_NAMESPACE, f"module::{language}::{name}"))

@@ -155,6 +155,12 @@ def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
 _PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
 
 
+def _files_written(conn: sqlite3.Connection) -> int:
+    """The ``FILES_WRITTEN`` count (0 before the first write)."""
+    value = read_meta(conn, FILES_WRITTEN)
+    return int(value) if value and value.isdigit() else 0
+
+
 MANIFEST_FILE = "index.db"
 """The manifest's file in the project's state directory."""
 
@@ -171,7 +177,7 @@ class Manifest:
         self._add_column("files", "calls", "BLOB")
         if self._add_column("files", "written_seq", "INTEGER"):
             # rows of an earlier release: written at or before now, as far as anyone can tell
-            self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL", (self._files_written(),))
+            self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL", (_files_written(self._conn),))
         self._lock = threading.RLock()
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
@@ -194,10 +200,6 @@ class Manifest:
                 return False
             return True
         return False
-
-    def _files_written(self) -> int:
-        value = read_meta(self._conn, FILES_WRITTEN)
-        return int(value) if value and value.isdigit() else 0
 
     def written_after(self, seq: int) -> list[str]:
         """The files written (their rows and graph nodes replaced) after ``FILES_WRITTEN`` was ``seq``."""
@@ -271,7 +273,7 @@ class Manifest:
                 "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
                 (FILES_WRITTEN,),
             )
-            seq = int(read_meta(conn, FILES_WRITTEN) or 0)
+            seq = _files_written(conn)
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))

@@ -50,14 +50,14 @@ PENDING_FILE = "recording_pending.json"
 RESULT_TIMEOUT_S = 600.0
 """How long ``finish`` waits for the recorder once the parent is done."""
 RECORDER_NICE = 10
+"""The recorder's niceness: on a small machine its Dagster import and event writes would take
+CPU from the index the user waits for; it catches up while the parent waits on I/O, and runs
+at full speed once the parent has finished and waits for it."""
 READY_LINE = "imported"
 """What the recorder writes on its stdout once Dagster is imported (before it reads the start line)."""
 DAGSTER_IMPORT_S = 2.0
 """About how long the recorder takes to import Dagster on a 2-core machine: a shorter wait cannot
 see a recorder that has not imported it yet finish, so ``finish`` does not wait for one at all."""
-"""The recorder's niceness: on a small machine its Dagster import and event writes would take
-CPU from the index the user waits for; it catches up while the parent waits on I/O, and runs
-at full speed once the parent has finished and waits for it."""
 
 
 class StreamSource:

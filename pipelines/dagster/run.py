@@ -232,9 +232,7 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
         report = unchanged_report(settings, manifest, _LedgersAndManifest(settings, ledger, local, manifest), force=False)
         if report is None:
             return None
-        home = dagster_home(state)
-        note = earlier_background_note(home)
-        report.notes += [note + damaged_storage(home)] if note else []
+        report.notes += _earlier_notes(dagster_home(state))
         total_report(settings, manifest, report, started)
         remember_report(manifest, report)
         return report
@@ -249,6 +247,12 @@ def _run_note(outcome: dict[str, Any], home: Path | None) -> str:
     where = f"Dagster run {outcome['run_id']}" if outcome.get("run_id") else "the Dagster run"
     damaged = damaged_storage(home) if home is not None else ""
     return f"{where} failed to record this index: {outcome.get('error')} (the index itself is up to date){damaged}"
+
+
+def _earlier_notes(home: Path) -> list[str]:
+    """What to say of the run an earlier index left to finish in the background, when it went wrong."""
+    note = earlier_background_note(home)
+    return [note + damaged_storage(home)] if note else []
 
 
 def damaged_storage(home: Path) -> str:
@@ -294,7 +298,7 @@ def materialize_index(
         from pipelines.dagster.recorder import Recorder, take_prestarted
 
         recorder = take_prestarted() or Recorder.start()
-        earlier = [note + damaged_storage(home)] if (note := earlier_background_note(home)) else []
+        earlier = _earlier_notes(home)
     progress("discover", 0, 1)
     idle = _nothing_to_do(project, force)
     if idle is not None:

@@ -46,7 +46,7 @@ from pipelines.design.patterns import (
     pattern_families,
     requirement_citations,
 )
-from pipelines.records import file_id
+from pipelines.records import file_node_ids
 from resources.manifest import FILES_WRITTEN
 from resources.memory.ledger import MemoryRow
 
@@ -136,11 +136,7 @@ def _rewritten_nodes(stores: DesignStores, last: str | None) -> set[str] | None:
     ``last`` says nothing (no edges written since this was counted: restore them all)."""
     if stores.manifest is None or not (last or "").isdigit():
         return None
-    paths = stores.manifest.written_after(int(last or 0))
-    ids = {file_id(path) for path in paths}
-    for symbol_ids in stores.manifest.symbol_ids_of(paths).values():
-        ids.update(symbol_ids)
-    return ids
+    return file_node_ids(stores.manifest.symbol_ids_of(stores.manifest.written_after(int(last or 0))))
 
 
 def design_unchanged(stores: DesignSources) -> DesignReport | None:

@@ -151,6 +151,7 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     <state>/dagster (SQLite). Ctrl-C stops everything.
     """
     from pipelines.dagster.run import dagster_home
+    from resources.manifest import MANIFEST_FILE
 
     from query_server.http_api import LOOPBACK
 
@@ -175,7 +176,7 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     ]
     url = ui_url(host, port)
     probe = ui_url({"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host), port)  # a wildcard bind answers on loopback
-    if not (state / "index.db").exists():
+    if not (state / MANIFEST_FILE).exists():
         console.print(
             f"[yellow]{root} has no index yet: the file sensor's first run builds it (with no progress bar "
             f"here); `codemem index {root}` shows one[/yellow]"
