@@ -23,8 +23,9 @@ from pipelines.qualified_names import clear_module_cache
 from pipelines.records import build_symbol_records, file_id, graph_label
 from pipelines.resolution_scope import referenced_names
 from resources.graph.store import GraphEdge, GraphNode
-from resources.manifest import FileState, SymbolRow
+from resources.manifest import FileState, Manifest, SkippedState, SymbolRow
 from resources.schemas.code import CallSite, ParsedSymbol
+from resources.sqlite import read_meta, write_meta
 from resources.vectors import sparse
 from resources.vectors.store import VectorPoint
 
@@ -153,6 +154,39 @@ def _hash_file(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+SKIP_TIMEOUT_KEY = "skipped_under_parse_timeout_s"
+"""Manifest meta key: the parser time limit the skip records were made under (another limit may
+parse what timed out, so records made under one are not trusted under another)."""
+
+
+def skip_records(manifest: Manifest, timeout_s: float) -> dict[str, SkippedState]:
+    """The files earlier runs could not index, by path: none when they ran under another parser
+    time limit."""
+    if manifest.get_meta(SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
+        return {}
+    return manifest.skipped_files()
+
+
+def record_skipped(manifest: Manifest, states: Sequence[SkippedState], timeout_s: float) -> None:
+    """Record files this run could not index (``timeout_s``: the run's parser time limit)."""
+    if not states:
+        return
+    with manifest.transaction() as conn:
+        if read_meta(conn, SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
+            manifest.forget_skipped(conn)
+            write_meta(conn, SKIP_TIMEOUT_KEY, f"{timeout_s:g}")
+        manifest.remember_skipped(conn, states)
+
+
+def still_skipped(records: dict[str, SkippedState], source: SourceFile, content_hash: str | None, redo: bool) -> str | None:
+    """Why ``source`` is not indexed, when an earlier run skipped it at the content it has now
+    (``content_hash``, or its size and mtime when None); None when it must be read (again)."""
+    record = records.get(source.path)
+    if redo or record is None or not record.matches(source.size, source.mtime_ns, content_hash):
+        return None
+    return record.reason
 
 
 Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message) | ("vanished", None)

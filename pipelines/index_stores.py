@@ -90,6 +90,7 @@ def reset_index(ctx: IndexContext) -> None:
         ctx.graph.delete_files(known)
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, known)
+        ctx.manifest.forget_skipped(conn)
         conn.execute("DELETE FROM resolved_edges")
         conn.execute("DELETE FROM unsettled_edges")
         conn.execute("DELETE FROM meta WHERE key = 'embedding_model'")

@@ -41,10 +41,11 @@ from pipelines.index_context import (
     _no_progress,
     total_report,
 )
-from pipelines.index_prepare import BATCH_FILES, _hash_file, _prepare_all, _Prepared, prepare_file
+from pipelines.index_prepare import BATCH_FILES, _hash_file, _prepare_all, _Prepared, prepare_file, record_skipped, skip_records, still_skipped
 from pipelines.index_stores import embed_pending, prepare_stores, reset_index
 from pipelines.index_writes import _write_batch, delete_files, resolve_edges, resolve_pending
 from pipelines.records import file_id
+from resources.manifest import SkippedState
 
 OPTIMIZE_MIN_REWRITES = 5_000
 
@@ -110,6 +111,7 @@ def index_project(
     with ctx.write_lock:
         prepare_stores(ctx, report, reembed=reembed)
         known = ctx.manifest.files()
+        skipped_before = skip_records(ctx.manifest, ctx.settings.parse_timeout_s)
         in_flight = ctx.manifest.in_flight()  # written by an interrupted run: redone whatever their hash
         tracker = BucketTracker(on_bucket, known.keys() | in_flight) if on_bucket is not None else None
         if tracker is not None:
@@ -142,6 +144,10 @@ def index_project(
                     tracker.unchanged(source.path)
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)
+            elif (reason := still_skipped(skipped_before, source, content_hash, force or source.path in in_flight)) is not None:
+                report.skipped.append((source.path, reason))
+                if tracker is not None:
+                    tracker.skipped(source.path, reason, changed=False)
             else:
                 changed.append((source, content_hash))
                 if tracker is not None:
@@ -155,8 +161,10 @@ def index_project(
         done = len(files) - len(changed)
         progress("parse", done, len(files))
         batch: list[_Prepared] = []
+        newly_skipped: list[SkippedState] = []
         interrupted = False
         reached: set[str] = set()
+        hashes = {source.path: content_hash for source, content_hash in changed}
         prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s, tuple(ctx.settings.doc_globs))
         for source, outcome in prepared_files:
             if stop is not None and stop.is_set():
@@ -168,6 +176,7 @@ def index_project(
             kind, value = outcome
             if kind == "skip":  # not indexable now (binary, parser time limit): out of the index
                 report.skipped.append((source.path, value))
+                newly_skipped.append(SkippedState(source.path, hashes[source.path], source.size, source.mtime_ns, value))
                 on_disk.discard(source.path)
                 if tracker is not None:
                     tracker.skipped(source.path, value, changed=True)
@@ -209,6 +218,11 @@ def index_project(
             rewritten += sum(len(group) for group in old_ids.values())
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
             delete_files(ctx, deleted)
+        gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
+        if gone:  # records of files gone from the tree
+            with ctx.manifest.transaction() as conn:
+                ctx.manifest.forget_skipped(conn, gone)
+        record_skipped(ctx.manifest, newly_skipped, ctx.settings.parse_timeout_s)  # after the deletions, which drop a deleted file's record
         if tracker is not None:
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()

@@ -17,10 +17,10 @@ from pathlib import Path
 from pipelines.buckets import bucket_of
 from pipelines.discovery import SourceFile, discover, resolve_project_root
 from pipelines.index_context import CODE_COLLECTION, IndexContext
-from pipelines.index_prepare import _hash_file, _prepare_all, _Prepared
+from pipelines.index_prepare import _hash_file, _prepare_all, _Prepared, record_skipped, skip_records, still_skipped
 from pipelines.index_writes import delete_files, resolve_pending, write_graph_and_manifest, write_vectors
 from pipelines.indexer import _maybe_optimize
-from resources.manifest import FileState, Manifest
+from resources.manifest import FileState, Manifest, SkippedState
 from resources.settings import Settings
 
 
@@ -67,6 +67,9 @@ class PreparedBucket:
     failed: list[tuple[str, str]] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     """Files listed and gone before they could be hashed or read."""
+    newly_skipped: list[SkippedState] = field(default_factory=list)
+    """The changed files the parsers could not index: recorded, so that they are not read again
+    until they change."""
     unchanged: int = 0
     points_written: int = 0
     dense_computed: int = 0
@@ -97,6 +100,7 @@ def plan_buckets(
     root = resolve_project_root(settings.resolved_root())
     found = discover(root, extensions=settings.extensions, max_file_bytes=settings.max_file_bytes)
     known: dict[str, FileState] = manifest.files()
+    skipped_before = skip_records(manifest, settings.parse_timeout_s)
     in_flight = manifest.in_flight()  # written by an interrupted run: redone whatever their hash or mtime
     plans: dict[str, BucketPlan] = {}
 
@@ -122,6 +126,9 @@ def plan_buckets(
         if trust_mtime and not redo and state is not None and state.mtime_ns == source.mtime_ns and state.size == source.size:
             plan.unchanged += 1
             continue
+        if trust_mtime and state is None and (reason := still_skipped(skipped_before, source, None, redo)) is not None:
+            plan.skipped.append((source.path, reason))
+            continue
         try:
             content_hash = _hash_file(source.absolute_path)
         except FileNotFoundError:
@@ -133,6 +140,8 @@ def plan_buckets(
             continue
         if state is not None and state.content_hash == content_hash and not redo:
             plan.unchanged += 1
+        elif state is None and (reason := still_skipped(skipped_before, source, content_hash, redo)) is not None:
+            plan.skipped.append((source.path, reason))
         else:
             plan.changed.append((source, content_hash))
     for path in sorted(known.keys() | in_flight):
@@ -160,12 +169,14 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float, doc_globs: tu
         for plan in plans
     }
     changed = [(source, digest) for plan in plans for source, digest in plan.changed]
+    hashes = {source.path: digest for source, digest in changed}
     for source, (kind, value) in _prepare_all(changed, timeout_s, doc_globs):
         result = results[bucket_of(source.path)]
         if kind == "ok":
             result.prepared.append(value)
         elif kind == "skip":
             result.skipped.append((source.path, value))
+            result.newly_skipped.append(SkippedState(source.path, hashes[source.path], source.size, source.mtime_ns, value))
         elif kind == "vanished":
             result.vanished.append(source.path)
         else:
@@ -232,6 +243,7 @@ def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBuck
             write_graph_and_manifest(ctx, bucket.prepared, previous)
         if bucket.deleted:
             delete_files(ctx, bucket.deleted)
+        record_skipped(ctx.manifest, bucket.newly_skipped, ctx.settings.parse_timeout_s)  # after the deletions, which drop a deleted file's record
     return bucket
 
 

@@ -76,6 +76,13 @@ CREATE TABLE IF NOT EXISTS ref_names (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS ref_names_name ON ref_names(name);
 CREATE TABLE IF NOT EXISTS changed_names (name TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS skipped (
+    path TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    reason TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS unsettled_edges (
     source TEXT NOT NULL,
     type TEXT NOT NULL,
@@ -100,6 +107,25 @@ class FileState:
     design_digest: str | None = None
     """What the design derivation reads of the file (``pipelines.design.digest``); written with the
     file's row, not read back by ``files()``/``file()`` (``design_signature`` reads it)."""
+
+
+@dataclass(slots=True, frozen=True)
+class SkippedState:
+    """A file the parsers could not index (binary, over the parser's time limit), at the content
+    it had then: it is not read again until that content changes (or ``--force``)."""
+
+    path: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    reason: str
+
+    def matches(self, size: int, mtime_ns: int, content_hash: str | None = None) -> bool:
+        """True when the file is still what was skipped: by its content hash when given, else by
+        its size and modification time."""
+        if content_hash is not None:
+            return content_hash == self.content_hash
+        return size == self.size and mtime_ns == self.mtime_ns
 
 
 @dataclass(slots=True)
@@ -277,6 +303,7 @@ class Manifest:
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))
+            conn.execute("DELETE FROM skipped WHERE path = ?", (state.path,))
             lookups = {key: value for key, value in refs.items() if key != "calls"}
             conn.execute(
                 "INSERT OR REPLACE INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, "
@@ -365,6 +392,28 @@ class Manifest:
             everything = read_meta(self._conn, RESOLVE_EVERYTHING) == "1" or read_meta(self._conn, REF_NAMES_COMPLETE) != "1"
             return everything, {r[0] for r in self._conn.execute("SELECT name FROM changed_names")}
 
+    def skipped_files(self) -> dict[str, SkippedState]:
+        """The files the parsers could not index, by path, at the content they had then."""
+        with self._lock:
+            rows = self._conn.execute("SELECT path, content_hash, size, mtime_ns, reason FROM skipped").fetchall()
+        return {row[0]: SkippedState(*row) for row in rows}
+
+    @staticmethod
+    def remember_skipped(conn: sqlite3.Connection, states: Iterable[SkippedState]) -> None:
+        """Inside a transaction: record files the parsers could not index (replacing earlier records)."""
+        conn.executemany(
+            "INSERT OR REPLACE INTO skipped (path, content_hash, size, mtime_ns, reason) VALUES (?, ?, ?, ?, ?)",
+            [(s.path, s.content_hash, s.size, s.mtime_ns, s.reason) for s in states],
+        )
+
+    @staticmethod
+    def forget_skipped(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> None:
+        """Inside a transaction: drop the skip records of ``paths`` (every record when None)."""
+        if paths is None:
+            conn.execute("DELETE FROM skipped")
+        else:
+            conn.executemany("DELETE FROM skipped WHERE path = ?", [(path,) for path in paths])
+
     def touch_file(self, path: str, mtime_ns: int) -> None:
         """Record a new mtime for a file whose content hash did not change."""
         with self.transaction() as conn:
@@ -377,6 +426,7 @@ class Manifest:
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (path,))
             conn.execute("DELETE FROM ref_names WHERE path = ?", (path,))
+            conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
 
     def find_symbols(self, *, symbol_id: str | None = None, qualified_name: str | None = None) -> list[SymbolRow]:
         """Symbols by id or by global qualified name (overloads share a name); a name no symbol
@@ -530,6 +580,7 @@ class Manifest:
         """Make every indexed file look changed (its next index parses it again, writing its
         symbols, points and subgraph over the old ones); returns how many files."""
         with self.transaction() as conn:
+            self.forget_skipped(conn)  # new parsers may read what the old ones skipped
             return conn.execute("UPDATE files SET content_hash = ''").rowcount
 
     def get_meta(self, key: str) -> str | None:

@@ -148,3 +148,34 @@ def test_a_damaged_manifest_is_named_not_a_traceback(project: Path) -> None:
     assert result.exit_code == 1, result.output
     assert MANIFEST_FILE in result.output and "codemem repair" in result.output, result.output
     assert isinstance(result.exception, SystemExit)  # a ClickException's exit, no error escaping the command
+
+
+def test_a_file_the_parsers_skip_is_not_read_again_until_it_changes(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A binary ``.py`` (or one past the parser's time limit) used to be planned as changed by every
+    index: each one did a full run. It is recorded at the content it was skipped with."""
+    blob = project / "shop" / "blob.py"
+    blob.write_bytes(b"\x00\x01ELF" * 64)
+    first = _index(project)  # the default path, as a user runs it
+    assert {item["path"]: item["reason"] for item in first["skipped"]} == {"shop/blob.py": "binary file"}
+    fast = answer_unchanged(_settings(project), embed=False)
+    assert fast is not None and fast["skipped"] == first["skipped"]
+    plain = _index(project, "--plain")
+    assert plain["files_indexed"] == 0 and plain["skipped"] == first["skipped"]
+    blob.write_text("def unpacked():\n    return 1\n")  # it changes: read again, and now indexed
+    assert answer_unchanged(_settings(project), embed=False) is None
+    assert _index(project)["files_indexed"] == 1
+    blob.write_bytes(b"\x00" * 10)  # binary again: out of the index, recorded again
+    assert _index(project)["files_deleted"] == 1
+    assert answer_unchanged(_settings(project), embed=False) is not None
+    # another parser time limit may parse what timed out: the records made under this one are not trusted
+    assert answer_unchanged(_settings(project, parse_timeout_s=30.0), embed=False) is None
+    monkeypatch.setenv("CODEMEM_PARSE_TIMEOUT_S", "30")
+    assert _index(project, "--plain")["skipped"] == [{"path": "shop/blob.py", "reason": "binary file"}]
+    assert answer_unchanged(_settings(project, parse_timeout_s=30.0), embed=False) is not None
+    blob.unlink()
+    assert _index(project, "--plain")["skipped"] == []
+    manifest = Manifest(project / ".codemem" / MANIFEST_FILE)
+    try:
+        assert manifest.skipped_files() == {}  # a file gone from the tree leaves no record
+    finally:
+        manifest.close()
