@@ -23,8 +23,6 @@ from pathlib import Path, PurePosixPath
 
 import pathspec
 
-from pipelines.parsing import language_for_path
-
 DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
     {
         ".git", ".hg", ".svn", ".codemem", "node_modules", "bower_components", ".venv", "venv",
@@ -216,6 +214,7 @@ def discover(
         reasons. Files with an extension outside the filter are not reported individually (there
         would be thousands).
     """
+    from pipelines.parsing import language_for_path  # the parsers' package, only where files are listed
     root = resolve_project_root(root)
     allowed = {ext.lower() for ext in extensions}
     unreadable: list[SkippedFile] = []

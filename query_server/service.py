@@ -17,20 +17,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from pipelines.dagster.project import OwnedStores
-from pipelines.design.derive import symbols_by_qualified_name
-from pipelines.index_context import remember_report
-from pipelines.indexer import IndexContext, IndexReport, Progress, index_project
-from query_server.code.duplicates import DuplicateFinder
-from query_server.code.index_jobs import IndexJobs
-from query_server.code.lookups import SNIPPET_LINES, SUMMARY_DOC_CHARS, SUMMARY_LINES, SUPPORTED_LANGUAGES
-from query_server.code.search import CodeSearch
-from query_server.code.status import StatusReports
-from query_server.code.symbols import SymbolTools
+from pipelines.index_context import IndexContext, remember_report
 from query_server.foreground import ForegroundGate
 from query_server.paging import ToolError
 from resources.manifest import MANIFEST_FILE, Manifest
@@ -58,20 +49,29 @@ from resources.schemas.tools import (
 )
 from resources.settings import Settings
 
-__all__ = [
-    "SNIPPET_LINES",
-    "SUMMARY_DOC_CHARS",
-    "SUMMARY_LINES",
-    "SUPPORTED_LANGUAGES",
-    "CodeMemService",
-    "ToolError",
-]
+if TYPE_CHECKING:
+    from pipelines.dagster.project import OwnedStores
+    from pipelines.indexer import IndexReport, Progress
+    from query_server.code.duplicates import DuplicateFinder
+    from query_server.code.index_jobs import IndexJobs
+    from query_server.code.search import CodeSearch
+    from query_server.code.status import StatusReports
+    from query_server.code.symbols import SymbolTools
+    from query_server.design.service import DesignService
+
+__all__ = ["CodeMemService", "ToolError"]
 
 log = structlog.get_logger("codemem.service")
 
 
 class CodeMemService:
-    """The code tools for one project, over stores this process owns."""
+    """The code tools for one project, over stores this process owns.
+
+    Opening it imports only what the stores and the memory tools need: each code tool's part
+    (``searches``, ``symbols``, ``duplicates``, ``index_jobs``, ``status``) and the design layer
+    (``design``) are built, their modules imported, on first use (``_part``). A session's first
+    memory_search does not wait for the parsers, the design layer or the code tools to load.
+    """
 
     def __init__(self, settings: Settings) -> None:
         """Open the project's stores (embedded by default, servers when configured)."""
@@ -87,11 +87,8 @@ class CodeMemService:
         self.foreground = ForegroundGate()
         """Tool calls in flight (counted by the project handle and the owner's RPC): index runs
         and background embedding pause between steps while there are any."""
-        self.searches = CodeSearch(self)
-        self.symbols = SymbolTools(self)
-        self.duplicates = DuplicateFinder(self)
-        self.index_jobs = IndexJobs(self)
-        self.status = StatusReports(self)
+        self._parts: dict[str, Any] = {}
+        self._parts_lock = threading.Lock()
         state = make_private_dir(settings.resolved_state_dir())
         with contextlib.ExitStack() as opened:  # a store that fails to open closes the ones before it
             self.embedder, self.embedder_status = create_embedder(settings)
@@ -108,16 +105,73 @@ class CodeMemService:
 
             self.memory = MemoryService(
                 settings, vectors=self.vectors, graph=self.graph, embedder=self.embedder,
-                resolve_code=self.symbols._code_target,  # noqa: SLF001 - the code tools' own resolver
-                code_links=self.symbols.code_link_checker,
-                lookup_symbols=lambda names: symbols_by_qualified_name(self.vectors, names),
+                resolve_code=lambda entity: self.symbols._code_target(entity),  # noqa: SLF001 - the code tools' own resolver
+                code_links=lambda: self.symbols.code_link_checker(),
+                lookup_symbols=self._symbols_by_qualified_name,
             )
             opened.callback(self.memory.close)
             self.memory.start_sync()
-            from query_server.design.service import DesignService
-
-            self.design = DesignService(self)
             opened.pop_all()
+
+    # -- parts built on first use ----------------------------------------------------------
+    def _part(self, name: str, build: Callable[[], Any]) -> Any:
+        """The part called ``name``, built by ``build`` (which imports its module) on first use;
+        one instance whichever thread asks first."""
+        part = self._parts.get(name)
+        if part is None:
+            with self._parts_lock:
+                part = self._parts.get(name)
+                if part is None:
+                    part = self._parts[name] = build()
+        return part
+
+    @property
+    def searches(self) -> CodeSearch:
+        """code_search."""
+        from query_server.code.search import CodeSearch
+
+        return self._part("searches", lambda: CodeSearch(self))
+
+    @property
+    def symbols(self) -> SymbolTools:
+        """graph_query, get_symbol, get_related and the code targets of memory links."""
+        from query_server.code.symbols import SymbolTools
+
+        return self._part("symbols", lambda: SymbolTools(self))
+
+    @property
+    def duplicates(self) -> DuplicateFinder:
+        """find_duplicates."""
+        from query_server.code.duplicates import DuplicateFinder
+
+        return self._part("duplicates", lambda: DuplicateFinder(self))
+
+    @property
+    def index_jobs(self) -> IndexJobs:
+        """Background index and embedding, index_directory, reindex, index_file, job_status."""
+        from query_server.code.index_jobs import IndexJobs
+
+        return self._part("index_jobs", lambda: IndexJobs(self))
+
+    @property
+    def status(self) -> StatusReports:
+        """health and index_status."""
+        from query_server.code.status import StatusReports
+
+        return self._part("status", lambda: StatusReports(self))
+
+    @property
+    def design(self) -> DesignService:
+        """The design tools and the design layer's refresh."""
+        from query_server.design.service import DesignService
+
+        return self._part("design", lambda: DesignService(self))
+
+    def _symbols_by_qualified_name(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """Indexed symbols by qualified name (memory_add's links to code)."""
+        from pipelines.design.derive import symbols_by_qualified_name
+
+        return symbols_by_qualified_name(self.vectors, names)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_background_embedding(self) -> None:
@@ -140,7 +194,8 @@ class CodeMemService:
     def close(self) -> None:
         """Stop background work and close every store."""
         self._stop.set()
-        for thread in self.index_jobs.background_threads():
+        jobs = self._parts.get("index_jobs")  # (none built: nothing ran in the background)
+        for thread in jobs.background_threads() if jobs is not None else ():
             thread.join(timeout=60)
         # the vector store last: closing its shards costs ~20 ms each (qdrant-edge), and an exiting
         # server's deadline may cut it short; the graph server is stopped by then (no process left)
@@ -188,6 +243,8 @@ class CodeMemService:
     def owned_stores(self) -> OwnedStores:
         """This process's stores as the Dagster assets take them (the ``codemem`` resource of a run
         in this process, which writes through them)."""
+        from pipelines.dagster.project import OwnedStores
+
         return OwnedStores(self.ctx, self.design.stores)
 
     def _run_index(
@@ -238,6 +295,8 @@ class CodeMemService:
             if progress is not None:
                 progress(phase, done, total)
             self.foreground.pause_for_foreground()  # calls being served go first
+
+        from pipelines.indexer import index_project
 
         try:
             return index_project(self.ctx, progress=track, embed=embed, **options)

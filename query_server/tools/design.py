@@ -20,12 +20,11 @@ from resources.schemas.design import (
     ValidateFixResult,
 )
 
-from query_server.design.service import DesignService
 from query_server.tools.registry import KEYED, READ, Tool, describe, on_design
 
 DESIGN_TOOLS: tuple[Tool, ...] = (
     Tool(
-        "check_consistency", on_design(DesignService.check_consistency), CheckConsistencyInput, CheckConsistencyResult, READ,
+        "check_consistency", on_design("check_consistency"), CheckConsistencyInput, CheckConsistencyResult, READ,
         route="A class or component against its patterns: deviations and a score.",
         description=describe("""
             Check a class or component against the patterns of its family (e.g. twelve agents on one
@@ -35,7 +34,7 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         """),
     ),
     Tool(
-        "validate_fix", on_design(DesignService.validate_fix), ValidateFixInput, ValidateFixResult, READ,
+        "validate_fix", on_design("validate_fix"), ValidateFixInput, ValidateFixResult, READ,
         route="A proposed fix against the ADRs, designs and requirements.",
         description=describe("""
             Before applying a fix (especially to make a failing test pass), check it against the
@@ -44,7 +43,7 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         """),
     ),
     Tool(
-        "get_design_context", on_design(DesignService.get_design_context), DesignContextInput, DesignContextResult, READ,
+        "get_design_context", on_design("get_design_context"), DesignContextInput, DesignContextResult, READ,
         route="Designs, requirements, patterns and docs for a component or feature.",
         description=describe("""
             The designs (ADRs), requirements, code patterns, components and document sections that
@@ -53,7 +52,7 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         """),
     ),
     Tool(
-        "trace_requirements", on_design(DesignService.trace_requirements), TraceRequirementsInput, TraceRequirementsResult, READ,
+        "trace_requirements", on_design("trace_requirements"), TraceRequirementsInput, TraceRequirementsResult, READ,
         route="A requirement's implementing code, tests (with results) and designs.",
         description=describe("""
             A requirement with the code that implements it, the tests that verify it (and their latest
@@ -61,7 +60,7 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         """),
     ),
     Tool(
-        "record_test_run", on_design(DesignService.record_test_run), RecordTestRunInput, RecordTestRunResult, KEYED,
+        "record_test_run", on_design("record_test_run"), RecordTestRunInput, RecordTestRunResult, KEYED,
         route="Record a JUnit XML report as test history.",
         description=describe("""
             Record a test run (JUnit XML) as test history linked to the tests, the code and the
@@ -69,7 +68,7 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         """),
     ),
     Tool(
-        "impact_of_change", on_design(DesignService.impact_of_change), ImpactOfChangeInput, ImpactOfChangeResult, READ,
+        "impact_of_change", on_design("impact_of_change"), ImpactOfChangeInput, ImpactOfChangeResult, READ,
         route="What a diff or file list affects: callers, tests, requirements, designs.",
         description=describe("""
             What a change affects before you commit it: the changed symbols, their callers, the tests
@@ -77,7 +76,7 @@ DESIGN_TOOLS: tuple[Tool, ...] = (
         """),
     ),
     Tool(
-        "memory_health", on_design(DesignService.memory_health), None, MemoryHealthResult, READ,
+        "memory_health", on_design("memory_health"), None, MemoryHealthResult, READ,
         route="Stale, orphaned, broken and duplicated memories.",
         description=describe("""
             The memory store's health: memories whose anchored code changed (stale), links to code or

@@ -113,14 +113,16 @@ def on_memory(method: Callable[..., Any]) -> ServiceCall:
     return call
 
 
-def on_design(method: Callable[..., Any]) -> ServiceCall:
-    """A ``DesignService`` method as a service callable: run on the service's ``design`` part."""
+def on_design(name: str) -> ServiceCall:
+    """The ``DesignService`` method called ``name`` as a service callable: run on the service's
+    ``design`` part. By name: the design layer's modules load when a design tool first runs, not
+    with the registry (a session's first memory call does not wait for them)."""
 
     def call(service: CodeMemService, *args: Any, **options: Any) -> Any:
-        return method(service.design, *args, **options)
+        return getattr(service.design, name)(*args, **options)
 
-    call.__qualname__ = call.__name__ = method.__qualname__
-    call.__doc__ = method.__doc__
+    call.__name__ = name
+    call.__qualname__ = f"DesignService.{name}"
     return call
 
 

@@ -162,3 +162,16 @@ def test_invalid_input_on_the_owner_stays_a_validation_error() -> None:
     with pytest.raises(InvalidInput) as raised:
         raise_rpc_error(payload)
     assert http_error("code_search", raised.value)[:2] == (422, {"error": payload["error"]})
+
+
+def test_every_tool_calls_a_method_of_its_service_part() -> None:
+    """Design tools name their method (the design layer's modules load when one first runs, not with
+    the registry): every tool's call is a method its part has."""
+    from query_server.design.service import DesignService
+    from query_server.memory.service import MemoryService
+    from query_server.service import CodeMemService
+
+    parts = {"CodeMemService": CodeMemService, "MemoryService": MemoryService, "DesignService": DesignService}
+    for tool in TOOLS.values():
+        part, _, method = tool.call.__qualname__.rpartition(".")
+        assert callable(getattr(parts[part], method, None)), tool.name
