@@ -48,6 +48,9 @@ class Settings(BaseSettings):
             codemem creates on a Qdrant server (distributed mode, ``docs/scaling.md``); unset
             leaves Qdrant's defaults. Existing collections keep theirs. Ignored when embedded.
         neo4j_uri / neo4j_user / neo4j_password: Neo4j server; unset means embedded FalkorDB.
+        database_url: PostgreSQL for the state server mode shares (``postgresql://user:password@host/db``,
+            the ``server`` extra): the embedding cache so far (``docs/scaling.md``); unset keeps it in
+            SQLite under the state dir.
         voyage_api_key: Enables voyage-code-3; unset means the local model.
         embedding_model: Local model name (only all-MiniLM-L6-v2 ships in a package).
         embedding_model_path: Directory or .zip with the local model's model.safetensors,
@@ -122,6 +125,7 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr | None = Field(
         default=None, validation_alias=_alias("CODEMEM_NEO4J_PASSWORD", "NEO4J_PASSWORD")
     )
+    database_url: SecretStr | None = None
     voyage_api_key: SecretStr | None = Field(
         default=None, validation_alias=_alias("CODEMEM_VOYAGE_API_KEY", "VOYAGE_API_KEY")
     )

@@ -103,3 +103,31 @@ def service_factory() -> Iterator:
     yield make
     for svc in opened:
         svc.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster for this test process (``tests/postgres_cluster.py``); the
+    URL of its ``postgres`` database. Skipped with the reason where the server binaries are
+    missing, a failure then under ``CODEMEM_REQUIRE_POSTGRES=1`` (CI)."""
+    from tests.postgres_cluster import missing_reason, postgres_cluster
+
+    reason = missing_reason()
+    if reason is not None:
+        if os.environ.get("CODEMEM_REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason + "; CODEMEM_REQUIRE_POSTGRES=1 (CI) makes this a failure")
+        pytest.skip(reason)
+    with postgres_cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a new, empty database on the test cluster, dropped after the test."""
+    import re
+
+    from tests.postgres_cluster import drop_database, with_database
+
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
+    yield with_database(postgres_server, name)
+    drop_database(postgres_server, name)

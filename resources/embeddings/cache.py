@@ -45,7 +45,66 @@ def text_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-class EmbeddingCache:
+def stored_vector(dim: int, blob: bytes) -> np.ndarray | None:
+    """A stored entry's vector (little-endian float32 bytes), None when it is not ``dim`` long."""
+    vec = np.frombuffer(blob, dtype="<f4")
+    return vec.astype(np.float32) if vec.shape[0] == dim else None
+
+
+def entry_rows(model_id: str, texts: Sequence[str], vectors: np.ndarray | Iterable[np.ndarray], now: float) -> list[tuple]:
+    """``(model_id, text_hash, dim, vector bytes, created, last_used)`` per text, in key order (two
+    writers of overlapping batches then lock the same rows in the same order)."""
+    rows = []
+    for text, vec in zip(texts, vectors, strict=True):
+        arr = np.asarray(vec, dtype="<f4").reshape(-1)
+        rows.append((model_id, text_hash(text), int(arr.shape[0]), arr.tobytes(), now, now))
+    return sorted(rows, key=lambda row: row[1])
+
+
+class CacheBase:
+    """What both embedding caches (``EmbeddingCache``, SQLite; ``PostgresEmbeddingCache``) offer:
+    ``get_many`` and ``put_many``, this instance's hits and misses, closing as a context manager."""
+
+    errors: tuple[type[Exception], ...] = ()
+    """What a failing lookup or write of this cache raises (``CachedEmbedder`` embeds without it then)."""
+    hits: int
+    misses: int
+
+    @property
+    def hit_rate(self) -> float:
+        """Hits divided by lookups since this instance was opened (0.0 before any lookup)."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def stats(self) -> dict[str, float | int]:
+        """Entry count, hits, misses and hit rate."""
+        return {"entries": len(self), "hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate}  # type: ignore[arg-type]
+
+    def get_many(self, model_id: str, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """One vector or None (miss or expired) per text, in order; found entries count as used."""
+        raise NotImplementedError
+
+    def put_many(self, model_id: str, texts: Sequence[str], vectors: np.ndarray | Iterable[np.ndarray]) -> None:
+        """Store one vector per text (replacing older entries), in one transaction."""
+        raise NotImplementedError
+
+    def _counted(self, result: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        hits = sum(v is not None for v in result)
+        self.hits += hits
+        self.misses += len(result) - hits
+        return result
+
+    def close(self) -> None:
+        """Release the cache's connection(s)."""
+
+    def __enter__(self) -> CacheBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EmbeddingCache(CacheBase):
     """SQLite-backed vector cache with LRU eviction and a TTL; safe to share between threads.
 
     Args:
@@ -54,6 +113,8 @@ class EmbeddingCache:
         ttl_seconds: Age after which an entry counts as a miss and is purged.
         clock: Returns the current time in seconds (injectable for tests).
     """
+
+    errors = (sqlite3.Error,)
 
     def __init__(
         self,
@@ -91,27 +152,9 @@ class EmbeddingCache:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> EmbeddingCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- statistics ----------------------------------------------------------------------------
-
-    @property
-    def hit_rate(self) -> float:
-        """Hits divided by lookups since this instance was opened (0.0 before any lookup)."""
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0
-
     def __len__(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
-
-    def stats(self) -> dict[str, float | int]:
-        """Entry count, hits, misses and hit rate."""
-        return {"entries": len(self), "hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate}
 
     # -- reads and writes ----------------------------------------------------------------------
 
@@ -142,20 +185,15 @@ class EmbeddingCache:
                     (model_id, cutoff, *chunk),
                 ).fetchall()
                 for h, dim, blob in rows:
-                    vec = np.frombuffer(blob, dtype="<f4")
-                    if vec.shape[0] == dim:
-                        found[bytes(h)] = vec.astype(np.float32)
+                    if (vec := stored_vector(dim, blob)) is not None:
+                        found[bytes(h)] = vec
             if found:
                 with self._transaction():
                     self._conn.executemany(
                         "UPDATE embeddings SET last_used = ? WHERE model_id = ? AND text_hash = ?",
                         [(now, model_id, h) for h in found],
                     )
-            result = [found.get(h) for h in hashes]
-            hits = sum(v is not None for v in result)
-            self.hits += hits
-            self.misses += len(result) - hits
-        return result
+            return self._counted([found.get(h) for h in hashes])
 
     def put_many(self, model_id: str, texts: Sequence[str], vectors: np.ndarray | Iterable[np.ndarray]) -> None:
         """Store vectors for texts in one transaction (replacing older entries).
@@ -166,10 +204,7 @@ class EmbeddingCache:
             vectors: One vector per text.
         """
         now = self._clock()
-        rows = []
-        for text, vec in zip(texts, vectors, strict=True):
-            arr = np.asarray(vec, dtype="<f4").reshape(-1)
-            rows.append((model_id, text_hash(text), int(arr.shape[0]), arr.tobytes(), now, now))
+        rows = entry_rows(model_id, texts, vectors, now)
         if not rows:
             return
         with self._lock:
@@ -224,7 +259,7 @@ class CachedEmbedder:
         cache: The cache to use.
     """
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache) -> None:
+    def __init__(self, embedder: Embedder, cache: CacheBase) -> None:
         self.inner = embedder
         self.cache = cache
         self.model_id = embedder.model_id
@@ -242,7 +277,7 @@ class CachedEmbedder:
         """
         try:
             found = self.cache.get_many(self.model_id, list(texts))
-        except sqlite3.Error as exc:
+        except self.cache.errors as exc:
             log.warning("embedding cache lookup failed: %s", exc)
             return [None] * len(texts)
         return [vec if vec is not None and vec.shape[0] == self.dimension else None for vec in found]
@@ -257,7 +292,7 @@ class CachedEmbedder:
             return out
         try:
             cached = self.cache.get_many(key, texts)
-        except sqlite3.Error as exc:  # a broken cache must not stop embedding
+        except self.cache.errors as exc:  # a broken cache must not stop embedding
             log.warning("embedding cache lookup failed, embedding without it: %s", exc)
             cached = [None] * len(texts)
         missing: dict[str, list[int]] = {}
@@ -277,6 +312,6 @@ class CachedEmbedder:
                 out[missing[text]] = vec
             try:
                 self.cache.put_many(key, todo, fresh)
-            except sqlite3.Error as exc:
+            except self.cache.errors as exc:
                 log.warning("embedding cache write failed: %s", exc)
         return out

@@ -150,20 +150,23 @@ def create_embedder(settings: object, *, probe: bool = True, use_cache: bool = T
         )
 
     if use_cache:
-        state_dir = settings.resolved_state_dir()  # type: ignore[attr-defined]
-        cache_path = state_dir / CACHE_FILE
+        limits = {"max_entries": getattr(settings, "embedding_cache_max_entries", 500_000),
+                  "ttl_seconds": getattr(settings, "embedding_cache_ttl_days", 30) * DAY}
+        database = getattr(settings, "database_url", None)
         try:
-            cache = EmbeddingCache(
-                cache_path,
-                max_entries=getattr(settings, "embedding_cache_max_entries", 500_000),
-                ttl_seconds=getattr(settings, "embedding_cache_ttl_days", 30) * DAY,
-            )
+            if database is not None:  # server mode: one cache for every replica and worker
+                from resources.embeddings.cache_postgres import PostgresEmbeddingCache
+
+                cache = PostgresEmbeddingCache(database.get_secret_value(), **limits)
+            else:
+                cache = EmbeddingCache(settings.resolved_state_dir() / CACHE_FILE, **limits)  # type: ignore[attr-defined]
+            cache_path = cache.path
         except (EmbeddingError, OSError) as exc:
             note = f"embedding cache disabled: {exc}"
             log.warning(note)
             status = replace(status, notes=(*status.notes, note))
         else:
             embedder = CachedEmbedder(embedder, cache)
-            status = replace(status, cache_path=str(cache_path))
+            status = replace(status, cache_path=cache_path)
     log.info("embeddings: %s", status.message)
     return embedder, status

@@ -1,4 +1,6 @@
-"""EmbeddingCache (SQLite, WAL) and CachedEmbedder, on real files and the real local model."""
+"""The embedding cache and CachedEmbedder, on real files and the real local model: one contract
+suite over both caches, ``EmbeddingCache`` (SQLite, WAL) and ``PostgresEmbeddingCache`` (a real
+PostgreSQL cluster, ``tests/postgres_cluster.py``), then what is particular to each."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +20,32 @@ import pytest
 from resources.embeddings import CachedEmbedder, Embedder, EmbeddingCache, EmbeddingError, LocalMiniLMEmbedder
 
 REPO = Path(__file__).parents[3]
+Opener = Callable[..., Any]
+"""``open_cache(**options)``: a new instance over the test's one store (a second connection)."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_cache(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens caches over one store of the backend under test, closing them afterwards."""
+    opened: list[Any] = []
+    if request.param == "sqlite":
+        def make(**options: Any) -> Any:
+            return EmbeddingCache(tmp_path / "c.sqlite3", **options)
+    else:
+        from resources.embeddings.cache_postgres import PostgresEmbeddingCache
+
+        url = request.getfixturevalue("postgres_url")
+
+        def make(**options: Any) -> Any:
+            return PostgresEmbeddingCache(url, **options)
+
+    def tracked(**options: Any) -> Any:
+        opened.append(make(**options))
+        return opened[-1]
+
+    yield tracked
+    for cache in opened:
+        cache.close()
 
 
 class Clock:
@@ -33,8 +63,8 @@ def vec(seed: int, dim: int = 8) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def test_hit_miss_and_hit_rate(tmp_path: Path) -> None:
-    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+def test_hit_miss_and_hit_rate(open_cache: Opener) -> None:
+    cache = open_cache()
     assert cache.hit_rate == 0.0
     assert cache.get_many("m@8", ["a", "b"]) == [None, None]
     cache.put_many("m@8", ["a", "b"], np.stack([vec(1), vec(2)]))
@@ -50,15 +80,20 @@ def test_hit_miss_and_hit_rate(tmp_path: Path) -> None:
     assert cache.stats()["entries"] == 2
     cache.close()
     # Persistent across instances.
-    reopened = EmbeddingCache(tmp_path / "c.sqlite3")
+    reopened = open_cache()
     np.testing.assert_array_equal(reopened.get_many("m@8", ["b"])[0], vec(2))
-    assert reopened.path.endswith("c.sqlite3")
-    assert reopened._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_lru_eviction(tmp_path: Path) -> None:
+def test_sqlite_cache_is_a_wal_database(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    assert cache.path.endswith("c.sqlite3")
+    assert cache._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    cache.close()
+
+
+def test_lru_eviction(open_cache: Opener) -> None:
     clock = Clock()
-    cache = EmbeddingCache(tmp_path / "c.sqlite3", max_entries=3, clock=clock)
+    cache = open_cache(max_entries=3, clock=clock)
     for i, text in enumerate(["a", "b", "c"]):
         clock.now += 1
         cache.put_many("m", [text], [vec(i)])
@@ -71,9 +106,9 @@ def test_lru_eviction(tmp_path: Path) -> None:
     assert present == [True, False, True, True]
 
 
-def test_ttl_expiry(tmp_path: Path) -> None:
+def test_ttl_expiry(open_cache: Opener) -> None:
     clock = Clock()
-    cache = EmbeddingCache(tmp_path / "c.sqlite3", ttl_seconds=30 * 86_400, clock=clock)
+    cache = open_cache(ttl_seconds=30 * 86_400, clock=clock)
     cache.put_many("m", ["old"], [vec(1)])
     clock.now += 29 * 86_400
     cache.put_many("m", ["new"], [vec(2)])
@@ -86,20 +121,19 @@ def test_ttl_expiry(tmp_path: Path) -> None:
     np.testing.assert_array_equal(cache.get_many("m", ["old"])[0], vec(3))
 
 
-def test_concurrent_threads(tmp_path: Path) -> None:
-    path = tmp_path / "c.sqlite3"
-    shared = EmbeddingCache(path)
-    second = EmbeddingCache(path)  # a second connection, as another process would have
+def test_concurrent_threads(open_cache: Opener) -> None:
+    shared = open_cache()
+    second = open_cache()  # a second connection, as another process would have
     errors: list[BaseException] = []
 
     def work(worker: int) -> None:
         cache = shared if worker % 2 else second
         try:
             for round_ in range(20):
-                texts = [f"w{worker}-r{round_}-{i}" for i in range(5)]
-                cache.put_many("m", texts, [vec(worker * 1000 + round_ * 10 + i) for i in range(5)])
+                texts = [f"w{worker}-r{round_}-{i}" for i in range(5)] + ["shared"]  # one entry every writer writes
+                cache.put_many("m", texts, [vec(worker * 1000 + round_ * 10 + i) for i in range(6)])
                 got = cache.get_many("m", texts + ["never stored"])
-                assert all(g is not None for g in got[:5]) and got[5] is None
+                assert all(g is not None for g in got[:6]) and got[6] is None
         except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
 
@@ -109,7 +143,7 @@ def test_concurrent_threads(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert len(shared) == 8 * 20 * 5
+    assert len(shared) == 8 * 20 * 5 + 1
     np.testing.assert_array_equal(shared.get_many("m", ["w3-r7-2"])[0], vec(3 * 1000 + 70 + 2))
 
 
@@ -177,9 +211,9 @@ class CountingEmbedder:
         return self.inner.embed_query(text)
 
 
-def test_cached_embedder_embeds_misses_only(tmp_path: Path, local_embedder: LocalMiniLMEmbedder) -> None:
+def test_cached_embedder_embeds_misses_only(open_cache: Opener, local_embedder: LocalMiniLMEmbedder) -> None:
     counting = CountingEmbedder(local_embedder)
-    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    cache = open_cache()
     embedder = CachedEmbedder(counting, cache)
     assert isinstance(embedder, Embedder)
     assert (embedder.model_id, embedder.dimension) == (local_embedder.model_id, 384)
@@ -202,9 +236,56 @@ def test_cached_embedder_embeds_misses_only(tmp_path: Path, local_embedder: Loca
     assert cache.hit_rate > 0
 
 
-def test_broken_cache_does_not_stop_embedding(tmp_path: Path, local_embedder: LocalMiniLMEmbedder) -> None:
-    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+def test_broken_cache_does_not_stop_embedding(open_cache: Opener, local_embedder: LocalMiniLMEmbedder) -> None:
+    cache = open_cache()
     embedder = CachedEmbedder(local_embedder, cache)
-    cache.close()  # every cache operation now raises sqlite3.ProgrammingError
+    cache.close()  # every cache operation now raises (sqlite3.ProgrammingError, psycopg's PoolClosed)
     out = embedder.embed_documents(["def a(): pass"])
     np.testing.assert_allclose(out, local_embedder.embed_documents(["def a(): pass"]), atol=1e-6)
+
+
+def test_postgres_writer_killed_mid_batch_leaves_prior_entries(postgres_url: str) -> None:
+    """A replica SIGKILLed while its batch is being written: the batch's transaction never commits."""
+    from resources.embeddings.cache_postgres import PostgresEmbeddingCache
+
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        sys.path.insert(0, {str(REPO)!r})
+        from resources.embeddings.cache_postgres import PostgresEmbeddingCache
+        cache = PostgresEmbeddingCache({postgres_url!r})
+        cache.put_many("m", ["a", "b"], np.ones((2, 8), dtype=np.float32))
+        print("writing", flush=True)
+        for _ in range(100):  # far more than the kill leaves time for
+            cache.put_many("m", [f"t{{i}}" for i in range(200_000)], np.zeros((200_000, 8), dtype=np.float32))
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "writing", proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.5)  # inside the first 200,000-row batch (it takes seconds)
+        proc.kill()
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -9
+    cache = PostgresEmbeddingCache(postgres_url)
+    try:
+        assert len(cache) == 2
+        a, t0 = cache.get_many("m", ["a", "t0"])
+        np.testing.assert_array_equal(a, np.ones(8, dtype=np.float32))
+        assert t0 is None
+        cache.put_many("m", ["c"], [vec(1)])  # and it is still writable
+        assert len(cache) == 3
+    finally:
+        cache.close()
+
+
+def test_unreachable_postgres_is_an_actionable_error() -> None:
+    from resources.embeddings.cache_postgres import PostgresEmbeddingCache
+    from tests.postgres_cluster import _free_port
+
+    url = f"postgresql://someone:s3cret@127.0.0.1:{_free_port()}/codemem"  # nothing listens there
+    with pytest.raises(EmbeddingError, match="CODEMEM_DATABASE_URL") as failure:
+        PostgresEmbeddingCache(url)
+    assert "s3cret" not in str(failure.value)  # the password is not repeated

@@ -116,3 +116,30 @@ def test_unusable_cache_is_reported_not_fatal(tmp_path: Path) -> None:
     embedder, status = create_embedder(Settings(project_root=tmp_path, state_dir=state))
     assert isinstance(embedder, LocalMiniLMEmbedder) and status.cache_path is None
     assert "embedding cache disabled" in status.message
+
+
+def test_a_database_url_puts_the_cache_in_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server mode (issue 23): every replica and worker shares one cache; nothing goes to the state dir."""
+    from resources.embeddings.cache_postgres import PostgresEmbeddingCache
+
+    monkeypatch.setenv("CODEMEM_DATABASE_URL", postgres_url)
+    embedder, status = create_embedder(Settings(project_root=tmp_path))
+    assert isinstance(embedder, CachedEmbedder) and isinstance(embedder.cache, PostgresEmbeddingCache)
+    assert status.cache_path is not None and status.cache_path.startswith("postgresql://")
+    assert not (tmp_path / ".codemem" / "embedding_cache.sqlite3").exists()
+    first = embedder.embed_documents(["def a(): pass"])
+    again, _ = create_embedder(Settings(project_root=tmp_path))  # another replica
+    assert again.cache.get_many(embedder.model_id, ["def a(): pass"])[0] is not None  # type: ignore[union-attr]
+    np.testing.assert_array_equal(again.embed_documents(["def a(): pass"]), first)
+    embedder.cache.close()
+    again.cache.close()  # type: ignore[union-attr]
+
+
+def test_an_unreachable_database_disables_the_cache_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.postgres_cluster import _free_port
+
+    monkeypatch.setenv("CODEMEM_DATABASE_URL", f"postgresql://codemem:pw@127.0.0.1:{_free_port()}/codemem")
+    embedder, status = create_embedder(Settings(project_root=tmp_path))
+    assert isinstance(embedder, LocalMiniLMEmbedder) and status.cache_path is None
+    assert "embedding cache disabled" in status.message and "CODEMEM_DATABASE_URL" in status.message
+    assert ":pw@" not in status.message
