@@ -45,18 +45,24 @@ class ServerVectorStore:
         *,
         shard_number: int | None = None,
         replication_factor: int | None = None,
+        location: str | None = None,
     ) -> None:
         """Connect to the server given by URL or host/port.
 
         ``shard_number`` and ``replication_factor`` apply to the collections this store creates
         (a distributed Qdrant cluster); None leaves the server's defaults. Existing collections
         keep theirs (Qdrant changes replication of an existing collection through its cluster API).
+        ``location`` (``":memory:"`` or a folder) runs qdrant-client's own in-process
+        implementation of the API instead of a server: the contract tests run every request this
+        store builds through it where no server can run (``docs/scaling.md`` says what it cannot show).
         """
         from qdrant_client import QdrantClient
 
         self.shard_number = shard_number
         self.replication_factor = replication_factor
-        if url:
+        if location:
+            self._client = QdrantClient(location=location) if location == ":memory:" else QdrantClient(path=location)
+        elif url:
             self._client = QdrantClient(url=url, api_key=api_key, timeout=30)
         else:
             self._client = QdrantClient(host=host, port=port, api_key=api_key, timeout=30)
