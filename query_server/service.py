@@ -199,7 +199,9 @@ class CodeMemService:
             thread.join(timeout=60)
         # the vector store last: closing its shards costs ~20 ms each (qdrant-edge), and an exiting
         # server's deadline may cut it short; the graph server is stopped by then (no process left)
-        for closer in (self.memory.close, self.graph.close, self.manifest.close, self.vectors.close):
+        cache = getattr(self.embedder, "cache", None)  # the embedding cache (a PostgreSQL pool in server mode)
+        closers = (self.memory.close, self.graph.close, self.manifest.close, *((cache.close,) if cache is not None else ()), self.vectors.close)
+        for closer in closers:
             try:
                 closer()
             except Exception:  # noqa: BLE001 - closing must go on

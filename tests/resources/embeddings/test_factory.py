@@ -143,3 +143,15 @@ def test_an_unreachable_database_disables_the_cache_and_says_why(tmp_path: Path,
     assert isinstance(embedder, LocalMiniLMEmbedder) and status.cache_path is None
     assert "embedding cache disabled" in status.message and "CODEMEM_DATABASE_URL" in status.message
     assert ":pw@" not in status.message
+
+
+def test_a_closed_service_closes_its_database_pool(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that opens and closes the stores more than once (an owner handing over) keeps no connection."""
+    from query_server.service import CodeMemService
+
+    monkeypatch.setenv("CODEMEM_DATABASE_URL", postgres_url)
+    service = CodeMemService(Settings(project_root=tmp_path, dense_embeddings=False))
+    pool = service.embedder.cache._pool  # type: ignore[union-attr]
+    assert not pool.closed
+    service.close()
+    assert pool.closed
