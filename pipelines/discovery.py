@@ -20,8 +20,10 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
     {
@@ -100,6 +102,8 @@ def _load_ignore(path: Path) -> pathspec.GitIgnoreSpec | None:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    import pathspec  # here: the CLI and the memory tools import this module for its paths only
+
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
@@ -224,6 +228,8 @@ def discover(
     codememignore = root / ".codememignore"
     if codememignore.is_file():
         ignore_lines += codememignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    import pathspec
+
     ignore = pathspec.GitIgnoreSpec.from_lines(ignore_lines) if ignore_lines else None
 
     result = Discovery(git_aware=git_paths is not None)

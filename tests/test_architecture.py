@@ -170,3 +170,21 @@ def test_the_known_cycles_still_exist() -> None:
 def test_the_cycle_check_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert sorted(sorted(c) for c in strongly_connected_components(graph) if len(c) > 1) == [["a", "b", "c"]]
+
+
+def test_a_first_memory_call_imports_no_code_tool_design_layer_or_parser() -> None:
+    """What `codemem mcp` imports before it answers its first calls (issue 18: a first memory_search
+    waits only for what it needs): the code tools, the design layer, the parsers, the indexer and
+    the YAML and gitignore libraries load when a call needs them."""
+    import subprocess
+    import sys
+
+    lazy = ("tree_sitter", "pipelines.parsing", "pipelines.indexer", "pipelines.dagster.project", "query_server.code.search",
+            "query_server.design.service", "yaml", "pathspec")
+    script = ("import sys, query_server.cli.code, query_server.ownership, query_server.early_calls, query_server.warm_start, "
+              "query_server.hooks.relay_server, query_server.shutdown, query_server.telemetry, resources.embeddings.local, "
+              "resources.vectors.factory, resources.graph.factory; "
+              f"print([m for m in {lazy!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -36,10 +36,12 @@ import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 FRONT_MATTER_FIELDS = (
     "id", "memory_type", "created_at", "updated_at", "version", "importance_score",
@@ -60,24 +62,31 @@ class MarkdownMemoryError(ValueError):
     """A memory file (or note) that cannot be read; the message names the field and what to do."""
 
 
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_BaseDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+@cache
+def _yaml() -> tuple[Any, type, type]:
+    """PyYAML with this module's loader and dumper, built on first use: the memory tools import this
+    module on every server's start, and only notes, exports and imports read or write YAML (~20 ms)."""
+    import yaml
 
+    base_loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base_dumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
-class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
-    """Safe YAML, except that unquoted timestamps stay strings (memories keep ISO text, never datetimes)."""
+    class Loader(base_loader):  # type: ignore[misc, valid-type]
+        """Safe YAML, except that unquoted timestamps stay strings (memories keep ISO text, never datetimes)."""
 
-    yaml_implicit_resolvers = {
-        first: [resolver for resolver in resolvers if resolver[0] != _TIMESTAMP]
-        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
-    }
+        yaml_implicit_resolvers = {
+            first: [resolver for resolver in resolvers if resolver[0] != _TIMESTAMP]
+            for first, resolvers in base_loader.yaml_implicit_resolvers.items()
+        }
 
+    class Dumper(base_dumper):  # type: ignore[misc, valid-type]
+        """Safe YAML without anchors; multi-line strings as literal blocks where YAML allows it."""
 
-class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
-    """Safe YAML without anchors; multi-line strings as literal blocks where YAML allows it."""
+        def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002 - never write &id001 anchors
+            return True
 
-    def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002 - never write &id001 anchors
-        return True
+    Dumper.add_representer(str, _represent_str)
+    return yaml, Loader, Dumper
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -88,11 +97,9 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_str(value)
 
 
-_Dumper.add_representer(str, _represent_str)
-
-
 def _dump(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, allow_unicode=True, sort_keys=False, default_flow_style=False, width=100)
+    yaml, _, dumper = _yaml()
+    return yaml.dump(data, Dumper=dumper, allow_unicode=True, sort_keys=False, default_flow_style=False, width=100)
 
 
 # -- file names ------------------------------------------------------------------------------------
@@ -205,8 +212,9 @@ def parse_memory(text: str) -> dict[str, Any]:
     closing = re.compile(r"^---[ \t]*\r?$\n?", re.MULTILINE).search(text, opening.end())
     if closing is None:
         raise MarkdownMemoryError("front matter is not closed — add a line '---' between the front matter and the content")
+    yaml, loader, _ = _yaml()
     try:
-        front = yaml.load(text[opening.end() : closing.start()], Loader=_Loader)  # noqa: S506 - a safe loader
+        front = yaml.load(text[opening.end() : closing.start()], Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise MarkdownMemoryError(_yaml_problem(exc, first_line=2)) from None
     if front is None:

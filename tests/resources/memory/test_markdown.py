@@ -246,7 +246,7 @@ def test_pure_python_yaml_round_trips_too(monkeypatch: pytest.MonkeyPatch) -> No
     assert spec is not None and spec.loader is not None
     pure = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pure)
-    assert pure._Loader.__mro__[1] is yaml.SafeLoader
+    assert pure._yaml()[1].__mro__[1] is yaml.SafeLoader
     for text in TRICKY:
         memory = {**BASE, "content": text, "metadata": {**BASE["metadata"], text: text, "list": [text, {text: [text]}]},
                   "relationships": [{"type": "RELATES_TO", "target_id": text or "x", "target_kind": "memory", "properties": {text: text}}]}
