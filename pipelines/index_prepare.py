@@ -14,7 +14,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipelines.design.digest import design_digest
 from pipelines.discovery import SourceFile
@@ -181,32 +181,52 @@ def record_skipped(manifest: Manifest, states: Sequence[SkippedState], timeout_s
 
 
 def still_skipped(records: dict[str, SkippedState], source: SourceFile, content_hash: str | None, redo: bool) -> str | None:
-    """Why ``source`` is not indexed, when an earlier run skipped it at the content it has now
-    (``content_hash``, or its size and mtime when None); None when it must be read (again)."""
+    """Why ``source`` is not indexed, when earlier runs skipped it at the content it has now
+    (``content_hash``, or its size and mtime when None) for good: binary, or over the time limit in
+    two runs in a row; None when it must be read (again)."""
     record = records.get(source.path)
-    if redo or record is None or not record.matches(source.size, source.mtime_ns, content_hash):
+    if redo or record is None or not record.settled or not record.matches(source.size, source.mtime_ns, content_hash):
         return None
     return record.reason
 
 
-Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", reason) | ("fail", message) | ("vanished", None)
+Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", Skip) | ("fail", message) | ("vanished", None)
+
+
+class Skip(NamedTuple):
+    """Why a file read for indexing was not indexed, with the content that was examined: its hash,
+    and the size and mtime the file had just before it was read (a later change shows as other stats)."""
+
+    reason: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    lasting: bool
+    """True when the content alone decides (binary); False when another run may succeed (a parse
+    over the time limit on a busy machine)."""
+
+    def state(self, path: str) -> SkippedState:
+        """The manifest's record of it."""
+        return SkippedState(path, self.content_hash, self.size, self.mtime_ns, self.reason, lasting=self.lasting)
 
 
 def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> Outcome:
     """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
     try:
+        stat = source.absolute_path.stat()  # before the read: a change meanwhile shows as other stats next time
         data = source.absolute_path.read_bytes()
     except FileNotFoundError:
         return ("vanished", None)
     except OSError as exc:
         return ("fail", f"cannot read: {exc.strerror or exc}")
     if b"\0" in data[:8192]:
-        return ("skip", "binary file")
+        return ("skip", Skip("binary file", _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=True))
     try:
         # hash what is parsed: the file may have changed since the first pass
         return ("ok", prepare_file(source, data, _sha256(data), timeout_s, doc_globs))
     except ParseTimeout:
-        return ("skip", f"parser exceeded the {timeout_s:g}s time limit")
+        reason = f"parser exceeded the {timeout_s:g}s time limit"
+        return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
         return ("fail", f"{type(exc).__name__}: {exc}")
 

@@ -144,7 +144,7 @@ def index_project(
                     tracker.unchanged(source.path)
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)
-            elif (reason := still_skipped(skipped_before, source, content_hash, force or source.path in in_flight)) is not None:
+            elif state is None and (reason := still_skipped(skipped_before, source, content_hash, force or source.path in in_flight)) is not None:
                 report.skipped.append((source.path, reason))
                 if tracker is not None:
                     tracker.skipped(source.path, reason, changed=False)
@@ -164,7 +164,6 @@ def index_project(
         newly_skipped: list[SkippedState] = []
         interrupted = False
         reached: set[str] = set()
-        hashes = {source.path: content_hash for source, content_hash in changed}
         prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s, tuple(ctx.settings.doc_globs))
         for source, outcome in prepared_files:
             if stop is not None and stop.is_set():
@@ -175,11 +174,11 @@ def index_project(
             reached.add(source.path)
             kind, value = outcome
             if kind == "skip":  # not indexable now (binary, parser time limit): out of the index
-                report.skipped.append((source.path, value))
-                newly_skipped.append(SkippedState(source.path, hashes[source.path], source.size, source.mtime_ns, value))
+                report.skipped.append((source.path, value.reason))
+                newly_skipped.append(value.state(source.path))
                 on_disk.discard(source.path)
                 if tracker is not None:
-                    tracker.skipped(source.path, value, changed=True)
+                    tracker.skipped(source.path, value.reason, changed=True)
             elif kind == "fail":  # a failure keeps what was indexed
                 report.failed.append((source.path, value))
                 if tracker is not None:

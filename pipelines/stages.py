@@ -169,14 +169,13 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float, doc_globs: tu
         for plan in plans
     }
     changed = [(source, digest) for plan in plans for source, digest in plan.changed]
-    hashes = {source.path: digest for source, digest in changed}
     for source, (kind, value) in _prepare_all(changed, timeout_s, doc_globs):
         result = results[bucket_of(source.path)]
         if kind == "ok":
             result.prepared.append(value)
         elif kind == "skip":
-            result.skipped.append((source.path, value))
-            result.newly_skipped.append(SkippedState(source.path, hashes[source.path], source.size, source.mtime_ns, value))
+            result.skipped.append((source.path, value.reason))
+            result.newly_skipped.append(value.state(source.path))
         elif kind == "vanished":
             result.vanished.append(source.path)
         else:
@@ -243,7 +242,8 @@ def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBuck
             write_graph_and_manifest(ctx, bucket.prepared, previous)
         if bucket.deleted:
             delete_files(ctx, bucket.deleted)
-        record_skipped(ctx.manifest, bucket.newly_skipped, ctx.settings.parse_timeout_s)  # after the deletions, which drop a deleted file's record
+        # after the deletions, which drop a deleted file's record (a bucket pickled by an earlier release has none)
+        record_skipped(ctx.manifest, getattr(bucket, "newly_skipped", []), ctx.settings.parse_timeout_s)
     return bucket
 
 

@@ -88,7 +88,7 @@ class CodeMemService:
         """Tool calls in flight (counted by the project handle and the owner's RPC): index runs
         and background embedding pause between steps while there are any."""
         self._parts: dict[str, Any] = {}
-        self._parts_lock = threading.Lock()
+        self._parts_lock = threading.RLock()  # (a part built while another is: no deadlock)
         state = make_private_dir(settings.resolved_state_dir())
         with contextlib.ExitStack() as opened:  # a store that fails to open closes the ones before it
             self.embedder, self.embedder_status = create_embedder(settings)

@@ -81,7 +81,9 @@ CREATE TABLE IF NOT EXISTS skipped (
     content_hash TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
-    reason TEXT NOT NULL
+    reason TEXT NOT NULL,
+    lasting INTEGER NOT NULL DEFAULT 1,
+    seen INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS unsettled_edges (
     source TEXT NOT NULL,
@@ -119,6 +121,16 @@ class SkippedState:
     size: int
     mtime_ns: int
     reason: str
+    lasting: bool = True
+    """The content alone decides (a binary file); else another run may succeed (a parse over the
+    time limit on a busy machine)."""
+    seen: int = 1
+    """Runs in a row that skipped it at this content."""
+
+    @property
+    def settled(self) -> bool:
+        """True when it is not worth reading again at this content: binary, or skipped twice."""
+        return self.lasting or self.seen >= 2
 
     def matches(self, size: int, mtime_ns: int, content_hash: str | None = None) -> bool:
         """True when the file is still what was skipped: by its content hash when given, else by
@@ -201,6 +213,8 @@ class Manifest:
         self._add_path_qualified_name()
         self._add_column("files", "design_digest", "TEXT")
         self._add_column("files", "calls", "BLOB")
+        self._add_column("skipped", "lasting", "INTEGER NOT NULL DEFAULT 1")
+        self._add_column("skipped", "seen", "INTEGER NOT NULL DEFAULT 1")
         if self._add_column("files", "written_seq", "INTEGER"):
             # rows of an earlier release: written at or before now, as far as anyone can tell
             self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL", (_files_written(self._conn),))
@@ -395,15 +409,19 @@ class Manifest:
     def skipped_files(self) -> dict[str, SkippedState]:
         """The files the parsers could not index, by path, at the content they had then."""
         with self._lock:
-            rows = self._conn.execute("SELECT path, content_hash, size, mtime_ns, reason FROM skipped").fetchall()
-        return {row[0]: SkippedState(*row) for row in rows}
+            rows = self._conn.execute("SELECT path, content_hash, size, mtime_ns, reason, lasting, seen FROM skipped").fetchall()
+        return {row[0]: SkippedState(*row[:5], lasting=bool(row[5]), seen=row[6]) for row in rows}
 
     @staticmethod
     def remember_skipped(conn: sqlite3.Connection, states: Iterable[SkippedState]) -> None:
-        """Inside a transaction: record files the parsers could not index (replacing earlier records)."""
+        """Inside a transaction: record files the parsers could not index (replacing earlier records;
+        one skipped again at the same content counts one more run)."""
         conn.executemany(
-            "INSERT OR REPLACE INTO skipped (path, content_hash, size, mtime_ns, reason) VALUES (?, ?, ?, ?, ?)",
-            [(s.path, s.content_hash, s.size, s.mtime_ns, s.reason) for s in states],
+            "INSERT INTO skipped (path, content_hash, size, mtime_ns, reason, lasting, seen) VALUES (?, ?, ?, ?, ?, ?, 1) "
+            "ON CONFLICT (path) DO UPDATE SET seen = CASE WHEN skipped.content_hash = excluded.content_hash "
+            "THEN skipped.seen + 1 ELSE 1 END, content_hash = excluded.content_hash, size = excluded.size, "
+            "mtime_ns = excluded.mtime_ns, reason = excluded.reason, lasting = excluded.lasting",
+            [(s.path, s.content_hash, s.size, s.mtime_ns, s.reason, int(s.lasting)) for s in states],
         )
 
     @staticmethod

@@ -295,3 +295,71 @@ def test_an_empty_project_says_what_to_check(project, service_factory) -> None: 
     report = service_factory(project).index(IndexInput())
     assert report["files_seen"] == 0
     assert any(note.startswith("no source files found under") and "CODEMEM_EXTENSIONS" in note for note in report["notes"])
+
+
+def test_skip_records_hold_what_was_read_and_leave_nothing_stale(project: Path, service_factory, monkeypatch) -> None:
+    """A file the parsers skip is recorded at the content that was read (issue 18's skip records):
+    a run stopped after skipping an indexed file turned binary does not keep its old symbols; a file
+    that changed between the hash and the read is read again; a parse over the time limit is tried
+    again once before it counts as settled."""
+    import threading
+
+    from pipelines import index_prepare, indexer
+    from pipelines.parsing import ParseTimeout
+
+    write_files(project, {"a.py": "def alpha():\n    return 1\n", "b.py": "def beta():\n    return 2\n"})
+    svc = service_factory(project, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+    # a stopped run: a.py turned binary is skipped (and recorded), the run stops before deleting it
+    (project / "a.py").write_bytes(b"\x00\x01" * 50)
+    (project / "b.py").write_text("def beta():\n    return 3\n")
+    stop = threading.Event()
+    prepare_all = indexer._prepare_all
+
+    def stop_after_the_first(*args, **kwargs):
+        for item in prepare_all(*args, **kwargs):
+            yield item
+            stop.set()
+
+    monkeypatch.setattr(indexer, "_prepare_all", stop_after_the_first)
+    svc.index(IndexInput(embed=False), stop=stop)
+    monkeypatch.setattr(indexer, "_prepare_all", prepare_all)
+    again = svc.index(IndexInput(embed=False))
+    assert again["files_deleted"] == 1 and "a.py" not in svc.manifest.files()
+    assert not svc.manifest.find_symbols(qualified_name="a.alpha")
+    # the record holds the content read, not the one hashed before: text hashed, binary read, text again
+    (project / "c.py").write_text("def gamma():\n    return 1\n")
+    prepare_safely = index_prepare._prepare_safely
+
+    def binary_while_read(source, *args, **kwargs):
+        if source.path != "c.py":
+            return prepare_safely(source, *args, **kwargs)
+        text = source.absolute_path.read_bytes()
+        source.absolute_path.write_bytes(b"\x00" * 8)
+        try:
+            return prepare_safely(source, *args, **kwargs)
+        finally:
+            source.absolute_path.write_bytes(text)
+
+    monkeypatch.setattr(index_prepare, "_prepare_safely", binary_while_read)
+    assert {s["path"] for s in svc.index(IndexInput(embed=False))["skipped"]} >= {"c.py"}
+    monkeypatch.setattr(index_prepare, "_prepare_safely", prepare_safely)
+    assert svc.index(IndexInput(embed=False))["files_indexed"] == 1  # c.py as it is: read again, indexed
+    assert svc.manifest.find_symbols(qualified_name="c.gamma")
+    # over the time limit: read again at the next run; twice in a row at the same content, settled
+    (project / "d.py").write_text("def delta():\n    return 4\n")
+    prepare_file = index_prepare.prepare_file
+
+    def slow(source, *args, **kwargs):
+        if source.path == "d.py":
+            raise ParseTimeout("d.py", 10.0)
+        return prepare_file(source, *args, **kwargs)
+
+    monkeypatch.setattr(index_prepare, "prepare_file", slow)
+    timeouts = []
+    for _ in range(3):
+        report = svc.index(IndexInput(embed=False))
+        timeouts.append(next((s["reason"] for s in report["skipped"] if s["path"] == "d.py"), str(report)))
+    assert all("time limit" in reason for reason in timeouts), timeouts
+    record = svc.manifest.skipped_files()["d.py"]
+    assert (record.lasting, record.seen) == (False, 2)  # the third run trusted the record: not read again
