@@ -29,8 +29,10 @@ class DatabaseUnavailable(RuntimeError):
 
 
 def redacted(url: str) -> str:
-    """``url`` without its password (for messages and logs)."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    """``url`` without its password (for messages and logs): ``user:password@``, ``?password=`` and
+    the ``password=`` of a key/value connection string."""
+    url = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)", r"\1***", url, flags=re.IGNORECASE)
 
 
 def open_pool(url: str, *, max_size: int = POOL_MAX_SIZE) -> ConnectionPool:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PostgreSQL's server binaries for the tests of the PostgreSQL stores (tests/postgres_cluster.py
-# starts a throwaway cluster with them; nothing is configured system-wide). Already there: nothing
-# to do. Else, as root with apt: Debian's postgresql package. Else: say how, exit 1.
+# starts a throwaway cluster of its own with them, on a free loopback port). Already there: nothing
+# to do. Else, as root with apt: Debian's postgresql package (which also creates the system's own
+# cluster, as it always does; the tests do not use it). Else: say how, exit 1.
 set -euo pipefail
 
 have_server() {

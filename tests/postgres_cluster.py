@@ -23,10 +23,17 @@ RUN_AS = "nobody"
 """The system user that owns the cluster when the tests run as root."""
 
 
+def _major(folder: Path) -> float:
+    try:
+        return float(folder.parent.name)
+    except ValueError:
+        return 0.0
+
+
 def server_binaries() -> Path | None:
-    """The directory holding ``initdb`` and ``pg_ctl``, or None."""
+    """The directory holding ``initdb`` and ``pg_ctl`` (on PATH first, else Debian's newest), or None."""
     candidates = [Path(found).resolve().parent for found in (shutil.which("initdb"),) if found]
-    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=_major, reverse=True)
     return next((folder for folder in candidates if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file()), None)
 
 
@@ -54,21 +61,32 @@ def postgres_cluster() -> Iterator[str]:
     prefix = ["runuser", "-u", RUN_AS, "--"] if as_root else []
     home = Path(tempfile.mkdtemp(prefix="codemem-pg-"))
     data = home / "data"
-    port = _free_port()
+    log = home / "server.log"
     if as_root:
         shutil.chown(home, user=RUN_AS)
+
+    def run(*command: str) -> None:
+        done = subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=120)
+        if done.returncode:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{' '.join(command[:2])} failed ({done.returncode}): {done.stderr.strip()}\n{tail}")
+
     try:
-        subprocess.run([*prefix, str(binaries / "initdb"), "-D", str(data), "-U", USER, "-A", "trust", "-E", "UTF8", "--no-sync"],
-                       check=True, capture_output=True, timeout=120)
-        options = f"-k {data} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        subprocess.run([*prefix, str(binaries / "pg_ctl"), "-D", str(data), "-l", str(home / "server.log"), "-o", options, "-w", "start"],
-                       check=True, capture_output=True, timeout=120)
-        try:
-            yield f"postgresql://{USER}@127.0.0.1:{port}/postgres"
-        finally:
+        run(str(binaries / "initdb"), "-D", str(data), "-U", USER, "-A", "trust", "-E", "UTF8", "--no-sync")
+        for attempt in range(3):  # another process may take the free port before the server binds it
+            port = _free_port()
+            options = f"-k {data} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+            try:
+                run(str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start")
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+        yield f"postgresql://{USER}@127.0.0.1:{port}/postgres"
+    finally:  # a server left from a failed start or a test that raised goes too
+        if (data / "postmaster.pid").exists():
             subprocess.run([*prefix, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
                            capture_output=True, timeout=60)
-    finally:
         shutil.rmtree(home, ignore_errors=True)
 
 

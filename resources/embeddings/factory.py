@@ -153,11 +153,12 @@ def create_embedder(settings: object, *, probe: bool = True, use_cache: bool = T
         limits = {"max_entries": getattr(settings, "embedding_cache_max_entries", 500_000),
                   "ttl_seconds": getattr(settings, "embedding_cache_ttl_days", 30) * DAY}
         database = getattr(settings, "database_url", None)
+        database = database.get_secret_value().strip() if database is not None else ""
         try:
-            if database is not None:  # server mode: one cache for every replica and worker
+            if database:  # server mode: one cache for every replica and worker (an empty value is unset)
                 from resources.embeddings.cache_postgres import PostgresEmbeddingCache
 
-                cache = PostgresEmbeddingCache(database.get_secret_value(), **limits)
+                cache = PostgresEmbeddingCache(database, **limits)
             else:
                 cache = EmbeddingCache(settings.resolved_state_dir() / CACHE_FILE, **limits)  # type: ignore[attr-defined]
             cache_path = cache.path

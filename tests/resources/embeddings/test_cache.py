@@ -264,7 +264,15 @@ def test_postgres_writer_killed_mid_batch_leaves_prior_entries(postgres_url: str
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "writing", proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.5)  # inside the first 200,000-row batch (it takes seconds)
+        import psycopg
+
+        with psycopg.connect(postgres_url, autocommit=True) as watcher:  # killed once its batch is being inserted
+            deadline = time.monotonic() + 60
+            while not watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE 'INSERT INTO codemem_embeddings%%' "
+                "AND xact_start IS NOT NULL").fetchone()[0]:
+                assert time.monotonic() < deadline and proc.poll() is None, "the batch never started"
+                time.sleep(0.01)
         proc.kill()
     finally:
         proc.wait(timeout=60)
@@ -289,3 +297,69 @@ def test_unreachable_postgres_is_an_actionable_error() -> None:
     with pytest.raises(EmbeddingError, match="CODEMEM_DATABASE_URL") as failure:
         PostgresEmbeddingCache(url)
     assert "s3cret" not in str(failure.value)  # the password is not repeated
+
+
+def test_postgres_eviction_neither_waits_nor_deadlocks_on_rows_in_use(postgres_url: str) -> None:
+    """Another replica holds an expired row (it is re-embedding it) while this one evicts: the
+    eviction skips that row, and both writes commit."""
+    import psycopg
+
+    from resources.embeddings.cache_postgres import TABLE, PostgresEmbeddingCache
+
+    clock = Clock(1000.0)
+    cache = PostgresEmbeddingCache(postgres_url, max_entries=5, ttl_seconds=100, clock=clock)
+    try:
+        cache.put_many("m", [f"old{i}" for i in range(5)], [vec(i) for i in range(5)])
+        clock.now += 200  # all five expired
+        with psycopg.connect(postgres_url) as other:  # the other replica's open transaction
+            other.execute(f"UPDATE {TABLE} SET created = %s, last_used = %s WHERE text_hash = (SELECT text_hash FROM {TABLE} ORDER BY text_hash LIMIT 1)",
+                          (clock.now, clock.now))
+            started = time.monotonic()
+            cache.put_many("m", ["new1", "new2"], [vec(10), vec(11)])  # over the limit: evicts what is free
+            assert time.monotonic() - started < 5  # it did not wait for the other transaction
+            other.execute("SELECT pg_advisory_xact_lock(hashtext('codemem codemem_embeddings eviction'))")  # free again
+            other.commit()
+        assert len(cache) == 3  # the two new entries and the row the other replica kept
+        assert cache.get_many("m", ["new1", "new2"])[0] is not None
+    finally:
+        cache.close()
+
+
+def test_a_role_that_may_only_read_and_write_rows_opens_the_cache(postgres_url: str) -> None:
+    """The table made once (by a role allowed to): a replica's role needs no CREATE privilege."""
+    import psycopg
+
+    from resources.embeddings.cache_postgres import TABLE, PostgresEmbeddingCache
+
+    PostgresEmbeddingCache(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("DROP ROLE IF EXISTS replica")
+        admin.execute("CREATE ROLE replica LOGIN")
+        admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {TABLE} TO replica")
+        admin.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    cache = PostgresEmbeddingCache(postgres_url.replace("codemem@", "replica@"))
+    try:
+        cache.put_many("m", ["a"], [vec(1)])
+        assert cache.get_many("m", ["a"])[0] is not None
+    finally:
+        cache.close()
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"REVOKE ALL ON {TABLE} FROM replica")
+            admin.execute("DROP ROLE replica")
+
+
+def test_a_database_that_stops_answering_is_skipped_for_a_while(postgres_url: str, local_embedder: LocalMiniLMEmbedder) -> None:
+    """Each call would wait for a connection first: after one failure the cache is left alone, and
+    embedding goes on without it at once."""
+    from resources.embeddings.cache_postgres import RETRY_AFTER_S, PostgresEmbeddingCache
+
+    cache = PostgresEmbeddingCache(postgres_url)
+    embedder = CachedEmbedder(local_embedder, cache)
+    cache._down_until = cache._clock_now() + RETRY_AFTER_S  # as after a failed call
+    started = time.monotonic()
+    out = embedder.embed_documents(["def a(): pass"])
+    assert time.monotonic() - started < 2
+    np.testing.assert_allclose(out, local_embedder.embed_documents(["def a(): pass"]), atol=1e-6)
+    cache._down_until = 0.0
+    assert len(cache) == 0  # nothing was written while it was skipped
+    cache.close()

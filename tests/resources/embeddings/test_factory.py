@@ -155,3 +155,9 @@ def test_a_closed_service_closes_its_database_pool(tmp_path: Path, postgres_url:
     assert not pool.closed
     service.close()
     assert pool.closed
+
+
+def test_an_empty_database_url_keeps_the_cache_in_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEMEM_DATABASE_URL", " ")
+    embedder, status = create_embedder(Settings(project_root=tmp_path))
+    assert isinstance(embedder, CachedEmbedder) and status.cache_path is not None and status.cache_path.endswith(".sqlite3")
