@@ -39,6 +39,9 @@ CONTEXT_CHAR_BUDGET = 6_000
 HOOK_FILE_MAX_AGE_S = 7 * 86_400
 """Per-session hook state older than this is pruned at SessionStart."""
 MTIME_CHECK_BUDGET_S = 0.001
+MTIME_CHECKED_AT_LEAST = 32
+"""Files whose mtimes a start checks whatever the budget (~5 µs each): a small project's answer is
+complete, and the same on a busy machine as on a quiet one."""
 RECENT_FILES_CHECKED = 1_000
 CHANGED_MEMORIES_SHOWN = 8
 STALE_MEMORIES_SHOWN = 10
@@ -301,7 +304,7 @@ def _index_lines(project: Project, index: dict, now: float) -> list[str]:
         except OSError:
             changed += 1
         checked += 1
-        if time.perf_counter() > deadline:
+        if checked >= MTIME_CHECKED_AT_LEAST and time.perf_counter() > deadline:
             break
     line = f"Index: {files:,} files, last indexed {_ago(index['last'], now)}"
     scope = "" if checked == files else f" of the {checked:,} most recently indexed"

@@ -551,3 +551,21 @@ def test_a_session_that_touched_thousands_of_files_is_still_storable() -> None:
     assert metadata["files_modified"] == digest.files[: len(metadata["files_modified"])]
     assert metadata["memories_created_count"] == 3_000
     assert len(json.dumps(metadata)) < 64 * 1024
+
+
+def test_a_small_index_is_checked_whole_however_busy_the_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mtime check's time budget bounds a large index's check; a small one is checked whole, so
+    a start says the same on a busy machine as on a quiet one (the relayed hook answers as the hook
+    process does)."""
+    import types
+
+    from query_server.hooks import session_start
+
+    monkeypatch.setattr(session_start, "MTIME_CHECK_BUDGET_S", -1.0)  # the deadline passed before the first file
+    recent = []
+    for i in range(3):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n")
+        recent.append((f"m{i}.py", (tmp_path / f"m{i}.py").stat().st_mtime_ns))
+    index = {"files": 3, "last": [time.time(), "now"], "recent": recent}
+    line = session_start._index_lines(types.SimpleNamespace(root=str(tmp_path)), index, time.time())[0]
+    assert line.endswith("; up to date"), line
