@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -169,25 +169,31 @@ def skip_records(manifest: Manifest, timeout_s: float) -> dict[str, SkippedState
     return manifest.skipped_files()
 
 
-def record_skipped(manifest: Manifest, states: Sequence[SkippedState], timeout_s: float) -> None:
-    """Record files this run could not index (``timeout_s``: the run's parser time limit)."""
-    if not states:
+def record_skipped(manifest: Manifest, states: Sequence[SkippedState], timeout_s: float, gone: Iterable[str] = ()) -> None:
+    """Record files this run could not index (``timeout_s``: the run's parser time limit), and drop
+    the records of files ``gone`` from the tree, in one transaction."""
+    gone = list(gone)
+    if not states and not gone:
         return
     with manifest.transaction() as conn:
-        if read_meta(conn, SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
+        manifest.forget_skipped(conn, gone)
+        if states and read_meta(conn, SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
             manifest.forget_skipped(conn)
             write_meta(conn, SKIP_TIMEOUT_KEY, f"{timeout_s:g}")
         manifest.remember_skipped(conn, states)
 
 
-def still_skipped(records: dict[str, SkippedState], source: SourceFile, content_hash: str | None, redo: bool) -> str | None:
+def still_skipped(
+    records: dict[str, SkippedState], source: SourceFile, indexed: FileState | None, content_hash: str | None, redo: bool,
+) -> str | None:
     """Why ``source`` is not indexed, when earlier runs skipped it at the content it has now
     (``content_hash``, or its size and mtime when None) for good: binary, or over the time limit in
-    two runs in a row; None when it must be read (again)."""
+    two runs in a row; None when it must be read (again). A file the manifest holds (``indexed``)
+    is never taken for skipped: a run stopped after skipping it left it to be deleted."""
     record = records.get(source.path)
-    if redo or record is None or not record.settled or not record.matches(source.size, source.mtime_ns, content_hash):
+    if redo or indexed is not None or record is None or not record.settled:
         return None
-    return record.reason
+    return record.reason if record.matches(source.size, source.mtime_ns, content_hash) else None
 
 
 Outcome = tuple[str, Any]  # ("ok", _Prepared) | ("skip", Skip) | ("fail", message) | ("vanished", None)

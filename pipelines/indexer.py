@@ -144,7 +144,7 @@ def index_project(
                     tracker.unchanged(source.path)
                 if state.mtime_ns != source.mtime_ns:
                     ctx.manifest.touch_file(source.path, source.mtime_ns)
-            elif state is None and (reason := still_skipped(skipped_before, source, content_hash, force or source.path in in_flight)) is not None:
+            elif (reason := still_skipped(skipped_before, source, state, content_hash, force or source.path in in_flight)) is not None:
                 report.skipped.append((source.path, reason))
                 if tracker is not None:
                     tracker.skipped(source.path, reason, changed=False)
@@ -218,10 +218,8 @@ def index_project(
             touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
             delete_files(ctx, deleted)
         gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
-        if gone:  # records of files gone from the tree
-            with ctx.manifest.transaction() as conn:
-                ctx.manifest.forget_skipped(conn, gone)
-        record_skipped(ctx.manifest, newly_skipped, ctx.settings.parse_timeout_s)  # after the deletions, which drop a deleted file's record
+        # after the deletions, which drop a deleted file's record
+        record_skipped(ctx.manifest, newly_skipped, ctx.settings.parse_timeout_s, gone=gone)
         if tracker is not None:
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()

@@ -126,7 +126,7 @@ def plan_buckets(
         if trust_mtime and not redo and state is not None and state.mtime_ns == source.mtime_ns and state.size == source.size:
             plan.unchanged += 1
             continue
-        if trust_mtime and state is None and (reason := still_skipped(skipped_before, source, None, redo)) is not None:
+        if trust_mtime and (reason := still_skipped(skipped_before, source, state, None, redo)) is not None:
             plan.skipped.append((source.path, reason))
             continue
         try:
@@ -140,7 +140,7 @@ def plan_buckets(
             continue
         if state is not None and state.content_hash == content_hash and not redo:
             plan.unchanged += 1
-        elif state is None and (reason := still_skipped(skipped_before, source, content_hash, redo)) is not None:
+        elif (reason := still_skipped(skipped_before, source, state, content_hash, redo)) is not None:
             plan.skipped.append((source.path, reason))
         else:
             plan.changed.append((source, content_hash))

@@ -114,7 +114,8 @@ class FileState:
 @dataclass(slots=True, frozen=True)
 class SkippedState:
     """A file the parsers could not index (binary, over the parser's time limit), at the content
-    it had then: it is not read again until that content changes (or ``--force``)."""
+    it had then: it is not read again until that content changes (or a forced run: ``codemem repair``,
+    a full reindex)."""
 
     path: str
     content_hash: str

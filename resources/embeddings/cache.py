@@ -67,8 +67,13 @@ class CacheBase:
 
     errors: tuple[type[Exception], ...] = ()
     """What a failing lookup or write of this cache raises (``CachedEmbedder`` embeds without it then)."""
-    hits: int
-    misses: int
+
+    def __init__(self, *, max_entries: int, ttl_seconds: float, clock: Callable[[], float]) -> None:
+        self.max_entries = max(1, int(max_entries))
+        self.ttl_seconds = float(ttl_seconds)
+        self._clock = clock
+        self.hits = 0
+        self.misses = 0
 
     @property
     def hit_rate(self) -> float:
@@ -124,13 +129,9 @@ class EmbeddingCache(CacheBase):
         ttl_seconds: float = 30 * DAY,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(max_entries=max_entries, ttl_seconds=ttl_seconds, clock=clock)
         self.path = str(path)
-        self.max_entries = max(1, int(max_entries))
-        self.ttl_seconds = float(ttl_seconds)
-        self._clock = clock
         self._lock = threading.RLock()
-        self.hits = 0
-        self.misses = 0
         try:
             self._conn = open_database(self.path, synchronous="NORMAL")
             with self._transaction():

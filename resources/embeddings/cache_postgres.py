@@ -67,12 +67,8 @@ class PostgresEmbeddingCache(CacheBase):
         ttl_seconds: float = 30 * DAY,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.max_entries = max(1, int(max_entries))
-        self.ttl_seconds = float(ttl_seconds)
-        self._clock = clock
+        super().__init__(max_entries=max_entries, ttl_seconds=ttl_seconds, clock=clock)
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
         try:
             self._owns_pool = pool is None
             self._pool = open_pool(url or "") if pool is None else pool
