@@ -261,21 +261,36 @@ class LocalMiniLMEmbedder:
             log.info("loaded %s from %s (runtime %s, %d thread(s))", MODEL_NAME, files.source, runtime, self.threads)
 
     def _onnx_encoder(self, source: Path, files: ModelFiles, cached: Path | None) -> _Encoder:
-        """The onnxruntime encoder: from the graph cached by an earlier load (the weights were not
-        read), else built from the weights and cached for the next load (~1 s saved on each)."""
-        from resources.embeddings._bert_onnx import OnnxBert, build_model_proto, save_graph
+        """The onnxruntime encoder: from the graph onnxruntime optimized at an earlier load on this
+        machine, else from the graph cached by an earlier load (the weights were not read), else
+        built from the weights; what was missing is cached for the next load."""
+        from resources.embeddings._bert_onnx import OnnxBert, build_model_proto, optimized_graph_path, save_graph, touch
 
-        if not files.weights and cached is not None:
+        optimized = optimized_graph_path(cached) if cached is not None else None
+        if not files.weights and cached is not None and optimized is not None:
+            if optimized.is_file():
+                try:
+                    encoder = OnnxBert(optimized, files.config, threads=self.threads, optimized=True)
+                except Exception as exc:  # noqa: BLE001 - a damaged cache entry: optimize again
+                    log.warning("the optimized embedding graph %s is unusable (%s); optimizing it again", optimized, exc)
+                    optimized.unlink(missing_ok=True)
+                else:
+                    touch(cached)
+                    touch(optimized)
+                    return encoder
             try:
-                return OnnxBert(cached, files.config, threads=self.threads)
+                encoder = OnnxBert(cached, files.config, threads=self.threads, save_optimized=optimized)
             except Exception as exc:  # noqa: BLE001 - a damaged cache entry: build it again
                 log.warning("the cached embedding graph %s is unusable (%s); rebuilding it", cached, exc)
                 cached.unlink(missing_ok=True)
                 files = load_model_files(source)
+            else:
+                touch(cached)
+                return encoder
         graph = build_model_proto(files.weights, files.config)
         if cached is not None:
             save_graph(cached, graph)
-        return OnnxBert(graph, files.config, threads=self.threads)
+        return OnnxBert(graph, files.config, threads=self.threads, save_optimized=optimized)
 
     # -- embedding -----------------------------------------------------------------------------
 

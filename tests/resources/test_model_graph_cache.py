@@ -51,3 +51,47 @@ def test_a_damaged_cache_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.Mo
     cached.write_bytes(b"not an onnx graph")
     vector = _embed("retry the request")
     assert vector.shape == (local.DIMENSION,) and cached.stat().st_size > 1_000_000
+
+
+def test_the_graph_onnxruntime_optimized_is_kept_and_loaded_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18: optimizing the graph took ~0.3–0.5 s of every session's model load."""
+    from resources.embeddings import _bert_onnx
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    built = _embed("open the ledger")  # builds the graph, caches it and the optimized one
+    cached = graph_cache_path(model_source())
+    assert cached is not None
+    optimized = _bert_onnx.optimized_graph_path(cached)
+    assert optimized.is_file() and not list(cached.parent.glob(".*.tmp"))
+
+    loaded: list[tuple[object, bool]] = []
+    real = _bert_onnx.OnnxBert
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, model: object, *args: object, optimized: bool = False, **kwargs: object) -> None:
+            loaded.append((model, optimized))
+            super().__init__(model, *args, optimized=optimized, **kwargs)
+
+    monkeypatch.setattr(_bert_onnx, "OnnxBert", Recording)
+    np.testing.assert_array_equal(_embed("open the ledger"), built)
+    assert loaded == [(optimized, True)]
+
+    optimized.write_bytes(b"damaged")  # a damaged one is optimized again from the cached graph
+    loaded.clear()
+    np.testing.assert_array_equal(_embed("open the ledger"), built)
+    assert [model for model, _ in loaded] == [optimized, cached] and optimized.stat().st_size > 1_000_000
+
+
+def test_the_cache_keeps_the_graphs_used_last(tmp_path: Path) -> None:
+    import os
+
+    from resources.embeddings._bert_onnx import CACHE_KEEP, prune_graph_cache
+
+    graphs = [tmp_path / f"all-MiniLM-L6-v2-{n:02d}.onnx" for n in range(CACHE_KEEP + 3)]
+    for age, graph in enumerate(graphs):
+        graph.write_bytes(b"g")
+        os.utime(graph, (1_000_000 - age, 1_000_000 - age))  # graphs[0] used last
+    other = tmp_path / "something-else.onnx"
+    other.write_bytes(b"x")
+    prune_graph_cache(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other.name, *(g.name for g in graphs[:CACHE_KEEP])])
