@@ -45,7 +45,9 @@ MEMORY_INDEXES = ("status", "created_ts", "importance_score", "metadata.status")
 """The memory collections' payload indexes: the filter of every memory search (status), time and
 importance ranges, and the metadata field most filters name (the status of designs,
 requirements and test runs). Other ``metadata_filters`` fields are not indexed (checked against
-each candidate): each index costs every session ~4 ms to open and ~2 ms to close per collection."""
+each candidate). The embedded store builds them once a collection is large enough to gain from
+them (``resources.vectors.edge.INDEXED_FROM_POINTS``): each costs every session ~7 ms to open per
+collection."""
 
 GENERATION_KEY = "memory_generation"
 
@@ -201,7 +203,7 @@ class MemoryProjector:
         use with the model's dimension."""
         name = collection_name(memory_type, self.generation if generation is None else generation, self.scope)
         if name not in self._ready:
-            self.vectors.ensure_collection(name, self.embedder.dimension, MEMORY_INDEXES)
+            self.vectors.ensure_collection(name, self.embedder.dimension, MEMORY_INDEXES, dense_on_disk=True)
             self._ready.add(name)
         return name
 

@@ -85,7 +85,9 @@ class ServerVectorStore:
 
         return models.SparseVector(indices=indices, values=values)
 
-    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+    def ensure_collection(
+        self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
+    ) -> None:
         """See ``VectorStore.ensure_collection``: a server may be shared (another codemem version, an
         operator's own indexes), so missing indexes are added and none is dropped."""
         from qdrant_client import models
@@ -105,7 +107,7 @@ class ServerVectorStore:
             return
         self._client.create_collection(
             name,
-            vectors_config={DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)},
+            vectors_config={DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE, on_disk=dense_on_disk)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
             hnsw_config=models.HnswConfigDiff(m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB),
             shard_number=self.shard_number,

@@ -85,10 +85,15 @@ class PayloadFilter:
 class VectorStore(Protocol):
     """What the indexer and the query server need from a vector database."""
 
-    def ensure_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+    def ensure_collection(
+        self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
+    ) -> None:
         """Create the collection (dense + sparse vectors, payload ``indexes``) if it is missing; an
         existing one gets the missing ``indexes`` (the embedded store also drops the ones not
         named; a shared server keeps them). ``indexes`` None: an existing collection keeps its own.
+        ``dense_on_disk``: a new collection reads its dense vectors from disk (the page cache)
+        instead of loading them all when it opens — for small collections, searched a few times a
+        session (an existing collection keeps how it was made).
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs

@@ -226,3 +226,50 @@ def test_set_payload_adds_a_field_where_the_filter_matches_and_keeps_the_rest(st
     assert "callable_language" not in store.retrieve(c, [b])[0].payload | store.retrieve(c, [d])[0].payload
     assert [round(x, 6) for x in store.dense_vectors(c, [a])[a]] == [1, 0, 0, 0]  # vectors kept
     assert [h.id for h in store.hybrid_query(c, dense=None, sparse=SparseVec([1], [1.0]), limit=5)] == [a]
+
+
+def _built_indexes(store: EdgeVectorStore, name: str) -> set[str]:
+    with store._locked(name) as shard:
+        return set(shard.info().payload_schema)
+
+
+def test_an_edge_collection_builds_its_payload_indexes_once_it_is_large_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18: opening a shard reads every payload index's files (~7 ms each), and a session's
+    first memory_search opens every memory collection; a small collection filters without them."""
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 5)
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("design_memory", 4, ("status", "created_ts"), dense_on_disk=True)
+    assert store.payload_indexes("design_memory") == ["status", "created_ts"]  # named from the start
+    store.upsert("design_memory", [VectorPoint(i, {"status": "active", "created_ts": float(n)}, dense=[1, 0, 0, n])
+                                   for n, i in enumerate(ids(4))])
+    assert _built_indexes(store, "design_memory") == set()
+    assert store.count("design_memory", PayloadFilter({"status": ["active"]}, ranges={"created_ts": (1.0, 2.0)})) == 2
+    store.upsert("design_memory", [VectorPoint(ids(5)[4], {"status": "deleted", "created_ts": 9.0}, dense=[0, 1, 0, 0])])
+    assert _built_indexes(store, "design_memory") == {"status", "created_ts"}
+    assert store.count("design_memory", PayloadFilter({"status": ["active"]}, ranges={"created_ts": (1.0, 2.0)})) == 2
+    hits = store.hybrid_query("design_memory", dense=[1, 0, 0, 3], sparse=None, limit=2, payload_filter=PayloadFilter({"status": ["active"]}))
+    assert [h.id for h in hits][0] == ids(4)[3]
+    store.close()
+    reopened = EdgeVectorStore(tmp_path / "q")  # the vectors read from disk, as written
+    assert reopened.dense_vectors("design_memory", [ids(4)[2]])[ids(4)[2]][:2] == pytest.approx([1 / 5 ** 0.5, 0], abs=1e-3)
+    reopened.close()
+
+
+def test_a_small_edge_collection_an_older_codemem_indexed_drops_its_indexes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 0)  # as an older codemem: every index built at once
+    first = EdgeVectorStore(tmp_path / "q")
+    first.ensure_collection("code_patterns", 4, ("status", "importance_score"))
+    first.upsert("code_patterns", [VectorPoint(i, {"status": "active", "importance_score": 0.5}, dense=[0, 1, 0, 0]) for i in ids(3)])
+    assert _built_indexes(first, "code_patterns") == {"status", "importance_score"}
+    first.close()
+    monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 200)
+    second = EdgeVectorStore(tmp_path / "q")
+    second.ensure_collection("code_patterns", 4, ("status", "importance_score"))
+    assert _built_indexes(second, "code_patterns") == set()
+    assert second.payload_indexes("code_patterns") == ["status", "importance_score"]
+    assert second.count("code_patterns", PayloadFilter({"status": ["active"]})) == 3
+    second.close()
