@@ -157,8 +157,9 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("duplicates", "graph", "health", "hook", "index", "mcp", "query", "related", "search", "serve",
-                     "status", "symbol"), ("code",)),
+    **dict.fromkeys(("duplicates", "graph", "health", "hook", "index", "query", "related", "search", "status", "symbol"),
+                    ("code",)),
+    "mcp": ("servers",), "serve": ("servers",),
     **dict.fromkeys(("check", "design-context", "impact", "record-tests", "trace", "validate-fix"), ("design",)),
     **dict.fromkeys(("backup", "export", "import", "normalize", "rebuild-projections", "restore", "stats"), ("memory",)),
     "memory": ("memory", "design"),  # design adds `memory health` to the group
@@ -194,9 +195,11 @@ def load_all_commands() -> None:
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="codemem")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """codemem — long-term memory and codebase intelligence for Claude Code."""
-    configure_logging()
+    if ctx.invoked_subcommand != "mcp":  # `codemem mcp` logs to its file, configured once its model is loading
+        configure_logging()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
