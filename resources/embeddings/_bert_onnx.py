@@ -243,6 +243,7 @@ class OnnxBert:
             except OSError as exc:
                 written.unlink(missing_ok=True)
                 logging.getLogger(__name__).warning("cannot cache the optimized embedding graph at %s: %s", save_optimized, exc)
+            prune_graph_cache(save_optimized.parent)
 
     def encode(self, sequences: Sequence[np.ndarray]) -> np.ndarray:
         """Run the encoder on one padded batch and mean-pool each sequence.
