@@ -180,8 +180,8 @@ def test_a_first_memory_call_imports_no_code_tool_design_layer_or_parser() -> No
     import sys
 
     lazy = ("tree_sitter", "pipelines.parsing", "pipelines.indexer", "pipelines.dagster.project", "query_server.code.search",
-            "query_server.design.service", "yaml", "pathspec")
-    script = ("import sys, query_server.cli.code, query_server.ownership, query_server.early_calls, query_server.warm_start, "
+            "query_server.design.service", "yaml", "pathspec", "query_server.cli.code", "rich.progress")
+    script = ("import sys, query_server.cli.servers, query_server.ownership, query_server.early_calls, query_server.warm_start, "
               "query_server.hooks.relay_server, query_server.shutdown, query_server.telemetry, resources.embeddings.local, "
               "resources.vectors.factory, resources.graph.factory; "
               f"print([m for m in {lazy!r} if m in sys.modules])")

@@ -124,9 +124,28 @@ def configure_logging(default_level: str = "WARNING", log_file: Path | None = No
     and only errors also reach stderr.
     """
     import logging
-    from logging.handlers import RotatingFileHandler
 
     import structlog
+
+    level = route_log_lines(default_level, log_file)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+    )
+
+
+def route_log_lines(default_level: str = "WARNING", log_file: Path | None = None) -> str:
+    """The standard library's half of ``configure_logging`` (where lines go, at which level; no
+    structlog import): ``codemem mcp`` routes what its model's loading logs to its file before it
+    imports structlog. Returns the level."""
+    import logging
+    from logging.handlers import RotatingFileHandler
 
     level = os.environ.get("CODEMEM_LOG_LEVEL", default_level).upper()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
@@ -139,16 +158,7 @@ def configure_logging(default_level: str = "WARNING", log_file: Path | None = No
         errors_only.setLevel(logging.ERROR)
         handlers.insert(0, RotatingFileHandler(log_file, maxBytes=LOG_FILE_BYTES, backupCount=3, encoding="utf-8"))
     logging.basicConfig(level=level, format="%(message)s", handlers=handlers, force=True)
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-    )
+    return level
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -8,6 +8,7 @@ the fp32 originals, so vectors match sentence-transformers to ~1e-7 in cosine.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -176,28 +177,65 @@ def optimized_graph_path(cached: Path) -> Path:
     return cached.with_name(f"{cached.stem}-{machine}{OPTIMIZED_SUFFIX}")
 
 
-CACHE_KEEP = 6
-"""How many graphs the cache keeps (a raw and an optimized one for each of the last three model
+CACHE_KEEP = 10
+"""How many graphs the cache keeps (a raw and an optimized one for each of the last five model
 installs used): every reinstall of the model package, every new virtual environment, makes a new
 ~90 MB entry, and nothing else removes the old ones."""
+STALE_TEMP_S = 3600.0
+"""A temporary graph file older than this was left by a process that died while writing it."""
 
 
 def prune_graph_cache(folder: Path, keep: int = CACHE_KEEP) -> None:
-    """Delete the cached graphs beyond the ``keep`` most recently used (a load touches its graph)."""
+    """Delete the cached graphs beyond the ``keep`` most recently used (a load touches its graph),
+    and the temporary files of writes that died."""
+    import time
+
     try:
         graphs = sorted(folder.glob("all-MiniLM-L6-v2-*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
         for stale in graphs[keep:]:
             stale.unlink(missing_ok=True)
+        for temp in folder.glob(".all-MiniLM-L6-v2-*.tmp"):
+            if time.time() - temp.stat().st_mtime > STALE_TEMP_S:
+                temp.unlink(missing_ok=True)
     except OSError as exc:  # a file gone meanwhile (another process pruned): next time
         logging.getLogger(__name__).debug("cannot prune the embedding graph cache %s: %s", folder, exc)
 
 
 def touch(path: Path) -> None:
     """Mark a cached graph as used now (``prune_graph_cache`` keeps the most recently used)."""
-    try:
+    with contextlib.suppress(OSError):  # gone meanwhile (pruned by another process): rebuilt at need
         os.utime(path)
-    except OSError:
-        pass
+
+
+def _writable_temp(target: Path) -> Path | None:
+    """A temporary name beside ``target`` for onnxruntime to write the optimized graph to (this
+    process and thread's own), once the cache folder exists; None when it cannot be made."""
+    import threading
+
+    try:
+        make_cache_dir(target.parent)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("cannot cache the optimized embedding graph in %s: %s", target.parent, exc)
+        return None
+    return target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+
+
+def _session(ort: Any, source: str | bytes, threads: int, optimized: bool, written: Path | None) -> Any:
+    """An onnxruntime CPU session of the graph ``source``: optimized at load unless ``optimized``
+    says it was already, the result written to ``written`` when given. Without onnxruntime's
+    fallback, which prints to stdout (the MCP channel of ``codemem mcp``) before retrying."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(1, threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
+    options.log_severity_level = 3  # warnings go to stderr; keep the server's output clean
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if written is not None:
+        options.optimized_model_filepath = str(written)
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"], enable_fallback=0)
 
 
 class OnnxBert:
@@ -216,27 +254,24 @@ class OnnxBert:
         """``optimized``: ``model`` is a graph onnxruntime optimized already (``save_optimized``
         of an earlier load), loaded as it is (~0.15 s against ~0.3–0.5 s for optimizing the
         graph again, on a 2-core machine); ``save_optimized``: where to keep the graph optimized
-        now (atomically; a failure only costs the next load the optimization)."""
+        now (atomically; when it cannot be written — no cache folder, a full disk — the model
+        loads all the same, and the next load optimizes the graph again)."""
         disable_onnxruntime_telemetry()  # before the import: it would write under ~/.cache otherwise
         import onnxruntime as ort
 
         self.hidden = int(config["hidden_size"])
         self.max_positions = int(config.get("max_position_embeddings", 512))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        )
-        options.log_severity_level = 3  # warnings go to stderr; keep the server's output clean
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        written = save_optimized.with_name(f".{save_optimized.name}.{os.getpid()}.tmp") if save_optimized else None
-        if written is not None:
-            options.optimized_model_filepath = str(written)
-        self._session = ort.InferenceSession(
-            str(model) if isinstance(model, Path) else model, options, providers=["CPUExecutionProvider"]
-        )
+        source = str(model) if isinstance(model, Path) else model
+        written = _writable_temp(save_optimized) if save_optimized is not None else None
+        try:
+            self._session = _session(ort, source, threads, optimized, written)
+        except Exception as exc:
+            if written is None:
+                raise
+            written.unlink(missing_ok=True)  # the optimized graph could not be written: load without keeping it
+            logging.getLogger(__name__).warning("cannot cache the optimized embedding graph at %s: %s", save_optimized, exc)
+            self._session = _session(ort, source, threads, optimized, None)
+            return
         if written is not None and save_optimized is not None:
             try:
                 os.replace(written, save_optimized)

@@ -13,6 +13,7 @@ Both agree with sentence-transformers to a cosine of 0.99999 or better.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import threading
@@ -282,7 +283,8 @@ class LocalMiniLMEmbedder:
                 encoder = OnnxBert(cached, files.config, threads=self.threads, save_optimized=optimized)
             except Exception as exc:  # noqa: BLE001 - a damaged cache entry: build it again
                 log.warning("the cached embedding graph %s is unusable (%s); rebuilding it", cached, exc)
-                cached.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only cache: the rebuilt graph is not kept either
+                    cached.unlink(missing_ok=True)
                 files = load_model_files(source)
             else:
                 touch(cached)

@@ -48,7 +48,8 @@ float32 (recall 0.9998)."""
 LEGACY_INDEXES = ("file_path", "language", "kind", "name", "path_prefixes")
 """The payload indexes of a collection whose marker predates the ``indexes`` list."""
 INDEXED_FROM_POINTS = 200
-"""A collection builds its payload indexes once it holds this many points. Opening a shard costs
+"""A collection builds its payload indexes once it holds this many points (and drops them, when
+ensured, under half as many). Opening a shard costs
 ~7 ms per index (its files are mapped and read whole: 4 indexes are ~25 of the ~45 ms of opening
 a 7-point memory collection on 2 cores, and the first memory_search of a session opens every
 memory collection); a filter without an index checks each point's payload instead (~8 µs a point:
@@ -141,10 +142,11 @@ class EdgeVectorStore:
                 shard = self._shard(name)
                 declared = list(existing.get("indexes", LEGACY_INDEXES))
                 wanted = declared if indexes is None else list(dict.fromkeys(indexes))
-                if wanted != declared:  # a collection made by another codemem version: its indexes now
-                    marker.write_text(json.dumps({**existing, "indexes": wanted}))
                 self._indexes[name] = wanted
                 self._build_indexes(name, shard, settle=True)
+                if wanted != declared:  # a collection made by another codemem version: its indexes now
+                    shard.flush()  # what the list promises (a migration's payload writes before it) is on disk first
+                    marker.write_text(json.dumps({**existing, "indexes": wanted}))
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
@@ -181,18 +183,25 @@ class EdgeVectorStore:
     def _build_indexes(self, name: str, shard: Any, *, settle: bool = False) -> None:
         """Build the payload indexes the collection names once it holds ``INDEXED_FROM_POINTS``
         points (after a write; nothing to do once they are built); ``settle`` (when the collection
-        is ensured): also drop every index it does not name, and all of them under that size.
-        Under the store's lock."""
+        is ensured): also drop every index it does not name, and all of them under half that size
+        (between the two, what is built stays: a collection near the line does not build and drop
+        its indexes in turn). Under the store's lock."""
         import qdrant_edge as qe
 
         wanted = self._indexes.get(name)
         if wanted is None or (not settle and name in self._indexed):
             return
-        large = int(shard.count(qe.CountRequest(exact=True))) >= INDEXED_FROM_POINTS
+        points = int(shard.count(qe.CountRequest(exact=True)))
+        large = points >= INDEXED_FROM_POINTS
         if not settle and not large:
             return
         built = set(shard.info().payload_schema)
-        target = wanted if large else []
+        if large:
+            target = wanted
+        elif points < INDEXED_FROM_POINTS // 2:
+            target = []
+        else:
+            target = [key for key in wanted if key in built]
         surplus = [key for key in built if key not in target]
         missing = [key for key in target if key not in built]
         for key in surplus:
@@ -211,6 +220,7 @@ class EdgeVectorStore:
         """Delete a collection and its files."""
         with self._lock:
             self._indexed.discard(name)
+            self._indexes.pop(name, None)
             shard = self._shards.pop(name, None)
             if shard is not None:
                 shard.close()

@@ -89,7 +89,8 @@ class ServerVectorStore:
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
     ) -> None:
         """See ``VectorStore.ensure_collection``: a server may be shared (another codemem version, an
-        operator's own indexes), so missing indexes are added and none is dropped."""
+        operator's own indexes), so missing indexes are added and none is dropped. A server keeps
+        its collections open: ``dense_on_disk`` (a saving at each embedded open) is not applied."""
         from qdrant_client import models
 
         wanted = list(dict.fromkeys(indexes or ()))
@@ -107,7 +108,7 @@ class ServerVectorStore:
             return
         self._client.create_collection(
             name,
-            vectors_config={DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE, on_disk=dense_on_disk)},
+            vectors_config={DENSE: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
             hnsw_config=models.HnswConfigDiff(m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB),
             shard_number=self.shard_number,

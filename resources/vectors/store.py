@@ -30,8 +30,9 @@ FLOAT_FIELDS: frozenset[str] = frozenset({"created_ts", "updated_ts", "importanc
 
 Each collection indexes only the fields its readers filter on (``ensure_collection``'s
 ``indexes``): an unindexed filter field is checked against every point (measured 4.6 ms against
-1.2 ms on 1,271 points), but every payload index of an open collection costs ~4 ms to load and
-~2 ms to close (qdrant-edge, measured here), paid by every session for every collection."""
+1.2 ms on 1,271 points), but every payload index of an open collection costs ~7 ms to load
+(qdrant-edge, measured here), paid by every session for every collection it opens: the embedded
+store builds them only for collections of ``resources.vectors.edge.INDEXED_FROM_POINTS`` points."""
 
 
 class VectorStoreError(RuntimeError):
@@ -90,10 +91,11 @@ class VectorStore(Protocol):
     ) -> None:
         """Create the collection (dense + sparse vectors, payload ``indexes``) if it is missing; an
         existing one gets the missing ``indexes`` (the embedded store also drops the ones not
-        named; a shared server keeps them). ``indexes`` None: an existing collection keeps its own.
-        ``dense_on_disk``: a new collection reads its dense vectors from disk (the page cache)
-        instead of loading them all when it opens — for small collections, searched a few times a
-        session (an existing collection keeps how it was made).
+        named; a shared server keeps them; the embedded store builds them once the collection is
+        large enough to gain from them). ``indexes`` None: an existing collection keeps its own.
+        ``dense_on_disk``: a new embedded collection reads its dense vectors from disk (the page
+        cache) instead of loading them all when it opens — for small collections, searched a few
+        times a session (an existing collection keeps how it was made; a server ignores it).
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs

@@ -95,3 +95,32 @@ def test_the_cache_keeps_the_graphs_used_last(tmp_path: Path) -> None:
     other.write_bytes(b"x")
     prune_graph_cache(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other.name, *(g.name for g in graphs[:CACHE_KEEP])])
+
+
+def test_the_model_loads_when_nothing_can_be_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home where ~/.codemem cannot be made (a file there): the graph is built and optimized in
+    memory, nothing is written, and the vectors are the same."""
+    monkeypatch.setenv("HOME", str(tmp_path / "normal"))
+    expected = _embed("close the stores")
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / ".codemem").write_text("not a folder")
+    monkeypatch.setenv("HOME", str(blocked))
+    np.testing.assert_array_equal(_embed("close the stores"), expected)
+    assert sorted(p.name for p in blocked.iterdir()) == [".codemem"]
+
+
+def test_a_load_marks_its_graphs_as_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from resources.embeddings._bert_onnx import optimized_graph_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _embed("read the manifest")
+    cached = graph_cache_path(model_source())
+    assert cached is not None
+    graphs = [cached, optimized_graph_path(cached)]
+    for graph in graphs:
+        os.utime(graph, (1_000_000, 1_000_000))
+    _embed("read the manifest")
+    assert all(graph.stat().st_mtime > 1_000_000 for graph in graphs)  # kept by prune_graph_cache before older ones

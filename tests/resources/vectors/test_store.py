@@ -155,11 +155,13 @@ def test_a_collection_indexes_the_fields_asked_and_an_existing_one_is_brought_to
     assert {"file_path", "kind"} <= set(store.payload_indexes(c))
 
 
-def test_an_edge_collection_of_an_older_codemem_loses_its_surplus_indexes(tmp_path: Path) -> None:
+def test_an_edge_collection_of_an_older_codemem_loses_its_surplus_indexes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
+    from resources.vectors import edge
     from resources.vectors.store import FLOAT_FIELDS
 
+    monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 0)  # a large collection: every index named is built
     first = EdgeVectorStore(tmp_path / "q")
     older = ("file_path", "language", "kind", "name", "path_prefixes", "status", "memory_type", "metadata.status",
              "requirement_ids", "qualified_name", "container", *sorted(FLOAT_FIELDS))
@@ -170,6 +172,7 @@ def test_an_edge_collection_of_an_older_codemem_loses_its_surplus_indexes(tmp_pa
     files_before = sum(1 for _ in (tmp_path / "q" / "session_history").rglob("*"))
     second = EdgeVectorStore(tmp_path / "q")
     second.ensure_collection("session_history", 4, ("status", "created_ts"))
+    assert _built_indexes(second, "session_history") == {"status", "created_ts"}
     second.close()
     assert json.loads(marker.read_text())["indexes"] == ["status", "created_ts"]
     assert sum(1 for _ in (tmp_path / "q" / "session_history").rglob("*")) < files_before
@@ -236,6 +239,8 @@ def _built_indexes(store: EdgeVectorStore, name: str) -> set[str]:
 def test_an_edge_collection_builds_its_payload_indexes_once_it_is_large_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 18: opening a shard reads every payload index's files (~7 ms each), and a session's
     first memory_search opens every memory collection; a small collection filters without them."""
+    import json
+
     from resources.vectors import edge
 
     monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 5)
@@ -252,6 +257,8 @@ def test_an_edge_collection_builds_its_payload_indexes_once_it_is_large_enough(t
     hits = store.hybrid_query("design_memory", dense=[1, 0, 0, 3], sparse=None, limit=2, payload_filter=PayloadFilter({"status": ["active"]}))
     assert [h.id for h in hits][0] == ids(4)[3]
     store.close()
+    config = json.loads((tmp_path / "q" / "design_memory" / "edge_config.json").read_text())
+    assert config["vectors"]["dense"]["memory"] == "cold"  # read from disk, not loaded at open
     reopened = EdgeVectorStore(tmp_path / "q")  # the vectors read from disk, as written
     assert reopened.dense_vectors("design_memory", [ids(4)[2]])[ids(4)[2]][:2] == pytest.approx([1 / 5 ** 0.5, 0], abs=1e-3)
     reopened.close()
@@ -273,3 +280,20 @@ def test_a_small_edge_collection_an_older_codemem_indexed_drops_its_indexes(tmp_
     assert second.payload_indexes("code_patterns") == ["status", "importance_score"]
     assert second.count("code_patterns", PayloadFilter({"status": ["active"]})) == 3
     second.close()
+
+
+def test_an_edge_collection_near_the_line_keeps_what_it_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 4)
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("requirements_memory", 4, ("status",))
+    store.upsert("requirements_memory", [VectorPoint(i, {"status": "active"}, dense=[1, 0, 0, 0]) for i in ids(4)])
+    assert _built_indexes(store, "requirements_memory") == {"status"}
+    store.delete("requirements_memory", ids(4)[:1])  # 3 points: under the line, not under half of it
+    store.ensure_collection("requirements_memory", 4, ("status",))
+    assert _built_indexes(store, "requirements_memory") == {"status"}
+    store.delete("requirements_memory", ids(4)[1:3])  # 1 point: dropped when next ensured
+    store.ensure_collection("requirements_memory", 4, ("status",))
+    assert _built_indexes(store, "requirements_memory") == set()
+    store.close()
