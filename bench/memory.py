@@ -416,7 +416,8 @@ def measure_add(service: Any, gen: MemoryGenerator, count: int, *, cached: bool)
     misses = (cache.misses - misses_before) if cache is not None else None
     breakdown = {label: _stats(samples) for label, samples in parts.items() if len(samples) == len(totals)}
     background = {label: len(samples) for label, samples in parts.items() if label.startswith("background:")}
-    others = [t - sum(parts[k][i] for k in ("embed", "conflicts", "ledger_commit", "projection")) for i, t in enumerate(totals)]
+    timed = [k for k in ("embed", "conflicts", "ledger_commit", "projection") if len(parts.get(k, ())) == len(totals)]
+    others = [t - sum(parts[k][i] for k in timed) for i, t in enumerate(totals)]  # a step not run in every call: in "other"
     breakdown["other"] = _stats(others)
     return {**_stats(totals), "cache_misses": misses, "conflicts_reported": conflicts, "breakdown": breakdown,
             "background_calls": background, "load_before": load, "load_after": _load()}
