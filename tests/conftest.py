@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 FIXTURE_REPOS = Path(__file__).parent / "fixtures" / "repos"
+# Before any fixture runs (module- and session-scoped ones too, which _global_memory_dir below
+# does not reach): the run never reads or writes the user's own ~/.codemem/global.
+_SESSION_GLOBAL_DIR = tempfile.mkdtemp(prefix="codemem-tests-global-")
+os.environ["CODEMEM_GLOBAL_DIR"] = _SESSION_GLOBAL_DIR
+atexit.register(shutil.rmtree, _SESSION_GLOBAL_DIR, True)
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> None:
