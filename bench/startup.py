@@ -4,7 +4,8 @@ Usage: ``python -m bench.startup [--project PATH] [--runs N] [--pause S] [--impo
 
 The project is real code: by default a copy of the standard library's ``json``, ``email`` and
 ``http`` packages in a temporary directory, indexed once (``codemem index``, dense vectors from the
-local model) with its stores in the copy's own state dir. ``--project PATH`` uses that tree as it
+local model) with its stores in the copy's own state dir; the runs start once that index's Dagster
+recording, which goes on in the background for a few seconds, has ended. ``--project PATH`` uses that tree as it
 is (index it first).
 
 Each run spawns ``codemem mcp --project PROJECT`` (the console script next to this interpreter, as
@@ -72,6 +73,9 @@ def make_project(dest: Path) -> Path:
         shutil.copytree(stdlib / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "test*"))
     subprocess.run([*codemem_command(), "index", str(dest), "--json"], check=True, env=child_env(), cwd=str(dest),
                    stdout=subprocess.DEVNULL, timeout=1800)
+    from bench.index_loop import settle  # here: bench.index_loop imports this module
+
+    settle(dest)  # the index's Dagster recording ends first: the runs measure a server starting on a machine at rest
     return dest
 
 
