@@ -123,11 +123,16 @@ def configure_logging(default_level: str = "WARNING", log_file: Path | None = No
     line a stdio server writes on stderr as an error) they go to that file, private and rotated,
     and only errors also reach stderr.
     """
+    structure_log_lines(route_log_lines(default_level, log_file))
+
+
+def structure_log_lines(level: str) -> None:
+    """The structlog half of ``configure_logging``: every codemem logger writes JSON lines at
+    ``level`` into the handlers ``route_log_lines`` set up."""
     import logging
 
     import structlog
 
-    level = route_log_lines(default_level, log_file)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from query_server.cli.common import configure_logging, console, main, open_handle, route_log_lines, settings_for
+from query_server.cli.common import configure_logging, console, main, open_handle, route_log_lines, settings_for, structure_log_lines
 
 
 IMPORTS_WAIT_S = 10.0
@@ -49,12 +49,13 @@ def mcp(project: str) -> None:
 
     begin_import_phase()  # (begun already when started as `codemem mcp`, not as `python -m query_server.cli mcp`)
     settings = settings_for(project)
-    log_file = settings.resolved_state_dir() / "logs" / "mcp.log"
-    route_log_lines("INFO", log_file)  # what the model's loading logs goes to the file too
+    # configure_logging in two halves: what the model's loading logs goes to the file too, and
+    # structlog's import waits until the model is loading
+    level = route_log_lines("INFO", settings.resolved_state_dir() / "logs" / "mcp.log")
     from resources.embeddings.factory import preload_local_model
 
     preload_local_model(settings)  # loads beside the imports below: a first search finds it ready
-    configure_logging("INFO", log_file=log_file)
+    structure_log_lines(level)
     from resources.embeddings.local import LocalMiniLMEmbedder
     from query_server import ownership  # noqa: F401 - imported here, not by the opening thread
     from query_server.early_calls import serve_early_calls

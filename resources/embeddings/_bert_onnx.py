@@ -147,12 +147,14 @@ def graph_cache_path(source: Path) -> Path | None:
 
 def save_graph(path: Path, graph: bytes) -> None:
     """Write a built graph to the cache (atomically; a failure only costs the next load the build)."""
+    tmp = _writable_temp(path)
+    if tmp is None:
+        return
     try:
-        make_cache_dir(path.parent)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(graph)
         os.replace(tmp, path)
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         logging.getLogger(__name__).warning("cannot cache the embedding model's graph at %s: %s", path, exc)
     prune_graph_cache(path.parent)
 
@@ -208,14 +210,14 @@ def touch(path: Path) -> None:
 
 
 def _writable_temp(target: Path) -> Path | None:
-    """A temporary name beside ``target`` for onnxruntime to write the optimized graph to (this
+    """A temporary name beside ``target`` to write a graph to before it replaces ``target`` (this
     process and thread's own), once the cache folder exists; None when it cannot be made."""
     import threading
 
     try:
         make_cache_dir(target.parent)
     except OSError as exc:
-        logging.getLogger(__name__).warning("cannot cache the optimized embedding graph in %s: %s", target.parent, exc)
+        logging.getLogger(__name__).warning("cannot cache the embedding model's graph in %s: %s", target.parent, exc)
         return None
     return target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
 
