@@ -72,6 +72,10 @@ MIN_REEMBED_BAG = 0.5
 """Least token-bag overlap for a differently shaped candidate to be re-embedded: a rewrite of the
 same function keeps most tokens (0.58–0.89 on bench.duplicate_accuracy's restyles); one under this
 is other code, and keeps its index cosine."""
+INTRODUCED_NAMES = frozenset({"filter", "map"})
+"""Member names the canonical form writes where the code had none (a TypeScript loop of ``push``
+written ``xs.filter(...).map(...)``, ``pipelines.parsing.canonical``); every other name and
+string literal of a canonical form is copied from the code as written."""
 
 _COMMON_KEYWORDS = frozenset(
     "if else for while do return break continue switch case default try catch finally throw "
@@ -521,6 +525,47 @@ def _compare_sides(side_a: _Side, side_b: _Side, existing_name: str | None, new_
     )
 
 
+_NAME = re.compile(r"[^\W\d]\w*")
+_ORDERING = frozenset({"<", ">", "<=", ">="})
+"""Written ``<``/``<=`` by the canonical form where the code had ``>``/``>=``."""
+_AUGMENTED = frozenset("+ - * / // % ** << >> & | ^ @".split())
+"""``x op= e``: the canonical form of ``x = x op e``."""
+_INTRODUCED_OPERATORS = frozenset({"?"})
+"""Written by the canonical form's conditional expression (``c ? a : b``) where the code had ``if``."""
+
+
+def clone_evidence(side: _Side, language: str) -> tuple[tuple[str, ...], ...]:
+    """What a clone of a function must contain as written, from its canonical tokens (``side``):
+    each entry a set of strings one of which occurs in the clone's code, longest first.
+
+    A clone has the same semantic tokens (:func:`_compare_sides`). A canonical form
+    (``pipelines.parsing.canonical``) copies every name, keyword and string literal from the code
+    as written, except ``INTRODUCED_NAMES`` and a statement's runs of whitespace (made one space);
+    its operators too, except ``op=`` (written so from ``x = x op e``: ``op`` was there), ``<``
+    and ``<=`` (from ``>``, ``>=``) and the conditional expression's ``?``. Code lacking every
+    string of an entry cannot be a clone, whatever its canonical form. Numbers (spelled
+    otherwise as written) and strings with interpolated names (abstracted) are left out."""
+    keywords = _KEYWORDS.get(language.lower(), _COMMON_KEYWORDS) - _SEMANTIC_KEYWORDS
+    found: set[tuple[str, ...]] = set()
+    for token in side.tokens:
+        text = token[TEXT]
+        if token[KIND] != "semantic" or text[:1].isdigit() or text[:1] == "." and text[1:2].isdigit():
+            continue
+        if text.startswith('"'):
+            if "{" not in text:  # else names in it may be abstracted (`{ID}`)
+                found.update((word,) for word in text[1:-1].split())
+        elif _NAME.fullmatch(text):
+            if text not in keywords and text not in INTRODUCED_NAMES and text not in ("inf", "nan"):
+                found.add((text,))  # a name, or a keyword that computes (`None`, `not`, `in`)
+        elif text in _ORDERING:
+            found.add(("<", ">"))
+        elif text[:-1] in _AUGMENTED and text.endswith("="):
+            found.add((text[:-1],))
+        elif text not in _INTRODUCED_OPERATORS:
+            found.add((text,))
+    return tuple(sorted(found, key=lambda alternatives: (-len(alternatives[0]), alternatives)))
+
+
 def duplicate_score(cosine: float, comparison: CodeComparison, use_names: bool = True) -> float:
     """The duplicate score of a candidate: its embedding cosine corrected by structure.
 
@@ -595,6 +640,7 @@ def score_candidates(
     new_original: str | None = None,
     new_vector: np.ndarray | None = None,
     compared_code: Callable[[Candidate], str] | None = None,
+    threshold: float | None = None,
 ) -> list[tuple[float, CodeComparison | None]]:
     """Duplicate scores of candidates for new code, in the candidates' order.
 
@@ -617,13 +663,28 @@ def score_candidates(
         compared_code: What is compared of a candidate (its canonical form, say), computed only
             for the candidates compared by structure; None: its ``code``. The others' ``code``
             only needs to be empty or not.
+        threshold: The score the caller reports from, when it reports no candidate under it and
+            ``new_code`` is canonical while candidates' ``code`` is as written: a candidate whose
+            index cosine is under both it and any re-embedding's reach, and whose code lacks the
+            new code's :func:`clone_evidence`, cannot be a clone, and is not compared (its
+            score stays under ``threshold``). The scores from ``threshold`` up are those
+            without it.
 
     Returns:
         ``(score, comparison)`` per candidate; comparison is None when the candidate's code is
-        missing or cut, its language differs, or its cosine is under ``STRUCTURE_COSINE_FLOOR``
-        (its score is then its index cosine).
+        missing or cut, its language differs, its cosine is under ``STRUCTURE_COSINE_FLOOR``,
+        or it cannot reach ``threshold`` (its score is then its index cosine).
     """
     new_side = code_side(new_code, language, new_name)
+    evidence = clone_evidence(new_side, language) if threshold is not None else ()
+
+    def cannot_reach(candidate: Candidate) -> bool:
+        """Under ``threshold`` whatever its verdict: not above it, not to be re-embedded, no clone."""
+        return (
+            bool(evidence) and candidate.cosine < threshold  # type: ignore[operator]
+            and (candidate.cosine < CODE_COSINE_FLOOR or len(reembed) == MAX_CODE_EMBEDDINGS)
+            and not all(any(text in candidate.code for text in entry) for entry in evidence)
+        )
 
     def compare(candidate: Candidate) -> CodeComparison | None:
         if (
@@ -647,6 +708,8 @@ def score_candidates(
     reembed: list[int] = []
     encoding: Background | None = None
     for i in sorted(range(len(candidates)), key=lambda i: -candidates[i].cosine):
+        if cannot_reach(candidates[i]):
+            continue
         comp = comparisons[i] = compare(candidates[i])
         if (
             len(reembed) < MAX_CODE_EMBEDDINGS and comp is not None and comp.verdict == "other"

@@ -122,6 +122,7 @@ class DuplicateFinder(CodeLookups):
             ],
             self.embedder.embed_documents, new_original=snippet.code,
             new_vector=vector, compared_code=lambda candidate: canonical_code(candidate.code, candidate.language or language).text,
+            threshold=threshold,
         )
         ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1][0])
         duplicates: list[DuplicateHit] = []

@@ -284,3 +284,140 @@ def test_cached_tokens_leave_the_collectors_walks() -> None:
     gc.collect()  # the tuple of rows, once its rows are untracked
     assert not gc.is_tracked(rows)
     assert [t.text for t in code_tokens("def f(x):\n    return x.y\n", "python", "f")][-1] == "y"
+
+
+# -- candidates that cannot reach the threshold ------------------------------------------------
+
+READER = textwrap.dedent(
+    """
+    def read_config(path):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        return json.loads(text)
+    """
+)
+READER_RENAMED = textwrap.dedent(
+    """
+    def load_settings(filename):
+        with open(filename, encoding="utf-8") as f:
+            content = f.read()
+        return json.loads(content)
+    """
+)
+
+
+def test_clone_evidence_is_the_names_and_string_words_a_clone_keeps_as_written() -> None:
+    from pipelines.parsing.canonical import canonical_code
+    from resources.code_similarity import clone_evidence, code_side
+
+    assert set(clone_evidence(code_side(READER, "python", "read_config"), "python")) == {
+        ("utf-8",), ("loads",), ("open",), ("read",)
+    }
+    # The canonical form writes a loop of push as filter/map: names the code as written lacks.
+    loop = textwrap.dedent(
+        """
+        function positives(values: number[]): number[] {
+          const out = [];
+          for (const v of values) {
+            if (v > 0) { out.push(v * 2); }
+          }
+          return out;
+        }
+        """
+    )
+    canonical = canonical_code(loop, "typescript").text
+    assert ".filter(" in canonical and ".map(" in canonical
+    evidence = clone_evidence(code_side(canonical, "typescript", "positives"), "typescript")
+    assert ("filter",) not in evidence and ("map",) not in evidence
+    assert ("<", ">") in evidence  # `v > 0` is written `0 < v`
+    assert all(any(text in loop for text in entry) for entry in evidence)
+    # Words of a string, not the string: a canonical statement's whitespace is one space. An
+    # augmented assignment is evidence of its operator (`x = x + e` is written `x += e`).
+    spaced = 'def title(name, count):\n    count = count + 1\n    return "Dear   " + name.strip() + ",  welcome"\n'
+    canonical = canonical_code(spaced, "python").text
+    assert "count += 1" in canonical
+    evidence = set(clone_evidence(code_side(canonical, "python", "title"), "python"))
+    assert {("Dear",), ("welcome",), ("strip",), ("+",)} <= evidence and ("+=",) not in evidence
+    # the conditional expression's `?` is the canonical form's own
+    ternary = "function sign(x) {\n  if (x < 0) {\n    return -1;\n  }\n  return 1;\n}\n"
+    canonical = canonical_code(ternary, "javascript").text
+    assert "?" in canonical and ("?",) not in clone_evidence(code_side(canonical, "javascript", "sign"), "javascript")
+
+
+def test_every_function_of_real_code_holds_its_own_clone_evidence() -> None:
+    """The premise of the pruning, on real code of every language the fixtures hold and three
+    standard-library packages: each entry of a function's evidence occurs in its own code."""
+    import sys
+    from pathlib import Path
+
+    from pipelines.parsing import parse_source
+    from pipelines.parsing.canonical import canonical_code
+    from pipelines.parsing.languages import language_for_path
+    from resources.code_similarity import clone_evidence, code_side
+    from resources.schemas.code import CALLABLE_KINDS
+
+    stdlib = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    files = sorted(Path(__file__).resolve().parents[1].joinpath("fixtures", "repos").rglob("*"))
+    files += sorted(path for package in ("json", "email", "http") for path in (stdlib / package).glob("*.py"))
+    checked, languages = 0, set()
+    for path in files:
+        language = language_for_path(str(path)) if path.is_file() else None
+        if language is None:
+            continue
+        for symbol in parse_source(str(path), path.read_bytes(), language).symbols:
+            if symbol.kind not in CALLABLE_KINDS or not symbol.code:
+                continue
+            canonical = canonical_code(symbol.code, language).text
+            evidence = clone_evidence(code_side(canonical, language, symbol.name), language)
+            missing = [entry for entry in evidence if not any(text in symbol.code for text in entry)]
+            assert not missing, f"{path}:{symbol.start_line} {symbol.name}: {missing}"
+            checked += 1
+            languages.add(language)
+    assert checked > 500 and {"python", "typescript", "java", "go"} <= languages
+
+
+def test_a_candidate_that_cannot_reach_the_threshold_is_not_compared_and_the_answer_is_unchanged() -> None:
+    """Under the threshold, past any re-embedding, and lacking a name of the new code as written:
+    not a clone whatever its canonical form, so not put in canonical form (find_duplicates' cold
+    cost is those forms). Every score from the threshold up is the one without pruning."""
+    def character_counts(texts: list[str]) -> np.ndarray:  # a stand-in model: deterministic, not 1.0
+        rows = np.zeros((len(texts), 128), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for char in text:
+                rows[row, ord(char) % 128] += 1
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    asked: list[str] = []
+
+    def compared(candidate: Candidate) -> str:
+        asked.append(candidate.name or "")
+        return candidate.code
+
+    def scored(candidates: list[Candidate], new: str = READER_RENAMED, **threshold: float) -> list:
+        asked.clear()
+        return score_candidates(new, "load_settings", "python", candidates, character_counts,
+                                compared_code=compared, **threshold)
+
+    clone = Candidate(READER, "read_config", "python", 0.40)  # a clone embedded low: has the names
+    far = Candidate(SUM_POSITIVE, "far", "python", 0.45)  # lacks `loads`: cannot be a clone
+    near = Candidate(SUM_POSITIVE, "near", "python", 0.65)  # may be the one re-embedded
+    above = Candidate(SUM_NEGATIVE, "above", "python", 0.90)  # from the threshold up: its verdict decides
+    for candidates, compared_names in (
+        ([clone, far, near], ["near", "read_config"]),
+        ([clone, far, near, above], ["above", "read_config"]),  # `above` is re-embedded: `near` cannot be
+    ):
+        pruned = scored(candidates, threshold=0.85)
+        assert sorted(asked) == compared_names
+        assert pruned[0][0] >= CLONE_FLOOR and pruned[0][1].verdict == "clone"
+        assert pruned[1] == (0.45, None)
+        full = scored(candidates)
+        assert len(asked) == len(candidates)
+        assert [p for p in pruned if p[0] >= 0.85] == [f for f in full if f[0] >= 0.85]
+        assert all(p[0] < 0.85 for p, f in zip(pruned, full, strict=True) if f[0] < 0.85)
+    # Operators are evidence too: RENAMED adds with `+=` and compares with `>`; READER does neither.
+    scored([clone, far, near, above], new=RENAMED, threshold=0.85)
+    assert sorted(asked) == ["above", "far", "near"]
+    # Nothing to look for (no name, literal or operator): every candidate is compared, as before.
+    swap = "def swap(pair):\n    first, second = pair\n    return second, first\n"
+    scored([clone, far, near, above], new=swap, threshold=0.85)
+    assert sorted(asked) == ["above", "far", "near", "read_config"]
