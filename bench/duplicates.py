@@ -28,11 +28,13 @@ Hard negatives, each counted as a false flag when reported at the default thresh
 * **other package**: a function of a package that is not indexed; a flag is any hit.
 
 The baseline, in the same run on the same candidates: the structural re-scoring on the raw code
-(the scoring before the canonical form). ``find_duplicates`` p95 is measured on the corpus index and
-again after padding the code collection to ``--pad`` symbols (standard-library code with random
+(the scoring before the canonical form). ``find_duplicates`` p95 is measured on the corpus index,
+during the accuracy pass (caches kept from query to query), and again after padding the code
+collection to ``--pad`` symbols (standard-library code with random
 unit vectors, as ``bench.latency`` does: exact and HNSW search time do not depend on the values;
-recall at that size is not claimed), on 200 of the cases, every cache emptied before each (the
-cases share originals, so a cache kept across them would flatter the figure); the heap is
+recall at that size is not claimed), on 200 of the cases, the embedding cache off and every
+per-function cache emptied before each (the cases share originals, so a cache kept across them
+would flatter the figure); the heap is
 settled after indexing and after padding (``query_server.import_phase.settle_heap``), as the
 servers settle it once their stores are open and warm. Targets: recall ≥ 0.90 for every edit kind alone, ≥ 0.85
 combined, false flags ≤ 0.05 on each hard-negative set, p95 ≤ 100 ms at 100k symbols. Results go to

@@ -525,7 +525,6 @@ def _compare_sides(side_a: _Side, side_b: _Side, existing_name: str | None, new_
     )
 
 
-_NAME = re.compile(r"[^\W\d]\w*")
 _ORDERING = frozenset({"<", ">", "<=", ">="})
 """Written ``<``/``<=`` by the canonical form where the code had ``>``/``>=``."""
 _AUGMENTED = frozenset("+ - * / // % ** << >> & | ^ @".split())
@@ -540,11 +539,14 @@ def clone_evidence(side: _Side, language: str) -> tuple[tuple[str, ...], ...]:
 
     A clone has the same semantic tokens (:func:`_compare_sides`). A canonical form
     (``pipelines.parsing.canonical``) copies every name, keyword and string literal from the code
-    as written, except ``INTRODUCED_NAMES`` and a statement's runs of whitespace (made one space);
+    as written, except ``INTRODUCED_NAMES`` and a statement's runs of whitespace (made one space),
+    and never runs a rewritten part into the word before it (``return(f(x))`` is ``return f(x)``);
     its operators too, except ``op=`` (written so from ``x = x op e``: ``op`` was there), ``<``
     and ``<=`` (from ``>``, ``>=``) and the conditional expression's ``?``. Code lacking every
-    string of an entry cannot be a clone, whatever its canonical form. Numbers (spelled
-    otherwise as written) and strings with interpolated names (abstracted) are left out."""
+    string of an entry cannot be a clone, whatever its canonical form
+    (``test_every_function_of_real_code_holds_its_own_clone_evidence`` checks this on real code).
+    Numbers (spelled otherwise as written) and strings with interpolated names (abstracted) are
+    left out."""
     keywords = _KEYWORDS.get(language.lower(), _COMMON_KEYWORDS) - _SEMANTIC_KEYWORDS
     found: set[tuple[str, ...]] = set()
     for token in side.tokens:
@@ -554,7 +556,7 @@ def clone_evidence(side: _Side, language: str) -> tuple[tuple[str, ...], ...]:
         if text.startswith('"'):
             if "{" not in text:  # else names in it may be abstracted (`{ID}`)
                 found.update((word,) for word in text[1:-1].split())
-        elif _NAME.fullmatch(text):
+        elif _WORD.fullmatch(text):
             if text not in keywords and text not in INTRODUCED_NAMES and text not in ("inf", "nan"):
                 found.add((text,))  # a name, or a keyword that computes (`None`, `not`, `in`)
         elif text in _ORDERING:

@@ -50,6 +50,17 @@ _LOCAL_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
 """A name not reached through ``.``: a local, a parameter or a global (abstracted when ordering)."""
 
 
+def _joined(parts: list[str]) -> str:
+    """The parts as one text, a space put where two words would otherwise run together
+    (``return(f(x))`` without its parentheses is ``return f(x)``, not ``returnf(x)``)."""
+    text = parts[0] if parts else ""
+    for part in parts[1:]:
+        if part and text and (text[-1].isalnum() or text[-1] == "_") and (part[0].isalnum() or part[0] == "_"):
+            text += " "
+        text += part
+    return text
+
+
 @dataclass(frozen=True)
 class CanonicalCode:
     """A function's code in canonical form, and what was taken out to get there.
@@ -160,7 +171,7 @@ class _Renderer:
             parts.append(replacement)
             copied_to = max(copied_to, child.end_byte)
         parts.append(self.source[copied_to : node.end_byte].decode("utf-8", "replace"))
-        return "".join(parts)
+        return _joined(parts)
 
     def _is_type(self, node: Node) -> bool:
         if self.language == "python":

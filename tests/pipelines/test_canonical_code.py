@@ -3,6 +3,8 @@ changes it is kept (issue 19, item 1)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipelines.parsing.canonical import canonical_code
@@ -114,6 +116,28 @@ def test_independent_statements_and_dict_keys_in_another_order_are_a_clone() -> 
     b = 'def f(o):\n    s = sum(o.items)\n    n = len(o.items)\n    return {"s": s, "n": n}\n'
     comparison = compare_code(canonical_code(a, "python").text, canonical_code(b, "python").text, "python")
     assert comparison.verdict == "clone"
+
+
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [
+        ("python", "def f(items, rate):\n    subtotal = sum(items)\n    return(round_money(subtotal * rate))\n"),
+        ("javascript", "function f(w, h) {\n  const area = w * h;\n  return(compute(area, h));\n}\n"),
+        ("c", "int f(int n) {\n    int m = n * 2;\n    return-m>limit(n);\n}\n"),
+    ],
+)
+def test_a_rewritten_part_never_runs_into_the_word_before_it(language: str, code: str) -> None:
+    """``return(f(x))`` without its parentheses is ``return f(x)``: glued, ``returnf`` would read as
+    a called name the code does not have (a spacing change would then be a behaviour change, and
+    find_duplicates' clone evidence would look for a name no clone has)."""
+    from resources.code_similarity import clone_evidence, code_side
+
+    canonical = canonical_code(code, language).text
+    assert "return " in canonical and not re.search(r"return\w", canonical)
+    spaced = code.replace("return(", "return (").replace("return-", "return -")
+    assert same(code, spaced, language)
+    evidence = clone_evidence(code_side(canonical, language, "f"), language)
+    assert all(any(text in code for text in entry) for entry in evidence)
 
 
 def test_what_was_removed_is_reported() -> None:
