@@ -527,8 +527,9 @@ def _compare_sides(side_a: _Side, side_b: _Side, existing_name: str | None, new_
 
 _ORDERING = frozenset({"<", ">", "<=", ">="})
 """Written ``<``/``<=`` by the canonical form where the code had ``>``/``>=``."""
-_AUGMENTED = frozenset("+ - * / // % ** << >> & | ^ @".split())
-"""``x op= e``: the canonical form of ``x = x op e``."""
+AUGMENTABLE_OPERATORS = frozenset(["+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^", "@"])
+"""The ``op`` of ``x = x op e``, which the canonical form writes ``x op= e``
+(``pipelines.parsing.canonical`` reads this set: one list for the rule and its evidence)."""
 _INTRODUCED_OPERATORS = frozenset({"?"})
 """Written by the canonical form's conditional expression (``c ? a : b``) where the code had ``if``."""
 
@@ -561,7 +562,7 @@ def clone_evidence(side: _Side, language: str) -> tuple[tuple[str, ...], ...]:
                 found.add((text,))  # a name, or a keyword that computes (`None`, `not`, `in`)
         elif text in _ORDERING:
             found.add(("<", ">"))
-        elif text[:-1] in _AUGMENTED and text.endswith("="):
+        elif text[:-1] in AUGMENTABLE_OPERATORS and text.endswith("="):
             found.add((text[:-1],))
         elif text not in _INTRODUCED_OPERATORS:
             found.add((text,))

@@ -31,6 +31,7 @@ import structlog
 from tree_sitter import Node, Query, QueryCursor
 
 from pipelines.parsing.languages import get_parser
+from resources.code_similarity import AUGMENTABLE_OPERATORS
 
 log = structlog.get_logger("codemem.canonical")
 
@@ -41,7 +42,6 @@ _COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
 _PY_TYPES = frozenset({"type"})
 _TS_TYPES = frozenset({"type_annotation", "type_parameters", "type_arguments"})
 _TS_TYPE_WRAPPERS = frozenset({"as_expression", "satisfies_expression", "non_null_expression"})
-_ARITHMETIC = frozenset(["+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^", "@"])
 _FLIPPED = {">": "<", ">=": "<="}
 _SYMMETRIC = frozenset({"==", "!=", "===", "!=="})
 _ECMA = frozenset({"javascript", "typescript", "tsx"})
@@ -272,7 +272,7 @@ class _Renderer:
         if left is None or right is None or right.type not in ("binary_operator", "binary_expression"):
             return None
         inner, operator, operand = (right.child_by_field_name(name) for name in ("left", "operator", "right"))
-        if inner is None or operand is None or operator is None or self.text(operator) not in _ARITHMETIC \
+        if inner is None or operand is None or operator is None or self.text(operator) not in AUGMENTABLE_OPERATORS \
                 or self.text(inner) != self.text(left):
             return None
         return left, self.text(operator), operand
