@@ -1,16 +1,18 @@
 """The memory ledger: the system of record for project memories.
 
-SQLite in WAL mode holds every memory row (with a version), an append-only audit of every
-change (operation, previous value, new value, time, request id), the memories' relationships
-and an outbox of projection work. Qdrant and the graph are projections written after the
+A SQLite file in WAL mode (embedded mode) or a PostgreSQL schema (server mode,
+``resources.memory.ledger_postgres``) holds every memory row (with a version), an append-only
+audit of every change (operation, previous value, new value, time, request id), the memories'
+relationships and an outbox of projection work. Qdrant and the graph are projections written after the
 ledger commits; a crash between the two loses nothing, because the outbox row committed with
 the change says what is still to project (see ``resources.memory.projection``).
 
-Every write is one ``BEGIN IMMEDIATE`` transaction: it either happens whole (row, audit and
-outbox together) or not at all.
+Every write is one transaction, alone among the ledger's writers (``BEGIN IMMEDIATE``; in
+PostgreSQL an advisory lock): it either happens whole (row, audit and outbox together) or not at
+all, whichever process or replica makes it.
 
 ``Ledger`` is one class assembled by job: the connection and transaction
-(``ledger_connection``), reads (``ledger_queries``), the outbox (``ledger_outbox``), bulk rewrites
+(``ledger_connection``, over ``ledger_sqlite`` or ``ledger_postgres``), reads (``ledger_queries``), the outbox (``ledger_outbox``), bulk rewrites
 (``ledger_bulk``), access counts (``ledger_access``: deferred and batched) and, here, the writes
 of single memories. The schema, rows and errors are in ``ledger_model``; they are importable from
 here too, as the ledger's public names.
@@ -50,7 +52,8 @@ __all__ = [
 
 
 class Ledger(LedgerQueries, LedgerOutbox, LedgerBulkWrites, LedgerAccess):
-    """The SQLite memory ledger of one project (thread-safe; one connection, serialized)."""
+    """The memory ledger of one project or scope (thread-safe): ``Ledger(path)`` for its SQLite file,
+    ``Ledger(store=PostgresLedgerStore(url, namespace=...))`` for a PostgreSQL schema."""
 
     def add(self, memories: Sequence[NewMemory], *, request_id: str | None = None) -> list[MemoryRow]:
         """Create memories in one transaction (all or nothing).

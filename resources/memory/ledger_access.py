@@ -127,19 +127,13 @@ class LedgerAccess(LedgerConnection):
         if not taken:
             return True
         try:
-            with self._lock:
-                # A usage statistic, not a memory: committed without waiting for the disk (WAL keeps
-                # it consistent; a power cut may lose the last few counts, never a memory).
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                try:
-                    with self._transaction() as conn:
-                        conn.executemany(
-                            "UPDATE memories SET access_count=access_count+?, "
-                            "last_accessed_at=MAX(COALESCE(last_accessed_at, ''), ?) WHERE id=?",
-                            [(count, at, memory_id) for memory_id, (count, at) in taken.items()],
-                        )
-                finally:
-                    self._conn.execute("PRAGMA synchronous=FULL")
+            # a usage statistic, not a memory: committed without waiting for the disk
+            with self._transaction(durable=False) as conn:
+                latest = self._store.later_of("COALESCE(last_accessed_at, '')", "?")
+                conn.executemany(
+                    f"UPDATE memories SET access_count=access_count+?, last_accessed_at={latest} WHERE id=?",
+                    [(count, at, memory_id) for memory_id, (count, at) in taken.items()],
+                )
         except Exception as exc:  # noqa: BLE001 - a statistic: keep the counts, retry later, never fail a read
             with state.lock:
                 for memory_id, (count, at) in taken.items():

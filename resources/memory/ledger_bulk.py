@@ -15,6 +15,7 @@ UNLINK = "unlink"
 """The audit operation of a relationship removed as orphaned; ``previous`` holds the relationship."""
 RELINK = "relink"
 """The audit operation of a removed relationship put back from the audit (``restore_links``)."""
+_EVERY_COLUMN = ", ".join(f"{name.strip()}=excluded.{name.strip()}" for name in COLUMNS.split(",")[1:])
 
 
 def relationship_snapshot(rel: Relationship) -> dict[str, object]:
@@ -43,7 +44,8 @@ class LedgerBulkWrites(LedgerConnection):
             at = now_iso()
             for row in rows:
                 conn.execute(
-                    f"INSERT OR REPLACE INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,'pending')",
+                    f"INSERT INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,'pending') "
+                    f"ON CONFLICT(id) DO UPDATE SET {_EVERY_COLUMN}",
                     (
                         row.id, row.memory_type, row.content, json.dumps(row.metadata), row.content_hash,
                         row.importance_score, row.access_count, row.last_accessed_at, row.version, row.created_at,
@@ -146,8 +148,12 @@ class LedgerBulkWrites(LedgerConnection):
                 self._audit(conn, keeper.id, "merge", keeper.snapshot(), current, at, request_id)
                 for row in dropped:
                     for column in ("source_id", "target_id"):
-                        conn.execute(
-                            f"UPDATE OR IGNORE relationships SET {column}=? WHERE {column}=?", (keeper.id, row.id)
+                        other = "target_id" if column == "source_id" else "source_id"
+                        conn.execute(  # each link re-pointed unless the keeper has it already (then dropped below)
+                            f"UPDATE relationships SET {column}=? WHERE {column}=? AND NOT EXISTS (SELECT 1 FROM "
+                            f"relationships AS kept WHERE kept.{column}=? AND kept.rel_type=relationships.rel_type "
+                            f"AND kept.{other}=relationships.{other})",
+                            (keeper.id, row.id, keeper.id),
                         )
                     conn.execute("DELETE FROM relationships WHERE source_id=? OR target_id=?", (row.id, row.id))
                     conn.execute("DELETE FROM relationships WHERE source_id=target_id")
@@ -210,8 +216,8 @@ class LedgerBulkWrites(LedgerConnection):
             for memory_id, previous in entries:
                 rel = json.loads(previous)["relationship"]
                 added = conn.execute(
-                    "INSERT OR IGNORE INTO relationships(source_id, rel_type, target_id, target_kind, properties, created_at) "
-                    "VALUES (?,?,?,?,?,?)",
+                    "INSERT INTO relationships(source_id, rel_type, target_id, target_kind, properties, created_at) "
+                    "VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                     (rel["source_id"], rel["type"], rel["target_id"], rel["target_kind"], json.dumps(rel["properties"]),
                      rel["created_at"] or at),
                 ).rowcount

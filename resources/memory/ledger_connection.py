@@ -1,91 +1,80 @@
-"""The ledger's connection: opening the file, one write transaction, and the row-level steps every
-write shares (the audit entry, the outbox entry, a relationship, a row read).
+"""The ledger's connection: where its rows live (a SQLite file, or a PostgreSQL schema in server
+mode), one write transaction, and the row-level steps every write shares (the audit entry, the
+outbox entry, a relationship, a row read).
 
-Every write is one ``BEGIN IMMEDIATE`` transaction, refused (``LedgerReplaced``) when the file on
-disk is no longer the one the connection writes.
+The ledger's SQL is written once, in the subset SQLite and PostgreSQL share (``?`` parameters);
+the few fragments that differ come from the store (``self._store.metadata_equals`` ...).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from resources.memory.ledger_model import (
-    COLUMNS,
-    SCHEMA,
-    SCHEMA_VERSION,
-    LedgerError,
-    LedgerReplaced,
-    MemoryRow,
-    Relationship,
-    row_of,
-)
-from resources.private_files import make_private_file
-from resources.sqlite import immediate_transaction, open_database, read_meta, write_meta
+from resources.memory.ledger_model import COLUMNS, MemoryRow, Relationship, row_of
+from resources.sqlite import read_meta, write_meta
 
 
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of ``path``; None when it does not exist."""
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return stat.st_dev, stat.st_ino
+class LedgerStore(Protocol):
+    """Where a ledger's rows live: ``SqliteLedgerStore`` or ``PostgresLedgerStore``."""
+
+    path: Path | None
+    location: str
+    integrity_errors: tuple[type[Exception], ...]
+
+    def reading(self) -> AbstractContextManager[Any]: ...
+    def writing(self, *, durable: bool = True) -> AbstractContextManager[Any]: ...
+    def metadata_text(self, key: str) -> str: ...
+    def metadata_equals(self, key: str) -> str: ...
+    def metadata_parameter(self, value: object) -> object: ...
+    def later_of(self, a: str, b: str) -> str: ...
+    def comma_joined(self, column: str) -> str: ...
+    def backup_to(self, target: Path) -> None: ...
+    def close(self) -> None: ...
 
 
 class LedgerConnection:
-    """One ledger file's connection, serialized by a lock (the base of ``Ledger``)."""
+    """One ledger's store and the steps its writes share (the base of ``Ledger``).
 
-    def __init__(self, path: Path, *, scope: str = "project", shared: bool = False) -> None:
-        """Open (creating if needed) the ledger at ``path``; its rows say they belong to ``scope``
-        (``project``; the other scopes are ledgers of their own, see ``resources.memory.scopes``).
-        ``shared``: a ledger in a directory other users write (``resources.sqlite.open_database``)."""
-        self.path = path
+    Args:
+        path: The SQLite ledger file (embedded mode); or ``store``, an open store (server mode:
+            ``PostgresLedgerStore``).
+        scope: The memory scope its rows belong to (``project``; the other scopes are ledgers of
+            their own, see ``resources.memory.scopes``).
+        shared: A SQLite ledger in a directory other users write (``resources.sqlite.open_database``).
+    """
+
+    def __init__(
+        self, path: Path | None = None, *, scope: str = "project", shared: bool = False, store: LedgerStore | None = None
+    ) -> None:
+        if store is None:
+            if path is None:
+                raise TypeError("a ledger needs its SQLite file or an open store")
+            from resources.memory.ledger_sqlite import SqliteLedgerStore
+
+            store = SqliteLedgerStore(path, shared=shared)
+        self._store = store
+        self.path = store.path
+        """The SQLite file; None for a ledger in PostgreSQL (``location`` names both)."""
+        self.location = store.location
         self.scope = scope
-        wal = path.with_name(path.name + "-wal")
-        if path.exists() and path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size > 0):
-            # SQLite would read it as a new, empty ledger: every memory would vanish without a word
-            raise LedgerError(f"{path} is empty (truncated?) — run `codemem repair`: it restores the latest "
-                              "`codemem backup` or keeps the file aside")
-        self._conn = open_database(path, synchronous="FULL", foreign_keys=True, shared=shared)
-        self._identity = _file_identity(path)
-        self._lock = threading.RLock()
-        with self._lock:
-            self._conn.executescript(SCHEMA)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
+        self.integrity_errors = store.integrity_errors
+        """What a write that breaks a key (a duplicate id) raises."""
 
     # -- transactions ----------------------------------------------------------------------
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, refused before it starts and unacknowledged after it commits
-        when the ledger file on disk is no longer the one this connection writes."""
-        with self._lock:
-            self._check_identity()
-            with immediate_transaction(self._conn, self._lock) as conn:
-                yield conn
-            self._check_identity()
+    def _transaction(self, *, durable: bool = True) -> AbstractContextManager[Any]:
+        """One write transaction (all or nothing), alone among the ledger's writers."""
+        return self._store.writing(durable=durable)
 
-    def _check_identity(self) -> None:
-        """Raise ``LedgerReplaced`` when the file at ``self.path`` was replaced or removed: SQLite would
-        go on writing into the open, deleted file, and every write after it would be lost."""
-        if _file_identity(self.path) != self._identity:
-            raise LedgerReplaced(
-                f"the memory ledger {self.path} was replaced or removed while codemem had it open — this write "
-                "is not acknowledged and writes are refused until codemem restarts; restart the MCP server or "
-                "`codemem serve` (then `codemem repair` checks the file)"
-            )
+    def _reading(self) -> AbstractContextManager[Any]:
+        """A connection for reads."""
+        return self._store.reading()
 
     @staticmethod
     def _audit(
-        conn: sqlite3.Connection,
+        conn: Any,
         memory_id: str,
         operation: str,
         previous: dict[str, Any] | None,
@@ -106,7 +95,7 @@ class LedgerConnection:
         )
 
     @staticmethod
-    def _enqueue(conn: sqlite3.Connection, memory_id: str, at: str) -> None:
+    def _enqueue(conn: Any, memory_id: str, at: str) -> None:
         conn.execute(
             "INSERT INTO outbox(memory_id, enqueued_at, attempts, next_attempt_at) VALUES (?,?,0,?) "
             "ON CONFLICT(memory_id) DO UPDATE SET enqueued_at=excluded.enqueued_at, attempts=0, "
@@ -115,12 +104,12 @@ class LedgerConnection:
         )
         conn.execute("UPDATE memories SET sync_status='pending' WHERE id=?", (memory_id,))
 
-    def _fetch(self, conn: sqlite3.Connection, memory_id: str) -> MemoryRow | None:
+    def _fetch(self, conn: Any, memory_id: str) -> MemoryRow | None:
         values = conn.execute(f"SELECT {COLUMNS} FROM memories WHERE id=?", (memory_id,)).fetchone()
         return row_of(values, self.scope) if values else None
 
     @staticmethod
-    def _put_relationship(conn: sqlite3.Connection, source_id: str, rel: Relationship, at: str) -> None:
+    def _put_relationship(conn: Any, source_id: str, rel: Relationship, at: str) -> None:
         conn.execute(
             "INSERT INTO relationships(source_id, rel_type, target_id, target_kind, properties, created_at) "
             "VALUES (?,?,?,?,?,?) ON CONFLICT(source_id, rel_type, target_id) DO UPDATE SET "
@@ -130,8 +119,8 @@ class LedgerConnection:
 
     def meta(self, key: str) -> str | None:
         """A ledger-level setting (e.g. the embedding model the projections were built with)."""
-        with self._lock:
-            return read_meta(self._conn, key)
+        with self._reading() as conn:
+            return read_meta(conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a ledger-level setting."""
@@ -139,18 +128,10 @@ class LedgerConnection:
             write_meta(conn, key, value)
 
     def backup_to(self, target: Path) -> None:
-        """A consistent online copy of the ledger (SQLite backup API), readable by its owner only."""
-        dest = sqlite3.connect(str(make_private_file(target)))
-        try:
-            with self._lock:
-                self._conn.backup(dest)
-        finally:
-            dest.close()
+        """A consistent online copy of the ledger as a SQLite ledger file, readable by its owner only."""
+        self._store.backup_to(target)
 
     def close(self) -> None:
-        """Close the connection (a WAL checkpoint folds the log into the database)."""
-        with self._lock:
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                self._conn.close()
+        """Close the store (SQLite: a WAL checkpoint folds the log into the database)."""
+        self._store.close()
+

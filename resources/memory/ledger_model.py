@@ -1,4 +1,4 @@
-"""The memory ledger's data model: its SQLite schema, the rows it holds and the errors it raises.
+"""The memory ledger's data model: its SQLite schema (PostgreSQL's is ``ledger_postgres.SCHEMA``), the rows it holds and the errors it raises.
 
 ``resources.memory.ledger`` writes these tables; ``resources.memory.ledger_reader`` reads them
 for the hooks. The rows are plain dataclasses, shared by every part of the ledger.
@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     enqueued_at TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     next_attempt_at TEXT NOT NULL,
-    last_error TEXT
+    last_error TEXT,
+    claimed_until TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS anchor_state (

@@ -28,18 +28,18 @@ class LedgerQueries(LedgerConnection):
 
     def get(self, memory_id: str) -> MemoryRow | None:
         """One memory (deleted ones included), or None."""
-        with self._lock:
-            return self._fetch(self._conn, memory_id)
+        with self._reading() as conn:
+            return self._fetch(conn, memory_id)
 
     def get_many(self, memory_ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Memories by id (missing ids are absent)."""
         found: dict[str, MemoryRow] = {}
         ids = list(dict.fromkeys(memory_ids))
-        with self._lock:
+        with self._reading() as conn:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for values in self._conn.execute(f"SELECT {COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                for values in conn.execute(f"SELECT {COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
                     row = row_of(values, self.scope)
                     found[row.id] = row
         return found
@@ -51,10 +51,10 @@ class LedgerQueries(LedgerConnection):
         where, params = type_conditions(memory_types, include_deleted)
         last = ("", "")
         while True:
-            with self._lock:
+            with self._reading() as conn:
                 rows = [
                     row_of(values, self.scope)
-                    for values in self._conn.execute(
+                    for values in conn.execute(
                         f"SELECT {COLUMNS} FROM memories WHERE {' AND '.join(where)} AND (created_at, id) > (?, ?) "
                         "ORDER BY created_at, id LIMIT ?",
                         [*params, *last, batch],
@@ -70,10 +70,10 @@ class LedgerQueries(LedgerConnection):
     ) -> list[MemoryRow]:
         """Memories, most recently updated first."""
         where, params = type_conditions(memory_types, include_deleted)
-        with self._lock:
+        with self._reading() as conn:
             return [
                 row_of(values, self.scope)
-                for values in self._conn.execute(
+                for values in conn.execute(
                     f"SELECT {COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY updated_at DESC, id "
                     "LIMIT ? OFFSET ?",
                     [*params, limit, offset],
@@ -82,10 +82,10 @@ class LedgerQueries(LedgerConnection):
 
     def find_by_hash(self, memory_type: str, digest: str) -> list[MemoryRow]:
         """Live memories of a type with exactly this content."""
-        with self._lock:
+        with self._reading() as conn:
             return [
                 row_of(values, self.scope)
-                for values in self._conn.execute(
+                for values in conn.execute(
                     f"SELECT {COLUMNS} FROM memories WHERE memory_type=? AND content_hash=? AND deleted=0",
                     (memory_type, digest),
                 )
@@ -96,26 +96,28 @@ class LedgerQueries(LedgerConnection):
         ``key`` are indexed)."""
         if not _METADATA_KEY.match(key):
             raise LedgerError(f"metadata key {key!r} must be a plain identifier")
-        with self._lock:
+        with self._reading() as conn:
             return [
                 row_of(values, self.scope)
-                for values in self._conn.execute(
-                    # the literal JSON path lets SQLite use the expression indexes
-                    f"SELECT {COLUMNS} FROM memories WHERE memory_type=? AND json_extract(metadata, '$.{key}') = ? "
+                for values in conn.execute(
+                    f"SELECT {COLUMNS} FROM memories WHERE memory_type=? AND {self._store.metadata_equals(key)} "
                     "AND deleted=0",
-                    (memory_type, value if not isinstance(value, (dict, list)) else json.dumps(value)),
+                    (memory_type, self._store.metadata_parameter(value)),
                 )
             ]
 
     def relationships_of(self, memory_id: str) -> tuple[list[Relationship], list[Relationship]]:
         """The memory's outgoing relationships and those other memories point at it with."""
-        with self._lock:
-            return self._relationships_where("source_id", memory_id), self._relationships_where("target_id", memory_id)
+        with self._reading() as conn:
+            return self._relationships_where(conn, "source_id", memory_id), self._relationships_where(
+                conn, "target_id", memory_id
+            )
 
-    def _relationships_where(self, column: str, memory_id: str) -> list[Relationship]:
+    @staticmethod
+    def _relationships_where(conn: Any, column: str, memory_id: str) -> list[Relationship]:
         return [
             Relationship(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
-            for r in self._conn.execute(
+            for r in conn.execute(
                 "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
                 f"WHERE {column}=? ORDER BY created_at",  # column: source_id or target_id, never user text
                 (memory_id,),
@@ -127,11 +129,11 @@ class LedgerQueries(LedgerConnection):
         memory links to), for walks over the memory graph; each one once."""
         found: dict[tuple[str, str, str], Relationship] = {}
         wanted = list(dict.fromkeys(ids))
-        with self._lock:
+        with self._reading() as conn:
             for start in range(0, len(wanted), 400):
                 chunk = wanted[start : start + 400]
                 marks = ",".join("?" * len(chunk))
-                for r in self._conn.execute(
+                for r in conn.execute(
                     "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships "
                     f"WHERE source_id IN ({marks}) UNION SELECT source_id, rel_type, target_id, target_kind, properties, "
                     f"created_at FROM relationships WHERE target_id IN ({marks})",
@@ -142,7 +144,7 @@ class LedgerQueries(LedgerConnection):
 
     def audit_of(self, memory_id: str) -> list[dict[str, Any]]:
         """The memory's audit trail, oldest first."""
-        with self._lock:
+        with self._reading() as conn:
             return [
                 {
                     "seq": r[0],
@@ -152,7 +154,7 @@ class LedgerQueries(LedgerConnection):
                     "at": r[4],
                     "request_id": r[5],
                 }
-                for r in self._conn.execute(
+                for r in conn.execute(
                     "SELECT seq, operation, previous, current, at, request_id FROM audit WHERE memory_id=? ORDER BY seq",
                     (memory_id,),
                 )
@@ -164,8 +166,8 @@ class LedgerQueries(LedgerConnection):
 
         A retried call (its owner died before answering) returns this first outcome instead of
         changing the memory again."""
-        with self._lock:
-            found = self._conn.execute(
+        with self._reading() as conn:
+            found = conn.execute(
                 "SELECT operation, current FROM audit WHERE request_id=? AND memory_id=? ORDER BY seq DESC LIMIT 1",
                 (request_id, memory_id),
             ).fetchone()
@@ -176,8 +178,8 @@ class LedgerQueries(LedgerConnection):
     def unlinked_by(self, request_id: str) -> int:
         """How many relationships the write with ``request_id`` removed as orphaned (its ``unlink``
         audit entries: what ``restore_links`` can put back)."""
-        with self._lock:
-            return int(self._conn.execute(
+        with self._reading() as conn:
+            return int(conn.execute(
                 "SELECT count(*) FROM audit WHERE request_id=? AND operation='unlink'", (request_id,)
             ).fetchone()[0])
 
@@ -186,34 +188,35 @@ class LedgerQueries(LedgerConnection):
         ``include_deleted``): one index seek each, whatever the ledger's size."""
         where = "" if include_deleted else " AND deleted=0"
         query = f"SELECT 1 FROM memories WHERE memory_type=?{where} LIMIT 1"
-        with self._lock:
-            return {str(t) for t in types if self._conn.execute(query, (str(t),)).fetchone() is not None}
+        with self._reading() as conn:
+            return {str(t) for t in types if conn.execute(query, (str(t),)).fetchone() is not None}
 
     def counts(self) -> dict[str, dict[str, int]]:
         """total/active/deleted per memory type."""
         result: dict[str, dict[str, int]] = {}
-        with self._lock:
-            for memory_type, total, deleted in self._conn.execute(
-                "SELECT memory_type, count(*), sum(deleted) FROM memories GROUP BY memory_type"
+        with self._reading() as conn:
+            for memory_type, total, deleted in conn.execute(
+                "SELECT memory_type, count(*), CAST(coalesce(sum(deleted), 0) AS INTEGER) FROM memories GROUP BY memory_type"
             ):
                 result[memory_type] = {"total": total, "active": total - (deleted or 0), "deleted": deleted or 0}
         return result
 
     def all_relationships(self) -> list[Relationship]:
         """Every relationship memories declare (for health checks)."""
-        with self._lock:
+        with self._reading() as conn:
             return [
                 Relationship(source, rel_type, target, kind, json.loads(props), at)
-                for source, rel_type, target, kind, props, at in self._conn.execute(
+                for source, rel_type, target, kind, props, at in conn.execute(
                     "SELECT source_id, rel_type, target_id, target_kind, properties, created_at FROM relationships"
                 )
             ]
 
     def duplicate_groups(self, limit: int = 100) -> list[tuple[str, list[str]]]:
         """Live memories of one type with identical content: (type, ids), largest groups first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT memory_type, group_concat(id) FROM memories WHERE deleted=0 GROUP BY memory_type, content_hash "
+        with self._reading() as conn:
+            rows = conn.execute(
+                f"SELECT memory_type, {self._store.comma_joined('id')} FROM memories WHERE deleted=0 "
+                "GROUP BY memory_type, content_hash "
                 "HAVING count(*) > 1 ORDER BY count(*) DESC LIMIT ?",
                 (limit,),
             ).fetchall()
@@ -222,24 +225,24 @@ class LedgerQueries(LedgerConnection):
     def sync_counts(self) -> dict[str, int]:
         """How many memories are synced, pending or failed."""
         result = {"synced": 0, "pending": 0, "failed": 0}
-        with self._lock:
-            for status, n in self._conn.execute("SELECT sync_status, count(*) FROM memories GROUP BY sync_status"):
+        with self._reading() as conn:
+            for status, n in conn.execute("SELECT sync_status, count(*) FROM memories GROUP BY sync_status"):
                 result[status] = n
         return result
 
     def expired_deletions(self, *, older_than_days: int = RETENTION_DAYS) -> list[str]:
         """Ids of soft-deleted memories past their retention."""
         cutoff = (datetime.now(UTC) - timedelta(days=older_than_days)).isoformat(timespec="microseconds")
-        with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT id FROM memories WHERE deleted=1 AND deleted_at < ?", (cutoff,))]
+        with self._reading() as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM memories WHERE deleted=1 AND deleted_at < ?", (cutoff,))]
 
     def anchored_memories(self) -> list[MemoryRow]:
         """Live memories that carry code anchors (``metadata.anchors``)."""
-        with self._lock:
+        with self._reading() as conn:
             return [
                 row_of(values, self.scope)
-                for values in self._conn.execute(
-                    f"SELECT {COLUMNS} FROM memories WHERE deleted=0 AND json_extract(metadata, '$.anchors') IS NOT NULL"
+                for values in conn.execute(
+                    f"SELECT {COLUMNS} FROM memories WHERE deleted=0 AND {self._store.metadata_text('anchors')} IS NOT NULL"
                 )
             ]
 
@@ -253,8 +256,8 @@ class LedgerQueries(LedgerConnection):
             sql += f" AND memory_id IN ({','.join('?' * len(memory_ids))})"
             params = list(memory_ids)
         found: dict[str, list[dict[str, Any]]] = {}
-        with self._lock:
-            for memory_id, name, anchored, current, at in self._conn.execute(sql, params):
+        with self._reading() as conn:
+            for memory_id, name, anchored, current, at in conn.execute(sql, params):
                 found.setdefault(memory_id, []).append(
                     {"qualified_name": name, "anchored_hash": anchored, "current_hash": current, "checked_at": at}
                 )
@@ -262,27 +265,27 @@ class LedgerQueries(LedgerConnection):
 
     def changed_since(self, at: str) -> set[str]:
         """Ids of memories with an audited change at or after ``at``."""
-        with self._lock:
-            return {r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM audit WHERE at >= ?", (at,))}
+        with self._reading() as conn:
+            return {r[0] for r in conn.execute("SELECT DISTINCT memory_id FROM audit WHERE at >= ?", (at,))}
 
     def last_audit_seq(self) -> int:
         """The sequence number of the latest audit entry (0 when none): it grows with every change
         of a memory, whichever process made it (what a replica compares to know it is behind)."""
-        with self._lock:
-            return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
+        with self._reading() as conn:
+            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
 
     def audit_after(self, seq: int, limit: int = 10_000) -> list[tuple[int, str, dict[str, Any] | None]]:
         """(seq, memory id, the memory before the change) of the audit entries after ``seq``, oldest
         first: what a follower of the ledger (the git notes sync) has still to apply."""
-        with self._lock:
+        with self._reading() as conn:
             return [
                 (int(r[0]), r[1], json.loads(r[2]) if r[2] else None)
-                for r in self._conn.execute(
+                for r in conn.execute(
                     "SELECT seq, memory_id, previous FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
                 )
             ]
 
     def audited_since(self, seq: int) -> set[str]:
         """Ids of memories with an audit entry after ``seq``."""
-        with self._lock:
-            return {r[0] for r in self._conn.execute("SELECT DISTINCT memory_id FROM audit WHERE seq > ?", (seq,))}
+        with self._reading() as conn:
+            return {r[0] for r in conn.execute("SELECT DISTINCT memory_id FROM audit WHERE seq > ?", (seq,))}

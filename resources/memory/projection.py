@@ -9,6 +9,7 @@ derived data: ``MemoryProjector.drain`` brings them up to the ledger from its ou
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -274,25 +275,36 @@ class MemoryProjector:
     def _project(
         self, memory_ids: Sequence[str], vectors_of: dict[str, Any] | None, report: ProjectionReport
     ) -> ProjectionReport:
-        """``project`` under the write lock."""
-        queued = {memory_id: self.ledger.outbox_entry(memory_id) for memory_id in memory_ids}
-        rows = self.ledger.get_many(memory_ids)
-        gone = [memory_id for memory_id in memory_ids if memory_id not in rows]
+        """``project`` under the write lock: only the memories this projector could claim (another
+        process's projector writes the others, ``Ledger.claim``)."""
+        queued = self.ledger.claim(memory_ids)
+        memory_ids = list(queued)
+        if not memory_ids:
+            return report
         try:
-            self._project_vectors(list(rows.values()), vectors_of or {})
-            if gone:
-                for memory_type in COLLECTIONS:
-                    self.vectors.delete(self.collection(memory_type), list(gone))
-            if not self._project_graph(list(rows.values()), gone):
+            rows = self.ledger.get_many(memory_ids)
+            gone = [memory_id for memory_id in memory_ids if memory_id not in rows]
+            try:
+                self._project_vectors(list(rows.values()), vectors_of or {})
+                if gone:
+                    for memory_type in COLLECTIONS:
+                        self.vectors.delete(self.collection(memory_type), list(gone))
+                projected_graph = self._project_graph(list(rows.values()), gone)
+            except Exception as exc:  # noqa: BLE001 - any store failure leaves the outbox row for a retry
+                message = f"{type(exc).__name__}: {exc}"
+                self.ledger.mark_failed(list(memory_ids), message)  # (releases the claims)
+                report.failed = len(memory_ids)
+                report.last_error = message
+                log.warning("memory projection failed; queued for retry", error=message, memories=len(memory_ids))
+                return report
+            if not projected_graph:
+                self.ledger.release(memory_ids)
                 report.deferred = len(memory_ids)
                 return report
-        except Exception as exc:  # noqa: BLE001 - any store failure leaves the outbox row for a retry
-            message = f"{type(exc).__name__}: {exc}"
-            self.ledger.mark_failed(list(memory_ids), message)
-            report.failed = len(memory_ids)
-            report.last_error = message
-            log.warning("memory projection failed; queued for retry", error=message, memories=len(memory_ids))
-            return report
+        except BaseException:
+            with contextlib.suppress(Exception):  # (the ledger may be what failed: the claims then expire)
+                self.ledger.release(memory_ids)
+            raise
         for memory_id in memory_ids:
             self.ledger.mark_projected(memory_id, queued.get(memory_id))
         report.projected = len(rows)

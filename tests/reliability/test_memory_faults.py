@@ -68,13 +68,13 @@ def _ledger_path(project: Path) -> Path:
 
 
 def _outbox_ids(ledger: Ledger) -> set[str]:
-    with ledger._lock:  # noqa: SLF001 - a test reads the table directly
-        return {r[0] for r in ledger._conn.execute("SELECT memory_id FROM outbox")}  # noqa: SLF001
+    with ledger._reading() as conn:  # noqa: SLF001 - a test reads the table directly
+        return {r[0] for r in conn.execute("SELECT memory_id FROM outbox")}
 
 
 def _audit_rows(ledger: Ledger, where: str = "1=1", params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    with ledger._lock:  # noqa: SLF001
-        return list(ledger._conn.execute(f"SELECT memory_id, operation, request_id FROM audit WHERE {where}", params))  # noqa: SLF001
+    with ledger._reading() as conn:  # noqa: SLF001
+        return list(conn.execute(f"SELECT memory_id, operation, request_id FROM audit WHERE {where}", params))
 
 
 def _payloads(svc: CodeMemService, memory_type: str, ids: list[str]) -> dict[str, dict[str, Any]]:

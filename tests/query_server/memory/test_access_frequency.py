@@ -88,9 +88,9 @@ def test_counts_are_committed_in_one_batch_after_a_delay(tmp_path: Path, monkeyp
         real = ledger._transaction
 
         @contextmanager
-        def counted():
+        def counted(**options: bool):
             writes.append(1)
-            with real() as conn:
+            with real(**options) as conn:
                 yield conn
 
         monkeypatch.setattr(ledger, "_transaction", counted)
@@ -119,7 +119,7 @@ def test_a_read_never_waits_for_the_ledger_lock(tmp_path: Path) -> None:
         held, release = threading.Event(), threading.Event()
 
         def hold() -> None:
-            with ledger._lock:  # a long write (bulk import, normalization) holds the ledger
+            with ledger._transaction():  # a long write (bulk import, normalization) holds the ledger
                 held.set()
                 release.wait(10)
 
@@ -170,7 +170,7 @@ def test_a_failed_count_write_fails_no_read_and_loses_nothing(svc, monkeypatch: 
     ledger = svc.memory.ledger
 
     @contextmanager
-    def locked():
+    def locked(**options: bool):
         raise sqlite3.OperationalError("database is locked")
         yield
 

@@ -1,14 +1,18 @@
-"""The memory ledger: versions, audit, outbox, soft/hard delete, and durability under SIGKILL."""
+"""The memory ledger: versions, audit, outbox, soft/hard delete, and durability under SIGKILL.
+
+One contract suite over both stores: the SQLite file (embedded mode) and PostgreSQL (server mode,
+a real throwaway cluster, ``tests/postgres_cluster.py``); then what only PostgreSQL has to show
+(writers in several processes at once)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,18 +20,56 @@ import pytest
 from resources.memory.ledger import (
     MAX_ATTEMPTS_BEFORE_FAILED,
     Ledger,
+    LedgerError,
     MemoryNotFound,
+    Merge,
     NewMemory,
     Relationship,
     VersionConflict,
 )
 
 
+Opener = Callable[..., Ledger]
+"""``open_ledger(name="memory", scope="project")``: a ledger of the backend under test (the same
+name again: a second connection to the same ledger)."""
+
+
+def _target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """(backend, where its ledgers go): a directory for SQLite, a database URL for PostgreSQL."""
+    if request.param == "sqlite":
+        return "sqlite", str(tmp_path)
+    return "postgres", request.getfixturevalue("postgres_url")
+
+
+def _open(backend: str, where: str, name: str = "memory", scope: str = "project") -> Ledger:
+    if backend == "sqlite":
+        return Ledger(Path(where) / f"{name}.db", scope=scope)
+    from resources.memory.ledger_postgres import PostgresLedgerStore
+
+    return Ledger(store=PostgresLedgerStore(where, namespace=name), scope=scope)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    return _target(request, tmp_path)
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    led = Ledger(tmp_path / "memory.db")
-    yield led
-    led.close()
+def open_ledger(backend: tuple[str, str]) -> Iterator[Opener]:
+    opened: list[Ledger] = []
+
+    def make(name: str = "memory", scope: str = "project") -> Ledger:
+        opened.append(_open(*backend, name, scope))
+        return opened[-1]
+
+    yield make
+    for led in opened:
+        led.close()
+
+
+@pytest.fixture
+def ledger(open_ledger: Opener) -> Ledger:
+    return open_ledger()
 
 
 def _new(content: str = "Search answers in 200 ms", **metadata: object) -> NewMemory:
@@ -67,7 +109,7 @@ def test_bulk_add_is_all_or_nothing(ledger: Ledger) -> None:
     good = _new("one")
     clash = _new("two")
     clash.id = good.id  # the second insert violates the primary key
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(ledger.integrity_errors):
         ledger.add([good, clash])
     assert ledger.get(good.id) is None
     assert ledger.due_outbox() == []
@@ -151,9 +193,9 @@ def test_metadata_lookup_and_iteration(ledger: Ledger) -> None:
 _WRITER = textwrap.dedent(
     """
     import sys
-    from pathlib import Path
-    from resources.memory.ledger import Ledger, NewMemory
-    ledger = Ledger(Path(sys.argv[1]))
+    from tests.resources.memory.test_ledger import _open
+    from resources.memory.ledger import NewMemory
+    ledger = _open(sys.argv[1], sys.argv[2])
     i = 0
     while True:
         [row] = ledger.add([NewMemory(memory_type="session", content=f"session {i}", metadata={})])
@@ -166,10 +208,9 @@ _WRITER = textwrap.dedent(
 
 
 @pytest.mark.parametrize("delay", [0.3, 0.7, 1.1])
-def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path, delay: float) -> None:
-    db = tmp_path / "memory.db"
+def test_sigkill_mid_write_loses_nothing_acknowledged(backend: tuple[str, str], delay: float) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(db)],
+        [sys.executable, "-c", _WRITER, *backend],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[3],
@@ -180,7 +221,7 @@ def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path, delay: flo
     out, _ = proc.communicate()
     acknowledged = out.split()
     assert acknowledged, "the writer never acknowledged a write"
-    ledger = Ledger(db)
+    ledger = _open(*backend)
     try:
         rows = ledger.get_many(acknowledged)
         assert set(rows) == set(acknowledged)  # every acknowledged memory survived the kill
@@ -195,27 +236,298 @@ def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path, delay: flo
         ledger.close()
 
 
-def test_replica_follows_the_source_by_audit_sequence(tmp_path: Path) -> None:
+def test_replica_follows_the_source_by_audit_sequence(open_ledger: Opener) -> None:
     """A replica (the global scope's per-project copy) takes rows as they are — ids, versions, times,
     links — queues them for projection, drops what the source removed, and writes no audit."""
-    source = Ledger(tmp_path / "global.db", scope="global")
-    replica = Ledger(tmp_path / "replica.db", scope="global")
+    source = open_ledger("global", scope="global")
+    replica = open_ledger("replica", scope="global")
+    assert source.last_audit_seq() == 0
+    first, second = source.add([_new("one"), _new("two")])
+    source.update(second.id, relationships=[Relationship(second.id, "RELATES_TO", first.id, "memory:requirements")])
+    seq = source.last_audit_seq()
+    assert seq == 3 and source.audited_since(2) == {second.id} and source.audited_since(seq) == set()
+    rows = list(source.get_many([first.id, second.id]).values())
+    assert replica.replicate(rows, {r.id: source.relationships_of(r.id)[0] for r in rows}, []) == 2
+    copied = replica.get(second.id)
+    assert copied is not None and (copied.version, copied.updated_at, copied.scope) == (2, source.get(second.id).updated_at, "global")
+    assert [(r.rel_type, r.target_id) for r in replica.relationships_of(second.id)[0]] == [("RELATES_TO", first.id)]
+    assert set(replica.due_outbox()) == {first.id, second.id} and replica.last_audit_seq() == 0
+    source.hard_delete([first.id])
+    assert source.audited_since(seq) == {first.id}
+    replica.replicate([], {}, [first.id])
+    assert replica.get(first.id) is None and first.id in replica.due_outbox()
+
+
+def test_normalization_is_one_transaction_and_its_unlinks_come_back(ledger: Ledger) -> None:
+    keeper, duplicate, citing, gone = ledger.add([_new("one"), _new("one"), _new("design note"), _new("old")])
+    ledger.update(citing.id, relationships=[Relationship(citing.id, "ADDRESSES", duplicate.id, "memory")])
+    ledger.update(duplicate.id, relationships=[Relationship(duplicate.id, "IMPLEMENTS_REQ", "pkg.mod.f", "code")])
+    ledger.update(keeper.id, relationships=[Relationship(keeper.id, "DEPENDS_ON", "missing-memory", "memory")])
+    ledger.soft_delete(gone.id)
+    assert ledger.duplicate_groups() == [("requirements", sorted([keeper.id, duplicate.id]))] or sorted(
+        ledger.duplicate_groups()[0][1]) == sorted([keeper.id, duplicate.id])
+    orphan = Relationship(keeper.id, "DEPENDS_ON", "missing-memory", "memory")
+    counts = ledger.apply_normalization(
+        [Merge(keeper.id, [duplicate.id], {"title": "Latency", "merged": True})], [gone.id],
+        meta={"generation": "2"}, request_id="norm-1", orphan_links=[orphan],
+    )
+    assert counts == {"merged": 1, "cleaned": 1, "unlinked": 1, "queued": 3}
+    assert ledger.meta("generation") == "2" and ledger.get(gone.id) is None
+    assert ledger.get(duplicate.id).deleted and ledger.get(keeper.id).metadata["merged"] is True
+    assert [e["operation"] for e in ledger.audit_of(duplicate.id)][-1] == "merged_into"
+    out, incoming = ledger.relationships_of(keeper.id)
+    assert [(r.rel_type, r.target_id) for r in out] == [("IMPLEMENTS_REQ", "pkg.mod.f")]  # re-pointed; orphan gone
+    assert [(r.source_id, r.rel_type) for r in incoming] == [(citing.id, "ADDRESSES")]
+    assert ledger.unlinked_by("norm-1") == 1
+    assert ledger.restore_links("norm-1") == 1 and ledger.restore_links("norm-1") == 0  # twice restores once
+    assert ("DEPENDS_ON", "missing-memory") in [(r.rel_type, r.target_id) for r in ledger.relationships_of(keeper.id)[0]]
+
+
+def test_a_merge_does_not_duplicate_a_link_the_keeper_has(ledger: Ledger) -> None:
+    keeper, duplicate, citing = ledger.add([_new("one"), _new("one"), _new("design note")])
+    for source, target in ((citing.id, keeper.id), (citing.id, duplicate.id)):
+        ledger.update(source, relationships=[Relationship(source, "ADDRESSES", target, "memory")])
+    ledger.apply_normalization([Merge(keeper.id, [duplicate.id], {})], [], meta={})
+    assert [(r.source_id, r.target_id) for r in ledger.relationships_of(keeper.id)[1]] == [(citing.id, keeper.id)]
+    assert ledger.relationships_of(duplicate.id) == ([], [])
+
+
+def test_adopt_takes_newer_versions_only_and_audits_what_it_replaced(ledger: Ledger) -> None:
+    (row,) = ledger.add([_new()])
+    newer = ledger.get(row.id)
+    newer.content, newer.version, newer.updated_at = "from another clone", 5, "2999-01-01T00:00:00.000000+00:00"
+    older = ledger.get(row.id)
+    older.content, older.version = "stale", 1
+    assert ledger.adopt([older], {}) == []
+    assert ledger.adopt([newer], {row.id: [Relationship(row.id, "TESTS", "t.test_a", "code")]}) == [row.id]
+    after = ledger.get(row.id)
+    assert (after.content, after.version) == ("from another clone", 5)
+    assert ledger.audit_of(row.id)[-1]["previous"]["content"] == "Search answers in 200 ms"
+    assert [r.target_id for r in ledger.relationships_of(row.id)[0]] == ["t.test_a"]
+
+
+def test_access_counts_add_up_and_keep_the_latest_time(ledger: Ledger) -> None:
+    a, b = ledger.add([_new("a"), _new("b")])
+    ledger.record_access([a.id, a.id, b.id])
+    assert ledger.flush_access()
+    ledger.record_access([a.id])
+    assert ledger.flush_access()
+    rows = ledger.get_many([a.id, b.id])
+    assert (rows[a.id].access_count, rows[b.id].access_count) == (3, 1)
+    assert rows[a.id].last_accessed_at >= rows[b.id].last_accessed_at and rows[a.id].version == 1
+
+
+def test_metadata_lookup_by_value_type(ledger: Ledger) -> None:
+    rows = ledger.add([
+        _new("text", key="style"), _new("number", key=7), _new("flag", key=True), _new("none"),
+    ])
+    assert [r.id for r in ledger.find_by_metadata("requirements", "key", "style")] == [rows[0].id]
+    assert [r.id for r in ledger.find_by_metadata("requirements", "key", 7)] == [rows[1].id]
+    assert [r.id for r in ledger.find_by_metadata("requirements", "key", True)] == [rows[2].id]
+    assert ledger.find_by_metadata("requirements", "key", "absent") == []
+    with pytest.raises(LedgerError):
+        ledger.find_by_metadata("requirements", "key') OR 1=1 --", "x")
+
+
+def test_anchor_state_staleness_and_anchored_memories(ledger: Ledger) -> None:
+    anchored, plain = ledger.add([_new("anchored", anchors=[{"qualified_name": "m.f"}]), _new("plain", anchors=None)])
+    assert [r.id for r in ledger.anchored_memories()] == [anchored.id]
+    ledger.set_anchor_state([(anchored.id, "m.f", "h1", "h2"), (anchored.id, "m.g", "h3", "h3")])
+    stale = ledger.stale_anchors()
+    assert list(stale) == [anchored.id] and [s["qualified_name"] for s in stale[anchored.id]] == ["m.f"]
+    assert ledger.stale_anchors([plain.id]) == {} and ledger.stale_anchors([]) == {}
+    ledger.clear_anchor_state([anchored.id])
+    assert ledger.stale_anchors() == {}
+
+
+def test_listing_counting_and_following_changes(ledger: Ledger) -> None:
+    first, second, third = ledger.add([_new("a"), _new("b"), NewMemory(memory_type="session", content="c", metadata={})])
+    ledger.update(second.id, relationships=[Relationship(second.id, "RELATES_TO", first.id, "memory")])
+    assert [r.id for r in ledger.recent(limit=2)] == [second.id, third.id]
+    assert [r.id for r in ledger.recent(memory_types=["requirements"], offset=1)] == [first.id]
+    assert ledger.memory_types(["requirements", "design", "session"]) == {"requirements", "session"}
+    assert [(r.source_id, r.target_id) for r in ledger.relationships_touching([first.id])] == [(second.id, first.id)]
+    assert len(ledger.all_relationships()) == 1
+    assert ledger.sync_counts() == {"synced": 0, "pending": 3, "failed": 0}
+    since = ledger.last_audit_seq()
+    ledger.soft_delete(third.id)
+    assert [(m, prev["deleted"]) for _, m, prev in ledger.audit_after(since)] == [(third.id, False)]
+    assert ledger.changed_since(ledger.get(third.id).updated_at) == {third.id}
+    assert ledger.expired_deletions(older_than_days=0) == [third.id] and ledger.expired_deletions() == []
+    for memory_id in (first.id, second.id, third.id):
+        ledger.mark_projected(memory_id, None)
+    assert ledger.enqueue_all() == 3 and ledger.sync_counts()["pending"] == 3
+    ledger.set_meta("model", "minilm")
+    ledger.set_meta("model", "voyage-code-3")
+    assert ledger.meta("model") == "voyage-code-3" and ledger.meta("missing") is None
+
+
+def test_a_backup_is_a_sqlite_ledger_with_every_row(ledger: Ledger, tmp_path: Path) -> None:
+    first, second = ledger.add([_new("a"), _new("b")], request_id="r1")
+    ledger.update(second.id, content="b2", relationships=[Relationship(second.id, "RELATES_TO", first.id, "memory")])
+    ledger.set_anchor_state([(first.id, "m.f", "h1", None)])
+    ledger.backup_to(tmp_path / "backup" / "memory.db")
+    copy = Ledger(tmp_path / "backup" / "memory.db")
     try:
-        assert source.last_audit_seq() == 0
-        first, second = source.add([_new("one"), _new("two")])
-        source.update(second.id, relationships=[Relationship(second.id, "RELATES_TO", first.id, "memory:requirements")])
-        seq = source.last_audit_seq()
-        assert seq == 3 and source.audited_since(2) == {second.id} and source.audited_since(seq) == set()
-        rows = list(source.get_many([first.id, second.id]).values())
-        assert replica.replicate(rows, {r.id: source.relationships_of(r.id)[0] for r in rows}, []) == 2
-        copied = replica.get(second.id)
-        assert copied is not None and (copied.version, copied.updated_at, copied.scope) == (2, source.get(second.id).updated_at, "global")
-        assert [(r.rel_type, r.target_id) for r in replica.relationships_of(second.id)[0]] == [("RELATES_TO", first.id)]
-        assert set(replica.due_outbox()) == {first.id, second.id} and replica.last_audit_seq() == 0
-        source.hard_delete([first.id])
-        assert source.audited_since(seq) == {first.id}
-        replica.replicate([], {}, [first.id])
-        assert replica.get(first.id) is None and first.id in replica.due_outbox()
+        assert oct((tmp_path / "backup" / "memory.db").stat().st_mode & 0o777) == "0o600"
+        assert copy.get_many([first.id, second.id]) == ledger.get_many([first.id, second.id])
+        assert copy.audit_of(second.id) == ledger.audit_of(second.id)
+        assert copy.relationships_of(second.id) == ledger.relationships_of(second.id)
+        assert copy.stale_anchors() == ledger.stale_anchors() and copy.due_outbox() == ledger.due_outbox()
+        assert copy.last_audit_seq() == ledger.last_audit_seq() == 3
+        (added,) = copy.add([_new("after the restore")])
+        assert copy.audit_of(added.id)[0]["seq"] == 4  # the copy's audit sequence goes on from the source's
     finally:
-        source.close()
-        replica.close()
+        copy.close()
+
+
+# -- PostgreSQL: writers in several processes at once ----------------------------------------
+
+
+def _two_replicas(postgres_url: str) -> tuple[Ledger, Ledger]:
+    """Two ledgers over the same schema, each with its own connection pool (two replicas)."""
+    return _open("postgres", postgres_url), _open("postgres", postgres_url)
+
+
+def test_replicas_racing_on_one_version_let_exactly_one_win(postgres_url: str) -> None:
+    import threading
+
+    one, two = _two_replicas(postgres_url)
+    try:
+        (row,) = one.add([_new()])
+        def write(ledger: Ledger, text: str, expected: int, barrier: threading.Barrier, outcomes: list[str]) -> None:
+            barrier.wait()
+            try:
+                ledger.update(row.id, content=text, expected_version=expected)
+                outcomes.append("won")
+            except VersionConflict:
+                outcomes.append("refused")
+
+        for round_ in range(20):
+            version = one.get(row.id).version
+            barrier, outcomes = threading.Barrier(2), []
+            threads = [
+                threading.Thread(target=write, args=(led, f"{name} {round_}", version, barrier, outcomes))
+                for led, name in ((one, "a"), (two, "b"))
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert sorted(outcomes) == ["refused", "won"], round_
+            assert two.get(row.id).version == version + 1
+        assert len(one.audit_of(row.id)) == 21  # create + one update per round: no lost or doubled write
+    finally:
+        one.close()
+        two.close()
+
+
+def test_one_request_id_sent_to_two_replicas_at_once_creates_once(postgres_url: str) -> None:
+    import threading
+
+    one, two = _two_replicas(postgres_url)
+    try:
+        def send(ledger: Ledger, round_: int, barrier: threading.Barrier, results: list[list[str]]) -> None:
+            barrier.wait()
+            results.append([r.id for r in ledger.add([_new(f"memory {round_}")], request_id=f"retry-{round_}")])
+
+        for round_ in range(10):
+            barrier, results = threading.Barrier(2), []
+            threads = [threading.Thread(target=send, args=(led, round_, barrier, results)) for led in (one, two)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert results[0] == results[1], round_
+        assert one.counts()["requirements"]["total"] == 10
+    finally:
+        one.close()
+        two.close()
+
+
+def test_the_audit_sequence_follows_commit_order_across_replicas(postgres_url: str) -> None:
+    """A follower that has read up to seq N never misses an entry committed later with a lower seq:
+    a replica's write waits while another replica's write transaction is open."""
+    import threading
+
+    one, two = _two_replicas(postgres_url)
+    try:
+        (row,) = one.add([_new()])
+        holding, release, written = threading.Event(), threading.Event(), threading.Event()
+
+        def long_write() -> None:
+            with one._transaction() as conn:
+                conn.execute("UPDATE memories SET importance_score=0.9 WHERE id=?", (row.id,))
+                holding.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=long_write)
+        holder.start()
+        assert holding.wait(10)
+        writer = threading.Thread(target=lambda: (two.add([_new("other replica")]), written.set()))
+        writer.start()
+        assert not written.wait(0.5)  # the other replica's write waits for the open transaction
+        assert one.last_audit_seq() == 1  # and reads do not
+        release.set()
+        holder.join()
+        writer.join()
+        assert written.is_set() and one.get(row.id).importance_score == 0.9 and one.last_audit_seq() == 2
+    finally:
+        one.close()
+        two.close()
+
+
+def test_postgres_ledger_errors_say_what_to_do(postgres_url: str) -> None:
+    from resources.memory.ledger_postgres import PostgresLedgerStore
+    from tests.postgres_cluster import _free_port
+
+    with pytest.raises(LedgerError, match="lower-case"):
+        PostgresLedgerStore(postgres_url, namespace="Robert'); DROP TABLE memories; --")
+    url = f"postgresql://someone:s3cret@127.0.0.1:{_free_port()}/codemem"  # nothing listens there
+    with pytest.raises(LedgerError, match="CODEMEM_DATABASE_URL") as failure:
+        PostgresLedgerStore(url, namespace="memory")
+    assert "s3cret" not in str(failure.value)
+
+
+def test_postgres_sql_keeps_literals_and_doubles_percent_signs() -> None:
+    from resources.memory.ledger_postgres import postgres_sql
+
+    assert postgres_sql("SELECT 'a?b', x FROM t WHERE y=? AND z LIKE 'p%' AND w=?") == (
+        "SELECT 'a?b', x FROM t WHERE y=%s AND z LIKE 'p%%' AND w=%s"
+    )
+
+
+def test_one_projector_at_a_time_and_a_change_meanwhile_is_projected_next(open_ledger: Opener) -> None:
+    """Two projectors (two replicas, or two connections): a claimed memory is the claimer's; a
+    change made while it projects keeps the row queued and due the moment the claim is released."""
+    one, two = open_ledger(), open_ledger()
+    a, b = one.add([_new("a"), _new("b")])
+    claimed = one.claim([a.id, b.id, "never-queued"])
+    assert claimed == {a.id: one.outbox_entry(a.id), b.id: one.outbox_entry(b.id), "never-queued": None}
+    assert two.claim([a.id, b.id]) == {} and two.due_outbox() == []  # the other projector skips them
+    time.sleep(0.001)
+    two.update(a.id, content="changed while the first projector worked")
+    assert two.claim([a.id]) == {}  # the change keeps the claim: the first projector's write is older
+    one.mark_projected(a.id, claimed[a.id])
+    one.mark_projected(b.id, claimed[b.id])
+    assert two.due_outbox() == [a.id] and two.get(b.id).sync_status == "synced"
+    again = two.claim([a.id])
+    assert again == {a.id: two.outbox_entry(a.id)} and again[a.id] != claimed[a.id]
+    two.release([a.id])
+    assert one.due_outbox() == [a.id]
+    assert one.claim([a.id], lease_s=0) and two.claim([a.id]) == {a.id: one.outbox_entry(a.id)}  # a lease runs out
+    two.mark_failed([a.id], "qdrant down")
+    assert one.claim([a.id]) != {}  # a failure releases the claim (the row waits for its backoff)
+
+
+def test_a_claim_left_by_a_killed_process_does_not_outlive_it_in_embedded_mode(tmp_path: Path) -> None:
+    """SQLite has one owner: whatever claims its file holds at open are a dead process's."""
+    first = Ledger(tmp_path / "memory.db")
+    (row,) = first.add([_new()])
+    assert first.claim([row.id])
+    first.close()
+    second = Ledger(tmp_path / "memory.db")
+    try:
+        assert second.due_outbox() == [row.id]
+    finally:
+        second.close()
