@@ -49,8 +49,11 @@ class Settings(BaseSettings):
             leaves Qdrant's defaults. Existing collections keep theirs. Ignored when embedded.
         neo4j_uri / neo4j_user / neo4j_password: Neo4j server; unset means embedded FalkorDB.
         database_url: PostgreSQL for the state server mode shares (``postgresql://user:password@host/db``,
-            the ``server`` extra): the embedding cache so far (``docs/scaling.md``); unset keeps it in
-            SQLite under the state dir.
+            the ``server`` extra): the project's memory ledger and the embedding cache
+            (``docs/scaling.md``); unset keeps them in SQLite under the state dir.
+        project_id: Names this project's state in shared servers (its memory ledger's PostgreSQL
+            schema): replicas and workers of one project set the same value (``CODEMEM_PROJECT_ID``);
+            unset: the project directory's name and a digest of its resolved path.
         voyage_api_key: Enables voyage-code-3; unset means the local model.
         embedding_model: Local model name (only all-MiniLM-L6-v2 ships in a package).
         embedding_model_path: Directory or .zip with the local model's model.safetensors,
@@ -126,6 +129,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=_alias("CODEMEM_NEO4J_PASSWORD", "NEO4J_PASSWORD")
     )
     database_url: SecretStr | None = None
+    project_id: str | None = Field(default=None, min_length=1, max_length=200)
     voyage_api_key: SecretStr | None = Field(
         default=None, validation_alias=_alias("CODEMEM_VOYAGE_API_KEY", "VOYAGE_API_KEY")
     )
@@ -207,6 +211,10 @@ class Settings(BaseSettings):
         if self.global_dir is not None:
             return self.global_dir.expanduser().resolve()
         return Path.home() / ".codemem" / "global"
+
+    def shared_database_url(self) -> str:
+        """``CODEMEM_DATABASE_URL`` (server mode's shared state), or "" when unset or blank."""
+        return self.database_url.get_secret_value().strip() if self.database_url is not None else ""
 
     @property
     def server_mode_vectors(self) -> bool:

@@ -36,7 +36,7 @@ from pipelines.indexer import finish_report, index_project
 from pipelines.stages import plan_buckets
 from resources.manifest import MANIFEST_FILE, Manifest
 from resources.memory.ledger import Ledger
-from resources.memory.scopes import LEDGER_NAME, local_ledger_path
+from resources.memory.scopes import LEDGER_NAME, local_ledger_path, open_project_ledger
 from resources.private_files import make_private_dir
 from resources.settings import Settings
 from resources.sqlite import integrity_problem
@@ -212,7 +212,7 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
     started = time.perf_counter()
     state = settings.resolved_state_dir()
     index_db, ledger_db = state / MANIFEST_FILE, state / LEDGER_NAME
-    if not index_db.exists() or not ledger_db.exists():
+    if not index_db.exists() or not (ledger_db.exists() or settings.shared_database_url()):
         return None
     with contextlib.ExitStack() as opened:
         manifest = Manifest(index_db)
@@ -221,7 +221,7 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
             done, total = manifest.dense_counts()
             if done < total:
                 return None
-        ledger = Ledger(ledger_db)
+        ledger = open_project_ledger(settings)  # (server mode: in PostgreSQL)
         opened.callback(ledger.close)
         local_path = local_ledger_path(settings)
         local = Ledger(local_path, scope="local") if local_path.exists() else None

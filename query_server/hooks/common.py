@@ -49,13 +49,27 @@ class Project:
         else:
             self.root = _holding_state_dir(root) or root
             self.state_dir = os.path.join(self.root, ".codemem")
-        self.ledger_path = os.path.join(self.state_dir, "memory.db")
+        self._ledger_path: str | None = None
         self.index_path = os.path.join(self.state_dir, "index.db")
-        self.indexed = os.path.isfile(self.ledger_path) or os.path.isfile(self.index_path)
+        self.indexed = os.path.isfile(os.path.join(self.state_dir, "memory.db")) or os.path.isfile(self.index_path)
         self.hooks_dir = os.path.join(self.state_dir, "hooks")
         self.kept: KeptConnections | None = None
         """The connections a long-lived process keeps open between hooks (the hook relay's); None in a
         hook process, which opens and closes its own."""
+
+    @property
+    def ledger_path(self) -> str:
+        """The ledger file to read (``resources.memory.ledger_reader.ledger_file``: in server mode the
+        query server's copy), found when first asked: only the hooks that read it import its reader."""
+        if self._ledger_path is None:
+            from resources.memory.ledger_reader import ledger_file
+
+            self._ledger_path = ledger_file(self.state_dir)
+        return self._ledger_path
+
+    @ledger_path.setter
+    def ledger_path(self, path: str) -> None:
+        self._ledger_path = path
 
     def relative(self, raw: str, cwd: str | None = None) -> str | None:
         """``raw`` as a repo-relative POSIX path (``.`` for the root), or None when it is outside the project."""

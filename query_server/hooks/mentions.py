@@ -23,7 +23,7 @@ from query_server.hooks.common import (
     make_dir,
     spawn_detached,
 )
-from resources.memory.ledger_reader import LedgerReader
+from resources.memory.ledger_reader import LedgerReader, ledger_file
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def build_mentions(state_dir: str | os.PathLike[str]) -> str:
 
     state_dir = os.fspath(state_dir)
     project = Project({"cwd": os.path.dirname(state_dir)})
-    project.state_dir, project.ledger_path = state_dir, os.path.join(state_dir, "memory.db")
+    project.state_dir, project.ledger_path = state_dir, ledger_file(state_dir)
     project.hooks_dir = os.path.join(state_dir, "hooks")
     lock = os.path.join(project.hooks_dir, "mentions.build.lock")
     started = time.perf_counter()

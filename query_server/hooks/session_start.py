@@ -55,7 +55,7 @@ SNAPSHOT_VERSION = 2
 """Version 2: the facts as JSON, then NUL and the recently indexed files as ``<mtime_ns> <path>``
 entries separated by NUL (read lazily: a start checks as many as its mtime budget allows, a
 hundred or so of the thousand, and parses no more)."""
-STORE_FILES = ("memory.db", "memory.db-wal", "index.db", "index.db-wal")
+STORE_FILES = ("memory.db", "memory.db-wal", "index.db", "index.db-wal", "memory-server-copy.db", "memory-server-copy.db-wal")
 """The files whose size and mtime say whether a snapshot still describes the stores."""
 STATE_FILE = "last_session.json"
 PER_SESSION_PREFIXES = ("shown-", "recorded-", "edited-", "prompted-")

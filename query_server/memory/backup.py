@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 
 from query_server.memory.stores import MemoryStores
 from query_server.paging import ToolError
@@ -26,7 +27,7 @@ def backup_ledger(stores: MemoryStores, request: BackupInput) -> BackupResult:
     make_private_dir(target)  # a backup holds every memory: only its owner may read it
     stores.ledger.backup_to(target / "memory.db")
     cache = getattr(stores.embedder, "cache", None)
-    if cache is not None and getattr(cache, "path", ":memory:") != ":memory:":
+    if cache is not None and Path(str(getattr(cache, "path", ":memory:"))).is_file():  # (not a PostgreSQL cache)
         import sqlite3
 
         source = sqlite3.connect(cache.path)
@@ -66,6 +67,14 @@ def restore_ledger(stores: MemoryStores, request: RestoreInput) -> RestoreResult
         check.close()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     live = stores.ledger.path
+    if live is None:  # server mode: the rows replaced in PostgreSQL, the current ones kept in the state dir
+        kept = stores.settings.resolved_state_dir() / f"memory.db.pre-restore-{stamp}"
+        with stores.projector.write_lock:
+            stores.ledger.backup_to(kept)
+            stores.ledger.load_from(source)
+            stores.projector.refresh_generation()
+        stores.refresh_hook_copy()
+        return _rebuilt(stores, kept)
     kept = live.with_name(f"memory.db.pre-restore-{stamp}")
     with stores.projector.write_lock:
         stores.ledger.backup_to(kept)
@@ -79,6 +88,11 @@ def restore_ledger(stores: MemoryStores, request: RestoreInput) -> RestoreResult
         stores.projector.ledger = stores.ledger
         stores.scopes.set_project(stores.ledger)
         stores.projector.refresh_generation()
+    return _rebuilt(stores, kept)
+
+
+def _rebuilt(stores: MemoryStores, kept: Path) -> RestoreResult:
+    """After a restore: the projections rebuilt from the restored ledger."""
     stores.ledger.set_meta("embedding_model", stores.embedder.model_id)
     report = stores.rebuild_projections()
     total = sum(c["total"] for c in stores.ledger.counts().values())

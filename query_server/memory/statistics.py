@@ -32,7 +32,7 @@ def memory_statistics(stores: MemoryStores) -> MemoryStatisticsResult:
             storage["graph"] = {"connected": True, **graph.health()}
         except Exception as exc:  # noqa: BLE001
             storage["graph"] = {"connected": False, "error": str(exc)}
-    storage["ledger"] = {"path": str(stores.ledger.path), "bytes": stores.ledger.path.stat().st_size}
+    storage["ledger"] = {"path": stores.ledger.location, "bytes": stores.ledger.size_bytes()}
     cache_stats: dict[str, Any] = {}
     cache = getattr(stores.embedder, "cache", None)
     if cache is not None:
@@ -54,7 +54,7 @@ def memory_statistics(stores: MemoryStores) -> MemoryStatisticsResult:
         outbox["max_attempts"] = max(outbox["max_attempts"], scope_outbox["max_attempts"])
         outbox["last_error"] = outbox["last_error"] or scope_outbox["last_error"]
         per_scope.setdefault(store.name, {}).update({
-            "ledger": str(store.ledger.path),
+            "ledger": store.ledger.location,
             "memory_counts": {t: n for t, n in scope_counts.items() if n["total"]},
             "sync_status": scope_sync, "outbox": scope_outbox,
         })

@@ -23,9 +23,11 @@ from query_server.memory.live_notes import LiveNotes
 from query_server.output_paths import OutputPathRefused, checked_output_path
 from query_server.paging import ToolError
 from resources.memory.enterprise import ScopeUnavailableError
-from resources.memory.ledger import Ledger, MemoryRow
+from resources.memory.ledger import MemoryRow
 from resources.memory.projection import MemoryProjector, ProjectionReport
-from resources.memory.scopes import LEDGER_NAME, MemoryScopes, ScopeStore
+from resources.memory.ledger_copy import LedgerCopy
+from resources.memory.ledger_reader import SERVER_COPY_FILE
+from resources.memory.scopes import MemoryScopes, ScopeStore, open_project_ledger
 from resources.schemas.memory import SHARED_SCOPES, MemoryType
 from resources.settings import Settings
 from resources.vectors.store import VectorStore
@@ -76,13 +78,27 @@ class MemoryStores:
     ) -> None:
         """Open the project's memory ledger and project it into ``vectors`` and ``graph``."""
         self.settings = settings
-        self.ledger = Ledger(settings.resolved_state_dir() / LEDGER_NAME)
-        self.embedder = embedder
-        self.vectors = vectors
-        self.projector = MemoryProjector(self.ledger, vectors, graph, embedder)
+        self.ledger = open_project_ledger(settings)
+        self.hook_copy: LedgerCopy | None = None
+        """Server mode: the SQLite copy of the project ledger the hooks read (None in embedded mode)."""
+        try:
+            self._open(settings, vectors, graph, embedder)
+        except BaseException:
+            self.close()  # (in server mode with embedded stores, lets another process serve the project)
+            raise
         self.resolve_code = resolve_code
         self.lookup_symbols = lookup_symbols
         self.code_links = code_links
+
+    def _open(self, settings: Settings, vectors: VectorStore, graph: Any, embedder: Any) -> None:
+        """Everything after the project ledger opened."""
+        self.scopes: MemoryScopes | None = None
+        if self.ledger.path is None:
+            self.hook_copy = LedgerCopy(self.ledger, settings.resolved_state_dir() / SERVER_COPY_FILE)
+            self.hook_copy.refresh()
+        self.embedder = embedder
+        self.vectors = vectors
+        self.projector = MemoryProjector(self.ledger, vectors, graph, embedder)
         self.wake = threading.Event()
         """Set to make the background sync drain the outbox now (a projection failed, a job finished)."""
         model = self.ledger.meta("embedding_model")
@@ -102,8 +118,21 @@ class MemoryStores:
 
     def close(self) -> None:
         """Close the ledgers of every scope."""
-        self.scopes.close()
-        self.ledger.close()
+        try:
+            if getattr(self, "scopes", None) is not None:
+                self.scopes.close()
+        finally:
+            try:
+                self.ledger.close()
+            finally:
+                if self.hook_copy is not None:
+                    self.hook_copy.close()
+
+    def refresh_hook_copy(self) -> None:
+        """Server mode: bring the hooks' copy of the project ledger up to it (what any replica
+        wrote); a failure is logged, and the next write or sync tries again."""
+        if self.hook_copy is not None:
+            self.hook_copy.refresh()
 
     # -- projections ---------------------------------------------------------------------------
     def drain(self, *, retry_now: bool = False) -> dict[str, Any]:
@@ -114,6 +143,14 @@ class MemoryStores:
             self.scopes.sync_shared()
         except Exception as exc:  # noqa: BLE001 - a shared ledger may be unreachable (logged); the rest goes on
             reports.append(ProjectionReport(last_error=f"shared scope: {type(exc).__name__}: {exc}"))
+        if self.ledger.path is None:  # server mode: other processes write the same ledger
+            try:
+                self.ledger.keep_alone()
+            except Exception as exc:  # noqa: BLE001 - said loudly; the writes go on (the ledger stays whole)
+                log.error("this process no longer serves the project alone", error=str(exc))
+            for store in self.scopes.opened():
+                store.projector.refresh_generation()  # another replica may have swapped it (a normalization)
+            self.refresh_hook_copy()
         for store in self.scopes.opened():
             try:
                 if retry_now:
@@ -142,6 +179,7 @@ class MemoryStores:
         if report.failed or report.requeued:
             self.wake.set()
         if scope == "project":
+            self.refresh_hook_copy()
             self.notes.after_write()
 
     def catch_up_shared(self) -> None:

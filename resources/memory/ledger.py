@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from resources.faults import fault_point
@@ -41,6 +42,7 @@ from resources.memory.ledger_model import (
     VersionConflict,
     content_hash,
     now_iso,
+    without_nul,
 )
 from resources.memory.ledger_outbox import MAX_ATTEMPTS_BEFORE_FAILED, LedgerOutbox
 from resources.memory.ledger_queries import LedgerQueries
@@ -66,6 +68,10 @@ class Ledger(LedgerQueries, LedgerOutbox, LedgerBulkWrites, LedgerAccess):
         Returns:
             The created rows, in order.
         """
+        memories = [
+            replace(memory, content=without_nul(memory.content), metadata=without_nul(memory.metadata))
+            for memory in memories
+        ]
         with self._transaction() as conn:
             if request_id is not None:
                 earlier = [
@@ -138,6 +144,7 @@ class Ledger(LedgerQueries, LedgerOutbox, LedgerBulkWrites, LedgerAccess):
             MemoryNotFound: no such memory.
             VersionConflict: the memory moved on since the caller read it.
         """
+        content, metadata = without_nul(content), without_nul(metadata)
         with self._transaction() as conn:
             row = self._fetch(conn, memory_id)
             if row is None:

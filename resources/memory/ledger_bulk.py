@@ -5,16 +5,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from resources.faults import fault_point
 from resources.memory.ledger_connection import LedgerConnection
-from resources.memory.ledger_model import COLUMNS, Merge, MemoryRow, Relationship, content_hash, now_iso
+from resources.memory.ledger_model import (
+    COLUMNS,
+    Merge,
+    MemoryRow,
+    Relationship,
+    content_hash,
+    now_iso,
+    without_nul,
+)
 from resources.sqlite import write_meta
 
 UNLINK = "unlink"
 """The audit operation of a relationship removed as orphaned; ``previous`` holds the relationship."""
 RELINK = "relink"
 """The audit operation of a removed relationship put back from the audit (``restore_links``)."""
+EPOCH_KEY = "ledger_epoch"
+"""Ledger meta: changes each time every row of the ledger is replaced (``load_from``)."""
+FOLLOWED_EPOCH_KEY = "followed_epoch"
+"""Meta of a copy (``follow``): the source's ``ledger_epoch`` it copies."""
+_AUDIT_COLUMNS = "seq, memory_id, operation, previous, current, at, request_id"
+_LINK_COLUMNS = "source_id, rel_type, target_id, target_kind, properties, created_at"
+_ANCHOR_COLUMNS = "memory_id, qualified_name, anchored_hash, current_hash, stale, checked_at"
+_ANCHOR_SIGNATURE = "SELECT count(*), max(checked_at), CAST(coalesce(sum(stale), 0) AS INTEGER) FROM anchor_state"
 _EVERY_COLUMN = ", ".join(f"{name.strip()}=excluded.{name.strip()}" for name in COLUMNS.split(",")[1:])
 
 
@@ -62,6 +79,65 @@ class LedgerBulkWrites(LedgerConnection):
                 self._enqueue(conn, memory_id, at)
             return len(rows) + len(gone)
 
+    def follow(self, source: LedgerConnection, *, batch: int = 1000) -> int | None:
+        """Make this ledger a copy of ``source`` as far as its audit goes: the audit entries after
+        this copy's last, verbatim (same sequence numbers), the memories they name and those
+        memories' outgoing relationships, and the anchor states when they changed. Each batch is one
+        transaction. A source replaced since the last call (a restore: its ``ledger_epoch`` changed,
+        or its audit is behind this copy) is not followed: the caller makes a new copy (``None``).
+
+        What it is for: in server mode the project's ledger is in PostgreSQL, and the hooks (stdlib
+        only, no database driver) read this SQLite copy (``query_server.memory.stores``).
+
+        Returns:
+            How many audit entries were copied; None when this copy must be made anew.
+        """
+        epoch = source.meta(EPOCH_KEY) or ""
+        with source._reading() as src:
+            top = int(src.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
+            anchors = src.execute(_ANCHOR_SIGNATURE).fetchone()
+        with self._reading() as conn:
+            seen = int(conn.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
+            copied_anchors = conn.execute(_ANCHOR_SIGNATURE).fetchone()
+        followed = self.meta(FOLLOWED_EPOCH_KEY)
+        if followed is None and seen == 0:  # a new copy: it follows this source from now on
+            self.set_meta(FOLLOWED_EPOCH_KEY, epoch)
+        elif top < seen or epoch != (followed or ""):  # the source was replaced since
+            return None
+        copied = 0
+        while True:
+            with source._reading() as src:
+                entries = src.execute(
+                    f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (seen, batch)
+                ).fetchall()
+                ids = list(dict.fromkeys(entry[1] for entry in entries))
+                marks = ",".join("?" * len(ids))
+                rows = src.execute(f"SELECT {COLUMNS} FROM memories WHERE id IN ({marks})", ids).fetchall() if ids else []
+                links = src.execute(
+                    f"SELECT {_LINK_COLUMNS} FROM relationships WHERE source_id IN ({marks})", ids
+                ).fetchall() if ids else []
+            if not entries:
+                break
+            present = {row[0] for row in rows}
+            with self._transaction(durable=False) as conn:  # a copy: rebuilt if lost
+                conn.executemany(f"INSERT INTO audit({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?)", entries)
+                conn.executemany("DELETE FROM memories WHERE id=?", [(i,) for i in ids])
+                conn.executemany("DELETE FROM relationships WHERE source_id=?", [(i,) for i in ids])
+                conn.executemany(  # a memory gone for good takes the links to it along (as in the source)
+                    "DELETE FROM relationships WHERE target_id=?", [(i,) for i in ids if i not in present]
+                )
+                conn.executemany(f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * len(COLUMNS.split(',')))})", rows)
+                conn.executemany(f"INSERT INTO relationships({_LINK_COLUMNS}) VALUES (?,?,?,?,?,?)", links)
+            copied += len(entries)
+            seen = int(entries[-1][0])
+        if tuple(anchors) != tuple(copied_anchors or ()):
+            with source._reading() as src:
+                states = src.execute(f"SELECT {_ANCHOR_COLUMNS} FROM anchor_state").fetchall()
+            with self._transaction(durable=False) as conn:  # a copy: rebuilt if lost
+                conn.execute("DELETE FROM anchor_state")
+                conn.executemany(f"INSERT INTO anchor_state({_ANCHOR_COLUMNS}) VALUES (?,?,?,?,?,?)", states)
+        return copied
+
     def adopt(
         self, rows: Sequence[MemoryRow], relationships: dict[str, Sequence[Relationship]], *, operation: str = "notes_import",
     ) -> list[str]:
@@ -80,6 +156,7 @@ class LedgerBulkWrites(LedgerConnection):
                 before = self._fetch(conn, row.id)
                 if before is not None and (before.version, before.updated_at) >= (row.version, row.updated_at):
                     continue
+                row = replace(row, content=without_nul(row.content), metadata=without_nul(row.metadata))  # noqa: PLW2901
                 conn.execute(
                     f"INSERT INTO memories({COLUMNS}) VALUES (?,?,?,?,?,?,0,NULL,?,?,?,?,?,'pending') ON CONFLICT(id) DO UPDATE SET "
                     "memory_type=excluded.memory_type, content=excluded.content, metadata=excluded.metadata, "

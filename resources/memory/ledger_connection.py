@@ -9,11 +9,12 @@ the few fragments that differ come from the store (``self._store.metadata_equals
 from __future__ import annotations
 
 import json
+import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from resources.memory.ledger_model import COLUMNS, MemoryRow, Relationship, row_of
+from resources.memory.ledger_model import COLUMNS, LedgerError, MemoryRow, Relationship, row_of
 from resources.sqlite import read_meta, write_meta
 
 
@@ -32,6 +33,7 @@ class LedgerStore(Protocol):
     def later_of(self, a: str, b: str) -> str: ...
     def comma_joined(self, column: str) -> str: ...
     def backup_to(self, target: Path) -> None: ...
+    def size_bytes(self) -> int: ...
     def close(self) -> None: ...
 
 
@@ -62,6 +64,8 @@ class LedgerConnection:
         self.scope = scope
         self.integrity_errors = store.integrity_errors
         """What a write that breaks a key (a duplicate id) raises."""
+        self._claimer = uuid.uuid4().hex
+        """Whose projection claims this object takes (``LedgerOutbox.claim``)."""
 
     # -- transactions ----------------------------------------------------------------------
     def _transaction(self, *, durable: bool = True) -> AbstractContextManager[Any]:
@@ -126,6 +130,26 @@ class LedgerConnection:
         """Record a ledger-level setting."""
         with self._transaction() as conn:
             write_meta(conn, key, value)
+
+    def keep_alone(self) -> None:
+        """Server mode with embedded projections: check this process still serves the project alone
+        (``PostgresLedgerStore.keep_alone``); nothing to check for a SQLite ledger (its owner lock)."""
+        keep = getattr(self._store, "keep_alone", None)
+        if keep is not None:
+            keep()
+
+    def size_bytes(self) -> int:
+        """What the ledger takes on disk (its file; in PostgreSQL its schema's tables and indexes)."""
+        return self._store.size_bytes()
+
+    def load_from(self, source: Path, *, only_if_empty: bool = False) -> bool:
+        """Replace every row with those of the SQLite ledger file ``source`` (a backup), in one
+        transaction (``only_if_empty``: only into a ledger without memories and audit); whether it
+        did. A SQLite ledger is restored by replacing its file instead (``LedgerError``)."""
+        load = getattr(self._store, "load_from", None)
+        if load is None:
+            raise LedgerError(f"{self.location} is a SQLite file: restore it by replacing the file (`codemem restore`)")
+        return bool(load(source, only_if_empty=only_if_empty))
 
     def backup_to(self, target: Path) -> None:
         """A consistent online copy of the ledger as a SQLite ledger file, readable by its owner only."""

@@ -67,7 +67,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     attempts INTEGER NOT NULL DEFAULT 0,
     next_attempt_at TEXT NOT NULL,
     last_error TEXT,
-    claimed_until TEXT
+    claimed_until TEXT,
+    claimed_by TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS anchor_state (
@@ -198,6 +199,19 @@ class Merge:
     dropped_ids: list[str]
     metadata: dict[str, Any]
     similarity: float = 1.0
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with every NUL character (``\\x00``) in its strings replaced by U+FFFD, the
+    replacement character: PostgreSQL's text and JSON cannot hold one, and both modes keep the same
+    memories (a NUL is never meaningful text; refusing would lose captured memories)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value
 
 
 def row_of(values: Sequence[Any], scope: str = "project") -> MemoryRow:

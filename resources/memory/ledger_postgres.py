@@ -19,16 +19,20 @@ The SQL of the ledger is written once, in the subset both engines share, with ``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from resources.memory.ledger_model import COLUMNS, SCHEMA_VERSION, LedgerError
+from resources.memory.ledger_model import COLUMNS, SCHEMA_VERSION, LedgerError, without_nul
 from resources.postgres import DatabaseUnavailable, open_pool, redacted, schema_lock
 
+WRITE_WAIT_S = 30.0
+"""How long a write waits for another process's write to the same ledger (SQLite's busy timeout)."""
 CONNECTION_WAIT_S = 10.0
 """How long a ledger call waits for a pooled connection before it says the database is down."""
 _NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -81,7 +85,8 @@ SCHEMA = (
         attempts INTEGER NOT NULL DEFAULT 0,
         next_attempt_at TEXT NOT NULL,
         last_error TEXT,
-        claimed_until TEXT)""",
+        claimed_until TEXT,
+        claimed_by TEXT)""",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS anchor_state (
         memory_id TEXT NOT NULL,
@@ -99,11 +104,30 @@ BACKUP_TABLES = (
     ("memories", COLUMNS),
     ("audit", "seq, memory_id, operation, previous, current, at, request_id"),
     ("relationships", "source_id, rel_type, target_id, target_kind, properties, created_at"),
-    ("outbox", "memory_id, enqueued_at, attempts, next_attempt_at, last_error, claimed_until"),
+    ("outbox", "memory_id, enqueued_at, attempts, next_attempt_at, last_error, claimed_until, claimed_by"),
     ("meta", "key, value"),
     ("anchor_state", "memory_id, qualified_name, anchored_hash, current_hash, stale, checked_at"),
 )
 """Every table of the ledger and its columns (what a backup copies)."""
+
+
+_JSON_COLUMNS = frozenset({"metadata", "previous", "current", "properties"})
+
+
+def _storable(row: Sequence[Any], json_columns: set[int]) -> tuple[Any, ...]:
+    """A row read from a SQLite ledger as PostgreSQL can hold it: NUL characters (a raw one in
+    text, an escaped one in JSON text, which ``::jsonb`` refuses) as U+FFFD."""
+    import json
+
+    values = list(row)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            continue
+        if i in json_columns and "\\u0000" in value:
+            values[i] = json.dumps(without_nul(json.loads(value)))
+        elif "\x00" in value:
+            values[i] = value.replace("\x00", "\ufffd")
+    return tuple(values)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -150,6 +174,8 @@ class PostgresLedgerStore:
             raise LedgerError(f"ledger namespace {namespace!r} must be lower-case letters, digits and _ (at most 63)")
         self.namespace = namespace
         self.path: Path | None = None
+        self._alone: Any = None
+        self._url = url
         self.location = f"{redacted(url) if url else 'postgresql'} (schema {namespace})"
         try:
             self._owns_pool = pool is None
@@ -237,8 +263,19 @@ class PostgresLedgerStore:
         """One write transaction, alone among this ledger's writers in every process (an advisory
         lock held to commit). ``durable=False``: a statistic, committed without waiting for the
         disk (``synchronous_commit off``: a crash may lose it, never a memory)."""
+        import psycopg
+
         with self._connection() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
+            conn.execute(f"SET LOCAL lock_timeout = '{int(WRITE_WAIT_S * 1000)}ms'")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
+            except psycopg.errors.LockNotAvailable as exc:
+                raise LedgerError(
+                    f"another process has held the memory ledger {self.location} for writing for over "
+                    f"{WRITE_WAIT_S:g} s (a long import or normalization, or a stuck transaction: see "
+                    "pg_stat_activity) — nothing was written by this call; retry it"
+                ) from exc
+            conn.execute("SET LOCAL lock_timeout = 0")
             if not durable:
                 conn.execute("SET LOCAL synchronous_commit TO off")
             yield _Connection(conn)
@@ -261,7 +298,112 @@ class PostgresLedgerStore:
         finally:
             copy.close()
 
+    def hold_alone(self, what: str) -> None:
+        """Be the only process that does ``what`` with this ledger until ``close``: a session advisory
+        lock on a connection of its own (released by PostgreSQL when this process dies).
+
+        Raises:
+            LedgerError: another process holds it (the message names ``what``).
+        """
+        import psycopg
+
+        if self._alone is not None:
+            return
+        self._alone_what = what
+        conn = psycopg.connect(self._url or self._pool.conninfo, autocommit=True, connect_timeout=int(CONNECTION_WAIT_S))
+        key = f"codemem ledger {self.namespace} {what}"
+        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+            conn.close()
+            raise LedgerError(
+                f"another codemem process already {what} for the memory ledger {self.location} — with "
+                "CODEMEM_DATABASE_URL but embedded vector and graph stores, one process serves a project: "
+                "stop the other one, or configure a Qdrant server and Neo4j (docs/scaling.md) to run replicas"
+            )
+        self._alone = conn
+
+    def keep_alone(self) -> None:
+        """Check that ``hold_alone``'s lock is still held (a dropped connection, a restarted server,
+        loses it) and take it again if not.
+
+        Raises:
+            LedgerError: another process took it meanwhile.
+        """
+        import psycopg
+
+        if self._alone is None:
+            return
+        try:
+            self._alone.execute("SELECT 1")
+        except psycopg.Error:
+            with contextlib.suppress(psycopg.Error):
+                self._alone.close()
+            self._alone = None
+            self.hold_alone(self._alone_what)
+
+    def size_bytes(self) -> int:
+        """The schema's tables, their indexes and TOAST, as PostgreSQL counts them."""
+        with self._connection() as conn:
+            return int(conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'", (self.namespace,)
+            ).fetchone()[0])
+
+    def load_from(self, source: Path, *, only_if_empty: bool = False) -> bool:
+        """Replace every row of the ledger with those of the SQLite ledger file ``source`` (a
+        ``codemem backup``, or the embedded ledger of a project moving to server mode), in one
+        transaction; ``only_if_empty``: do nothing unless the ledger holds no memory and no audit
+        (checked under the write lock: of replicas starting together, one loads).
+
+        Text PostgreSQL cannot hold, NUL characters (which an older SQLite ledger may have), is
+        loaded as U+FFFD (``ledger_model.without_nul``).
+
+        Returns:
+            Whether the rows were loaded.
+        """
+        import sqlite3
+
+        from resources.sqlite_readonly import file_uri
+
+        reader = sqlite3.connect(f"{file_uri(source)}?mode=ro", uri=True)
+        try:
+            with self.writing() as conn:
+                if only_if_empty and (
+                    conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone()
+                    or conn.execute("SELECT 1 FROM audit LIMIT 1").fetchone()
+                ):
+                    return False
+                for table, _ in BACKUP_TABLES:
+                    conn.execute(f"DELETE FROM {table}")
+                reader.execute("BEGIN")  # one snapshot of the file
+                for table, columns in BACKUP_TABLES:
+                    present = {row[1] for row in reader.execute(f"PRAGMA table_info({table})")}
+                    wanted = [c.strip() for c in columns.split(",")]
+                    taken = [c for c in wanted if c in present]  # (a file written before a column was added)
+                    if not taken:  # (a file written before the table was added)
+                        continue
+                    marks = ",".join("?" * len(taken))
+                    cursor = reader.execute(f"SELECT {', '.join(taken)} FROM {table}")
+                    json_columns = {i for i, c in enumerate(taken) if c in _JSON_COLUMNS}
+                    while rows := cursor.fetchmany(1000):
+                        conn.executemany(
+                            f"INSERT INTO {table}({', '.join(taken)}) VALUES ({marks})",
+                            [_storable(row, json_columns) for row in rows],
+                        )
+                conn.execute(
+                    "SELECT setval(pg_get_serial_sequence('audit', 'seq'), coalesce(max(seq), 0) + 1, false) FROM audit"
+                )
+                conn.execute(  # the copies that follow this ledger start again (``Ledger.follow``)
+                    "INSERT INTO meta(key, value) VALUES ('ledger_epoch', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (uuid.uuid4().hex,),
+                )
+                return True
+        finally:
+            reader.close()
+
     def close(self) -> None:
-        """Close the pool (when this store opened it)."""
+        """Close the pool (when this store opened it) and give up ``hold_alone``."""
+        if self._alone is not None:
+            self._alone.close()
+            self._alone = None
         if self._owns_pool:
             self._pool.close()

@@ -93,9 +93,11 @@ class LedgerQueries(LedgerConnection):
 
     def find_by_metadata(self, memory_type: str, key: str, value: Any) -> list[MemoryRow]:
         """Live memories of a type whose metadata ``key`` equals ``value`` (``requirement_id`` and
-        ``key`` are indexed)."""
+        ``key`` are indexed); None matches nothing (an absent key and a JSON null alike)."""
         if not _METADATA_KEY.match(key):
             raise LedgerError(f"metadata key {key!r} must be a plain identifier")
+        if value is None:
+            return []
         with self._reading() as conn:
             return [
                 row_of(values, self.scope)

@@ -1,7 +1,8 @@
 """Read-only queries on a memory ledger file, for processes that must not load the ``Ledger``.
 
 The Claude Code hooks (``query_server.hooks``) answer within milliseconds on every tool call:
-they read ``memory.db`` through this module, which imports only the standard library. The SQL
+they read ``memory.db`` (in server mode its copy, ``SERVER_COPY_FILE``) through this module,
+which imports only the standard library. The SQL
 follows the schema ``resources.memory.ledger`` writes (the ``memories``, ``audit`` and
 ``anchor_state`` tables); ``anchor_state`` may be missing from an older file, and then reads as
 empty. Rows are plain tuples, in the column order each method names.
@@ -12,6 +13,22 @@ from resources.sqlite_readonly import ReadOnlyDatabase
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a hook ~4 ms
 if TYPE_CHECKING:
     import sqlite3
+
+LEDGER_FILE = "memory.db"
+"""The project's ledger in embedded mode."""
+SERVER_COPY_FILE = "memory-server-copy.db"
+"""In server mode (the ledger in PostgreSQL) the SQLite copy of it the query server keeps for the
+hooks (``Ledger.follow``); absent in embedded mode."""
+
+
+def ledger_file(state_dir: str) -> str:
+    """The ledger file the hooks read in ``state_dir``: the server mode copy when there is one, else
+    the embedded ledger."""
+    import os
+
+    copy = os.path.join(state_dir, SERVER_COPY_FILE)
+    return copy if os.path.isfile(copy) else os.path.join(state_dir, LEDGER_FILE)
+
 
 ROWS_PER_QUERY = 500
 """Ids per ``IN (…)`` list (SQLite's default limit of bound parameters is 999)."""

@@ -54,10 +54,17 @@ class SqliteLedgerStore:
                 (str(SCHEMA_VERSION),),
             )
             outbox = {row[1] for row in self.connection.execute("PRAGMA table_info(outbox)")}
-            if "claimed_until" not in outbox:  # a ledger written before projection claims
-                self.connection.execute("ALTER TABLE outbox ADD COLUMN claimed_until TEXT")
+            for column in ("claimed_until", "claimed_by"):  # a ledger written before projection claims
+                if column not in outbox:
+                    try:
+                        self.connection.execute(f"ALTER TABLE outbox ADD COLUMN {column} TEXT")
+                    except sqlite3.OperationalError as exc:  # another process added it meanwhile
+                        if "duplicate column" not in str(exc):
+                            raise
             if not shared:  # one owner: a claim left in the file is a dead process's, due again now
-                self.connection.execute("UPDATE outbox SET claimed_until=NULL WHERE claimed_until IS NOT NULL")
+                self.connection.execute(
+                    "UPDATE outbox SET claimed_until=NULL, claimed_by=NULL WHERE claimed_until IS NOT NULL"
+                )
 
     # -- SQL that differs between SQLite and PostgreSQL -------------------------------------
     @staticmethod
@@ -76,7 +83,8 @@ class SqliteLedgerStore:
         """The parameter ``metadata_equals`` compares with ``value``."""
         import json
 
-        return json.dumps(value) if isinstance(value, (dict, list)) else value
+        # an object or a list as json_extract writes it: compact
+        return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else value
 
     @staticmethod
     def later_of(a: str, b: str) -> str:
@@ -131,6 +139,10 @@ class SqliteLedgerStore:
                 self.connection.backup(dest)
         finally:
             dest.close()
+
+    def size_bytes(self) -> int:
+        """The file's size (its WAL not counted)."""
+        return self.path.stat().st_size
 
     def close(self) -> None:
         """Close the connection (a WAL checkpoint folds the log into the database)."""

@@ -33,8 +33,10 @@ Ledgers other than the project's are opened when first needed and only if their 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ import structlog
 
 from resources.memory.enterprise import ScopeUnavailableError, enterprise_location
 from resources.memory.ledger import Ledger, MemoryRow, Relationship
+from resources.memory.ledger_reader import LEDGER_FILE, SERVER_COPY_FILE
 from resources.memory.projection import MemoryProjector
 from resources.private_files import make_private_dir
 from resources.schemas.memory import MEMORY_SCOPES as SCOPES
@@ -56,7 +59,7 @@ log = structlog.get_logger("codemem.memory_scopes")
 REPLICA_SEQ_KEY = "global_audit_seq"
 """Replica meta: the shared ledger's audit sequence the replica was last brought up to (the key
 kept its first name: replicas of the global scope were written with it)."""
-LEDGER_NAME = "memory.db"
+LEDGER_NAME = LEDGER_FILE
 REPLICA_NAME = "global_replica.db"
 """The global scope's replica; a shared scope's is ``<scope>_replica.db``."""
 
@@ -85,6 +88,83 @@ class ScopeStore:
 
 def _version(row: MemoryRow) -> tuple[Any, ...]:
     return (row.version, row.updated_at, row.content_hash, row.deleted, row.memory_type, row.importance_score)
+
+
+def project_ledger_namespace(settings: Settings) -> str:
+    """The PostgreSQL schema of the project's ledger in server mode: ``codemem_`` and the project id
+    (``CODEMEM_PROJECT_ID``; else the directory's name and a digest of its resolved path), folded
+    to what a schema name may hold."""
+    import hashlib
+    import re
+
+    if settings.project_id:
+        name = settings.project_id
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    else:
+        root = settings.resolved_root()
+        name, digest = root.name, hashlib.sha256(str(root).encode()).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:40] or "project"
+    return f"codemem_{slug}_{digest}"
+
+
+def open_project_ledger(settings: Settings) -> Ledger:
+    """The project scope's ledger: in PostgreSQL when ``CODEMEM_DATABASE_URL`` is set (shared by
+    every replica and worker of the project), else ``<state>/memory.db``.
+
+    With embedded vector and graph stores (no Qdrant server and Neo4j), the memories are projected
+    into this state dir, so one process serves the project: a second one is refused with what to do.
+    A project moving to server mode takes its memories along: when ``<state>/memory.db`` holds
+    memories, they are loaded into the PostgreSQL ledger (one transaction; merged by version when
+    it holds memories already) and the file is renamed ``memory.db.moved-to-postgres-<time>`` (so
+    that going back to embedded mode cannot silently read an old copy). Back in embedded mode, the server mode's hook copy is removed.
+
+    Raises:
+        LedgerError: the database cannot be used (the message says what to do).
+    """
+    state = settings.resolved_state_dir()
+    url = settings.shared_database_url()
+    if not url:
+        (state / SERVER_COPY_FILE).unlink(missing_ok=True)
+        for suffix in ("-wal", "-shm"):
+            (state / (SERVER_COPY_FILE + suffix)).unlink(missing_ok=True)
+        return Ledger(state / LEDGER_NAME)
+    from resources.memory.ledger_postgres import PostgresLedgerStore
+
+    store = PostgresLedgerStore(url, namespace=project_ledger_namespace(settings))
+    embedded = state / LEDGER_NAME
+    try:
+        if not (settings.server_mode_vectors and settings.server_mode_graph):
+            # projections in this state dir: a second process's would miss what this one projects
+            store.hold_alone("serves this project with embedded vector and graph stores")
+        ledger = Ledger(store=store)
+        if embedded.is_file() and embedded.stat().st_size > 0:
+            _move_into(ledger, embedded)
+    except BaseException:
+        store.close()
+        raise
+    return ledger
+
+
+def _move_into(ledger: Ledger, embedded: Path) -> None:
+    """Take the memories of the embedded ledger file ``embedded`` into the PostgreSQL ``ledger``,
+    then rename the file: loaded whole into an empty ledger (audit included), else merged version by
+    version (``Ledger.adopt``: a file left by a crash between a load and its rename adds nothing;
+    one written in embedded mode meanwhile adds what is newer)."""
+    Ledger(embedded).close()  # (opening and closing folds its WAL in: the load reads the file alone)
+    if not ledger.load_from(embedded, only_if_empty=True):
+        source = Ledger(embedded)
+        try:
+            rows = list(source.iter_memories())
+            links = {row.id: source.relationships_of(row.id)[0] for row in rows}
+        finally:
+            source.close()
+        adopted = ledger.adopt(rows, links, operation="embedded_import")
+        log.warning("memories of the embedded ledger merged into PostgreSQL", file=str(embedded), newer=len(adopted))
+    moved = embedded.with_name(f"{LEDGER_NAME}.moved-to-postgres-{time.strftime('%Y%m%dT%H%M%S')}")
+    os.replace(embedded, moved)
+    for suffix in ("-wal", "-shm"):
+        embedded.with_name(embedded.name + suffix).unlink(missing_ok=True)
+    log.warning("the project's memories moved into PostgreSQL", ledger=ledger.location, kept=str(moved))
 
 
 def local_ledger_path(settings: Settings) -> Path:

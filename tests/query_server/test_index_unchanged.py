@@ -179,3 +179,21 @@ def test_a_file_the_parsers_skip_is_not_read_again_until_it_changes(project: Pat
         assert manifest.skipped_files() == {}  # a file gone from the tree leaves no record
     finally:
         manifest.close()
+
+
+def test_in_server_mode_nothing_changed_is_answered_from_the_postgres_ledger(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEMEM_DENSE_EMBEDDINGS", "false")
+    monkeypatch.setenv("CODEMEM_DATABASE_URL", postgres_url)
+    root = tmp_path / "project"
+    write_files(root, FILES)
+    assert _index(root)["files_indexed"] == 2
+    assert not (root / ".codemem" / "memory.db").exists()  # the ledger is in PostgreSQL
+    from query_server import ownership
+
+    def no_store(*_: Any, **__: Any) -> None:
+        raise AssertionError("the stores were opened for an index with nothing to do")
+
+    monkeypatch.setattr(ownership.ProjectHandle, "__init__", no_store)
+    assert NOTHING_CHANGED in _index(root)["notes"]
