@@ -18,7 +18,7 @@ from resources.memory.ledger_model import (
     now_iso,
     without_nul,
 )
-from resources.sqlite import write_meta
+from resources.sqlite import read_meta, write_meta
 
 UNLINK = "unlink"
 """The audit operation of a relationship removed as orphaned; ``previous`` holds the relationship."""
@@ -116,6 +116,9 @@ class LedgerBulkWrites(LedgerConnection):
                 links = src.execute(
                     f"SELECT {_LINK_COLUMNS} FROM relationships WHERE source_id IN ({marks})", ids
                 ).fetchall() if ids else []
+                replaced = (read_meta(src, EPOCH_KEY) or "") != epoch  # read last: a restore before any read shows
+            if replaced:
+                return None
             if not entries:
                 break
             present = {row[0] for row in rows}
@@ -133,6 +136,8 @@ class LedgerBulkWrites(LedgerConnection):
         if tuple(anchors) != tuple(copied_anchors or ()):
             with source._reading() as src:
                 states = src.execute(f"SELECT {_ANCHOR_COLUMNS} FROM anchor_state").fetchall()
+                if (read_meta(src, EPOCH_KEY) or "") != epoch:
+                    return None
             with self._transaction(durable=False) as conn:  # a copy: rebuilt if lost
                 conn.execute("DELETE FROM anchor_state")
                 conn.executemany(f"INSERT INTO anchor_state({_ANCHOR_COLUMNS}) VALUES (?,?,?,?,?,?)", states)

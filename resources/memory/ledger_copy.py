@@ -52,10 +52,12 @@ class LedgerCopy:
         finally:
             fresh.close()  # (folds its WAL in: the renamed file is whole)
         self._copy.close()
-        os.replace(fresh_path, self.path)
-        for suffix in ("-wal", "-shm"):
-            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
-        self._copy = Ledger(self.path)
+        try:
+            os.replace(fresh_path, self.path)
+            for suffix in ("-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+        finally:
+            self._copy = Ledger(self.path)  # the new copy, or the old one again when the rename failed
         log.info("the hooks' copy of the memory ledger was made anew (the ledger was replaced)")
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from resources.memory.ledger_connection import LedgerConnection
 from resources.memory.ledger_model import now_iso
+from resources.sqlite import read_meta
 
 MAX_ATTEMPTS_BEFORE_FAILED = 5
 """Projection attempts after which a memory's sync_status reads ``failed`` (retries go on)."""
@@ -116,15 +117,20 @@ class LedgerOutbox(LedgerConnection):
         row = conn.execute("SELECT claimed_by FROM outbox WHERE memory_id=?", (memory_id,)).fetchone()
         if row is not None and row[0] in (self._claimer, None):
             return False
+        self._requeue(conn, memory_id, at)
+        return True
+
+    @staticmethod
+    def _requeue(conn: Any, memory_id: str, at: str) -> None:
+        """Queue ``memory_id`` again with a fresh ``enqueued_at``, leaving any claim as it is."""
         conn.execute(
             "INSERT INTO outbox(memory_id, enqueued_at, attempts, next_attempt_at) VALUES (?,?,0,?) "
             "ON CONFLICT(memory_id) DO UPDATE SET enqueued_at=excluded.enqueued_at",
             (memory_id, at, at),
         )
         conn.execute("UPDATE memories SET sync_status='pending' WHERE id=?", (memory_id,))
-        return True
 
-    def mark_projected(self, memory_id: str, enqueued_at: str | None) -> None:
+    def mark_projected(self, memory_id: str, enqueued_at: str | None, *, meta: tuple[str, str] | None = None) -> None:
         """The projection of ``memory_id`` was written from the row read after claiming it
         (``enqueued_at``: what ``claim`` returned).
 
@@ -136,6 +142,9 @@ class LedgerOutbox(LedgerConnection):
           have written a newer version before this write landed): queued again now, so that the
           last write is a fresh one.
 
+        * ``meta`` (key, value) no longer holds (another replica swapped the collections' generation
+          while this write went to the old one): queued again now.
+
         ``enqueued_at=None`` (no claim taken): the row goes whatever it holds (maintenance only).
         """
         at = now_iso()
@@ -143,6 +152,9 @@ class LedgerOutbox(LedgerConnection):
             if enqueued_at is None:
                 conn.execute("DELETE FROM outbox WHERE memory_id=?", (memory_id,))
                 conn.execute("UPDATE memories SET sync_status='synced' WHERE id=?", (memory_id,))
+                return
+            if meta is not None and (read_meta(conn, meta[0]) or "0") != meta[1]:
+                self._requeue(conn, memory_id, at)
                 return
             if self._requeue_if_lost(conn, memory_id, at):
                 return  # whoever holds the memory now must not take this write for current

@@ -392,6 +392,7 @@ class PostgresLedgerStore:
                 conn.execute(
                     "SELECT setval(pg_get_serial_sequence('audit', 'seq'), coalesce(max(seq), 0) + 1, false) FROM audit"
                 )
+                conn.execute("UPDATE outbox SET claimed_until=NULL, claimed_by=NULL")  # the claimers are not those
                 conn.execute(  # the copies that follow this ledger start again (``Ledger.follow``)
                     "INSERT INTO meta(key, value) VALUES ('ledger_epoch', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                     (uuid.uuid4().hex,),

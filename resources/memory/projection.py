@@ -189,8 +189,10 @@ class MemoryProjector:
     @property
     def generation(self) -> int:
         """The live generation of the memory collections (normalization builds the next one
-        beside it and swaps by bumping this number in the ledger; this process is the ledger's
-        only writer, so the number is cached until ``refresh_generation``)."""
+        beside it and swaps by bumping this number in the ledger). Cached until
+        ``refresh_generation``: in server mode another replica may swap it, so the sync re-reads it
+        every tick and a projection marks a memory done only if the generation it wrote to is still
+        the live one (``Ledger.mark_projected(meta=...)``)."""
         if self._generation is None:
             self._generation = int(self.ledger.meta(GENERATION_KEY) or 0)
         return self._generation
@@ -305,8 +307,9 @@ class MemoryProjector:
             with contextlib.suppress(Exception):  # (the ledger may be what failed: the claims then expire)
                 self.ledger.release(memory_ids)
             raise
+        written_to = (GENERATION_KEY, str(self.generation))  # another replica may swap it meanwhile
         for memory_id in memory_ids:
-            self.ledger.mark_projected(memory_id, queued.get(memory_id))
+            self.ledger.mark_projected(memory_id, queued.get(memory_id), meta=written_to)
         report.projected = len(rows)
         report.deleted = len(gone)
         return report

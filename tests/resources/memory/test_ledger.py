@@ -651,3 +651,37 @@ def test_an_older_embedded_ledger_with_nul_characters_loads_into_postgres(tmp_pa
         assert (got.content, got.metadata) == ("trace\ufffdtail", {"note": "a\ufffdb"})
     finally:
         ledger.close()
+
+
+def test_a_projection_written_to_a_generation_swapped_meanwhile_is_queued_again(open_ledger: Opener) -> None:
+    """Another replica's normalization swapped the collections while this write went to the old ones."""
+    one, two = open_ledger(), open_ledger()
+    (row,) = one.add([_new()])
+    claimed = one.claim([row.id])
+    two.set_meta("memory_generation", "1")
+    one.mark_projected(row.id, claimed[row.id], meta=("memory_generation", "0"))
+    assert one.due_outbox() == [row.id] and one.get(row.id).sync_status == "pending"
+    one.mark_projected(row.id, one.claim([row.id])[row.id], meta=("memory_generation", "1"))
+    assert one.due_outbox() == [] and one.get(row.id).sync_status == "synced"
+
+
+def test_the_hooks_copy_is_made_anew_when_its_ledger_is_restored(open_ledger: Opener, tmp_path: Path) -> None:
+    from resources.memory.ledger_copy import LedgerCopy
+
+    ledger = open_ledger()
+    (kept,) = ledger.add([_new("kept")])
+    ledger.backup_to(tmp_path / "backup.db")
+    copy = LedgerCopy(ledger, tmp_path / "copy" / "memory-server-copy.db")
+    try:
+        (later,) = ledger.add([_new("later")])
+        copy.refresh()
+        inode = (tmp_path / "copy" / "memory-server-copy.db").stat().st_ino
+        assert set(copy._copy.get_many([kept.id, later.id])) == {kept.id, later.id}
+        if ledger.path is not None:
+            return  # (a SQLite ledger is restored by replacing its file: the server opens a new ledger)
+        ledger.load_from(tmp_path / "backup.db")
+        copy.refresh()
+        assert set(copy._copy.get_many([kept.id, later.id])) == {kept.id}
+        assert (tmp_path / "copy" / "memory-server-copy.db").stat().st_ino != inode  # the hooks' caches start again
+    finally:
+        copy.close()
