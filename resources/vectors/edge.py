@@ -6,6 +6,7 @@ the project's owner process holds it (see ``query_server.ownership``).
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
@@ -146,7 +147,7 @@ class EdgeVectorStore:
                 self._build_indexes(name, shard, settle=True)
                 if wanted != declared:  # a collection made by another codemem version: its indexes now
                     shard.flush()  # what the list promises (a migration's payload writes before it) is on disk first
-                    marker.write_text(json.dumps({**existing, "indexes": wanted}))
+                    _write_marker(marker, {**existing, "indexes": wanted})
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
@@ -168,7 +169,7 @@ class EdgeVectorStore:
             self._shards[name] = shard
             self._indexes[name] = wanted
             self._indexed.discard(name)
-            marker.write_text(json.dumps({"dense_dim": dense_dim, "indexes": wanted}))
+            _write_marker(marker, {"dense_dim": dense_dim, "indexes": wanted})
 
     def payload_indexes(self, name: str) -> list[str]:
         """See ``VectorStore.payload_indexes``: the fields named, built or not yet (a collection
@@ -409,3 +410,14 @@ class EdgeVectorStore:
                     failures.append(exc)
             if failures:
                 raise VectorStoreError(f"closing a vector collection failed: {failures[0]}") from failures[0]
+
+
+def _write_marker(marker: Path, content: dict[str, Any]) -> None:
+    """Write a collection's marker whole: a reader never sees it half-written (``payload_indexes``
+    reads it without the store's lock, a search during a reindex's rebuild found it empty), nor a
+    crash leave it so."""
+    import json
+
+    partial = marker.with_name(marker.name + ".tmp")
+    partial.write_text(json.dumps(content))
+    os.replace(partial, marker)
