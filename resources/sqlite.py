@@ -64,6 +64,13 @@ def immediate_transaction(conn: sqlite3.Connection, lock: threading.RLock) -> It
         conn.execute("COMMIT")
 
 
+def remove_sidecars(path: Path) -> None:
+    """Delete the ``-wal`` and ``-shm`` files beside the SQLite file ``path`` (closed, replaced or
+    moved away: SQLite would otherwise apply an old log to whatever file takes the name)."""
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
 def read_meta(conn: sqlite3.Connection, key: str) -> str | None:
     """The value of ``key`` in the store's ``meta`` table, or None when it is not set."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -16,6 +16,7 @@ from query_server.memory.stores import MemoryStores
 from query_server.paging import ToolError
 from resources.memory.ledger import Ledger
 from resources.private_files import make_private_dir, make_private_file
+from resources.sqlite import remove_sidecars
 from resources.schemas.memory import BackupInput, BackupResult, RestoreInput, RestoreResult
 
 
@@ -79,8 +80,7 @@ def restore_ledger(stores: MemoryStores, request: RestoreInput) -> RestoreResult
     with stores.projector.write_lock:
         stores.ledger.backup_to(kept)
         stores.ledger.close()
-        for suffix in ("-wal", "-shm"):
-            live.with_name(live.name + suffix).unlink(missing_ok=True)
+        remove_sidecars(live)
         tmp = live.with_name(f".memory.db.restore-{stamp}")
         shutil.copyfile(source, tmp)
         os.replace(tmp, live)

@@ -10,12 +10,16 @@ from dataclasses import replace
 from resources.faults import fault_point
 from resources.memory.ledger_connection import LedgerConnection
 from resources.memory.ledger_model import (
+    ANCHOR_COLUMNS,
+    AUDIT_COLUMNS,
     COLUMNS,
+    RELATIONSHIP_COLUMNS,
     Merge,
     MemoryRow,
     Relationship,
     content_hash,
     now_iso,
+    placeholders,
     without_nul,
 )
 from resources.sqlite import read_meta, write_meta
@@ -28,9 +32,6 @@ EPOCH_KEY = "ledger_epoch"
 """Ledger meta: changes each time every row of the ledger is replaced (``load_from``)."""
 FOLLOWED_EPOCH_KEY = "followed_epoch"
 """Meta of a copy (``follow``): the source's ``ledger_epoch`` it copies."""
-_AUDIT_COLUMNS = "seq, memory_id, operation, previous, current, at, request_id"
-_LINK_COLUMNS = "source_id, rel_type, target_id, target_kind, properties, created_at"
-_ANCHOR_COLUMNS = "memory_id, qualified_name, anchored_hash, current_hash, stale, checked_at"
 _ANCHOR_SIGNATURE = "SELECT count(*), max(checked_at), CAST(coalesce(sum(stale), 0) AS INTEGER) FROM anchor_state"
 _EVERY_COLUMN = ", ".join(f"{name.strip()}=excluded.{name.strip()}" for name in COLUMNS.split(",")[1:])
 
@@ -108,13 +109,13 @@ class LedgerBulkWrites(LedgerConnection):
         while True:
             with source._reading() as src:
                 entries = src.execute(
-                    f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (seen, batch)
+                    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (seen, batch)
                 ).fetchall()
                 ids = list(dict.fromkeys(entry[1] for entry in entries))
                 marks = ",".join("?" * len(ids))
                 rows = src.execute(f"SELECT {COLUMNS} FROM memories WHERE id IN ({marks})", ids).fetchall() if ids else []
                 links = src.execute(
-                    f"SELECT {_LINK_COLUMNS} FROM relationships WHERE source_id IN ({marks})", ids
+                    f"SELECT {RELATIONSHIP_COLUMNS} FROM relationships WHERE source_id IN ({marks})", ids
                 ).fetchall() if ids else []
                 replaced = (read_meta(src, EPOCH_KEY) or "") != epoch  # read last: a restore before any read shows
             if replaced:
@@ -123,24 +124,24 @@ class LedgerBulkWrites(LedgerConnection):
                 break
             present = {row[0] for row in rows}
             with self._transaction(durable=False) as conn:  # a copy: rebuilt if lost
-                conn.executemany(f"INSERT INTO audit({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?)", entries)
+                conn.executemany(f"INSERT INTO audit({AUDIT_COLUMNS}) VALUES ({placeholders(AUDIT_COLUMNS)})", entries)
                 conn.executemany("DELETE FROM memories WHERE id=?", [(i,) for i in ids])
                 conn.executemany("DELETE FROM relationships WHERE source_id=?", [(i,) for i in ids])
                 conn.executemany(  # a memory gone for good takes the links to it along (as in the source)
                     "DELETE FROM relationships WHERE target_id=?", [(i,) for i in ids if i not in present]
                 )
-                conn.executemany(f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * len(COLUMNS.split(',')))})", rows)
-                conn.executemany(f"INSERT INTO relationships({_LINK_COLUMNS}) VALUES (?,?,?,?,?,?)", links)
+                conn.executemany(f"INSERT INTO memories({COLUMNS}) VALUES ({placeholders(COLUMNS)})", rows)
+                conn.executemany(f"INSERT INTO relationships({RELATIONSHIP_COLUMNS}) VALUES ({placeholders(RELATIONSHIP_COLUMNS)})", links)
             copied += len(entries)
             seen = int(entries[-1][0])
         if tuple(anchors) != tuple(copied_anchors or ()):
             with source._reading() as src:
-                states = src.execute(f"SELECT {_ANCHOR_COLUMNS} FROM anchor_state").fetchall()
+                states = src.execute(f"SELECT {ANCHOR_COLUMNS} FROM anchor_state").fetchall()
                 if (read_meta(src, EPOCH_KEY) or "") != epoch:
                     return None
             with self._transaction(durable=False) as conn:  # a copy: rebuilt if lost
                 conn.execute("DELETE FROM anchor_state")
-                conn.executemany(f"INSERT INTO anchor_state({_ANCHOR_COLUMNS}) VALUES (?,?,?,?,?,?)", states)
+                conn.executemany(f"INSERT INTO anchor_state({ANCHOR_COLUMNS}) VALUES ({placeholders(ANCHOR_COLUMNS)})", states)
         return copied
 
     def adopt(
@@ -298,8 +299,8 @@ class LedgerBulkWrites(LedgerConnection):
             for memory_id, previous in entries:
                 rel = json.loads(previous)["relationship"]
                 added = conn.execute(
-                    "INSERT INTO relationships(source_id, rel_type, target_id, target_kind, properties, created_at) "
-                    "VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                    f"INSERT INTO relationships({RELATIONSHIP_COLUMNS}) VALUES ({placeholders(RELATIONSHIP_COLUMNS)}) "
+                    "ON CONFLICT DO NOTHING",
                     (rel["source_id"], rel["type"], rel["target_id"], rel["target_kind"], json.dumps(rel["properties"]),
                      rel["created_at"] or at),
                 ).rowcount

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from resources.memory.ledger_model import COLUMNS, LedgerError, MemoryRow, Relationship, row_of
+from resources.memory.ledger_model import COLUMNS, MemoryRow, Relationship, row_of
 from resources.sqlite import read_meta, write_meta
 
 
@@ -33,6 +33,8 @@ class LedgerStore(Protocol):
     def later_of(self, a: str, b: str) -> str: ...
     def comma_joined(self, column: str) -> str: ...
     def backup_to(self, target: Path) -> None: ...
+    def load_from(self, source: Path, *, only_if_empty: bool = False) -> bool: ...
+    def keep_alone(self) -> None: ...
     def size_bytes(self) -> int: ...
     def close(self) -> None: ...
 
@@ -134,9 +136,7 @@ class LedgerConnection:
     def keep_alone(self) -> None:
         """Server mode with embedded projections: check this process still serves the project alone
         (``PostgresLedgerStore.keep_alone``); nothing to check for a SQLite ledger (its owner lock)."""
-        keep = getattr(self._store, "keep_alone", None)
-        if keep is not None:
-            keep()
+        self._store.keep_alone()
 
     def size_bytes(self) -> int:
         """What the ledger takes on disk (its file; in PostgreSQL its schema's tables and indexes)."""
@@ -146,10 +146,7 @@ class LedgerConnection:
         """Replace every row with those of the SQLite ledger file ``source`` (a backup), in one
         transaction (``only_if_empty``: only into a ledger without memories and audit); whether it
         did. A SQLite ledger is restored by replacing its file instead (``LedgerError``)."""
-        load = getattr(self._store, "load_from", None)
-        if load is None:
-            raise LedgerError(f"{self.location} is a SQLite file: restore it by replacing the file (`codemem restore`)")
-        return bool(load(source, only_if_empty=only_if_empty))
+        return self._store.load_from(source, only_if_empty=only_if_empty)
 
     def backup_to(self, target: Path) -> None:
         """A consistent online copy of the ledger as a SQLite ledger file, readable by its owner only."""

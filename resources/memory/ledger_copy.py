@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 
 from resources.memory.ledger import Ledger
+from resources.sqlite import remove_sidecars
 
 log = structlog.get_logger("codemem.memory")
 
@@ -44,8 +45,8 @@ class LedgerCopy:
     def _replace(self) -> None:
         """A new copy built beside the old one, then renamed over it (the caller holds the lock)."""
         fresh_path = self.path.with_name(f".{self.path.name}.new")
-        for stale in (fresh_path, *(fresh_path.with_name(fresh_path.name + s) for s in ("-wal", "-shm"))):
-            stale.unlink(missing_ok=True)
+        fresh_path.unlink(missing_ok=True)
+        remove_sidecars(fresh_path)
         fresh = Ledger(fresh_path)
         try:
             fresh.follow(self.source)
@@ -54,8 +55,7 @@ class LedgerCopy:
         self._copy.close()
         try:
             os.replace(fresh_path, self.path)
-            for suffix in ("-wal", "-shm"):
-                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+            remove_sidecars(self.path)
         finally:
             self._copy = Ledger(self.path)  # the new copy, or the old one again when the rename failed
         log.info("the hooks' copy of the memory ledger was made anew (the ledger was replaced)")

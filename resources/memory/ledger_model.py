@@ -1,4 +1,5 @@
-"""The memory ledger's data model: its SQLite schema (PostgreSQL's is ``ledger_postgres.SCHEMA``), the rows it holds and the errors it raises.
+"""The memory ledger's data model: its SQLite schema (PostgreSQL's is ``ledger_postgres.SCHEMA``),
+the rows it holds and the errors it raises.
 
 ``resources.memory.ledger`` writes these tables; ``resources.memory.ledger_reader`` reads them
 for the hooks. The rows are plain dataclasses, shared by every part of the ledger.
@@ -17,6 +18,43 @@ from typing import Any
 SCHEMA_VERSION = 1
 RETENTION_DAYS = 30
 """Soft-deleted memories are kept this long before cleanup may hard-delete them."""
+
+SHARED_SCHEMA = (
+    "CREATE INDEX IF NOT EXISTS audit_memory ON audit(memory_id)",
+    "CREATE INDEX IF NOT EXISTS audit_request ON audit(request_id)",
+    """CREATE TABLE IF NOT EXISTS relationships (
+    source_id TEXT NOT NULL,
+    rel_type TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    target_kind TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (source_id, rel_type, target_id)
+)""",
+    "CREATE INDEX IF NOT EXISTS relationships_target ON relationships(target_id)",
+    """CREATE TABLE IF NOT EXISTS outbox (
+    memory_id TEXT PRIMARY KEY,
+    enqueued_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at TEXT NOT NULL,
+    last_error TEXT,
+    claimed_until TEXT,
+    claimed_by TEXT
+)""",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS anchor_state (
+    memory_id TEXT NOT NULL,
+    qualified_name TEXT NOT NULL,
+    anchored_hash TEXT NOT NULL,
+    current_hash TEXT,
+    stale INTEGER NOT NULL DEFAULT 0,
+    checked_at TEXT NOT NULL,
+    PRIMARY KEY (memory_id, qualified_name)
+)""",
+    "CREATE INDEX IF NOT EXISTS anchor_state_stale ON anchor_state(stale)",
+)
+"""The tables and indexes SQLite and PostgreSQL declare alike (after ``memories`` and ``audit``,
+whose types and expression indexes differ)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -40,6 +78,7 @@ CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(memory_type, content_hash);
 CREATE INDEX IF NOT EXISTS memories_requirement_id ON memories(memory_type, json_extract(metadata, '$.requirement_id'));
 CREATE INDEX IF NOT EXISTS memories_preference_key ON memories(memory_type, json_extract(metadata, '$.key'));
+CREATE INDEX IF NOT EXISTS memories_origin ON memories(memory_type, json_extract(metadata, '$.origin'));
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     memory_id TEXT NOT NULL,
@@ -49,46 +88,31 @@ CREATE TABLE IF NOT EXISTS audit (
     at TEXT NOT NULL,
     request_id TEXT
 );
-CREATE INDEX IF NOT EXISTS audit_memory ON audit(memory_id);
-CREATE INDEX IF NOT EXISTS audit_request ON audit(request_id);
-CREATE TABLE IF NOT EXISTS relationships (
-    source_id TEXT NOT NULL,
-    rel_type TEXT NOT NULL,
-    target_id TEXT NOT NULL,
-    target_kind TEXT NOT NULL,
-    properties TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (source_id, rel_type, target_id)
-);
-CREATE INDEX IF NOT EXISTS relationships_target ON relationships(target_id);
-CREATE TABLE IF NOT EXISTS outbox (
-    memory_id TEXT PRIMARY KEY,
-    enqueued_at TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at TEXT NOT NULL,
-    last_error TEXT,
-    claimed_until TEXT,
-    claimed_by TEXT
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS anchor_state (
-    memory_id TEXT NOT NULL,
-    qualified_name TEXT NOT NULL,
-    anchored_hash TEXT NOT NULL,
-    current_hash TEXT,
-    stale INTEGER NOT NULL DEFAULT 0,
-    checked_at TEXT NOT NULL,
-    PRIMARY KEY (memory_id, qualified_name)
-);
-CREATE INDEX IF NOT EXISTS anchor_state_stale ON anchor_state(stale);
-CREATE INDEX IF NOT EXISTS memories_origin ON memories(memory_type, json_extract(metadata, '$.origin'));
-"""
+""" + ";\n".join(SHARED_SCHEMA) + ";\n"
+"""The ledger's SQLite schema (PostgreSQL's: ``ledger_postgres.SCHEMA``)."""
 
 COLUMNS = (
     "id, memory_type, content, metadata, content_hash, importance_score, access_count, last_accessed_at, "
     "version, created_at, updated_at, deleted, deleted_at, sync_status"
 )
 """The ``memories`` columns in the order ``row_of`` reads them."""
+AUDIT_COLUMNS = "seq, memory_id, operation, previous, current, at, request_id"
+RELATIONSHIP_COLUMNS = "source_id, rel_type, target_id, target_kind, properties, created_at"
+ANCHOR_COLUMNS = "memory_id, qualified_name, anchored_hash, current_hash, stale, checked_at"
+TABLES = (
+    ("memories", COLUMNS),
+    ("audit", AUDIT_COLUMNS),
+    ("relationships", RELATIONSHIP_COLUMNS),
+    ("outbox", "memory_id, enqueued_at, attempts, next_attempt_at, last_error, claimed_until, claimed_by"),
+    ("meta", "key, value"),
+    ("anchor_state", ANCHOR_COLUMNS),
+)
+"""Every table of the ledger and its columns (what a backup, a load and a copy move)."""
+
+
+def placeholders(columns: str) -> str:
+    """``?,?,…``: one parameter for each of ``columns`` (a comma-separated list)."""
+    return ",".join("?" * len(columns.split(",")))
 
 
 def now_iso() -> str:

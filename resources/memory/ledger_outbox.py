@@ -106,10 +106,14 @@ class LedgerOutbox(LedgerConnection):
         with self._transaction() as conn:
             for memory_id in memory_ids:
                 if not self._requeue_if_lost(conn, memory_id, at):
-                    conn.execute(
-                        "UPDATE outbox SET claimed_until=NULL, claimed_by=NULL WHERE memory_id=? AND claimed_by=?",
-                        (memory_id, self._claimer),
-                    )
+                    self._release_claim(conn, memory_id)
+
+    def _release_claim(self, conn: Any, memory_id: str) -> None:
+        """Clear this projector's claim on ``memory_id`` (another projector's stays)."""
+        conn.execute(
+            "UPDATE outbox SET claimed_until=NULL, claimed_by=NULL WHERE memory_id=? AND claimed_by=?",
+            (memory_id, self._claimer),
+        )
 
     def _requeue_if_lost(self, conn: Any, memory_id: str, at: str) -> bool:
         """Whether this projector's claim on ``memory_id`` was lost; then the memory is queued again
@@ -141,7 +145,6 @@ class LedgerOutbox(LedgerConnection):
         * The claim was lost (its lease ran out and another projector took the memory, which may
           have written a newer version before this write landed): queued again now, so that the
           last write is a fresh one.
-
         * ``meta`` (key, value) no longer holds (another replica swapped the collections' generation
           while this write went to the old one): queued again now.
 
@@ -163,7 +166,7 @@ class LedgerOutbox(LedgerConnection):
                 conn.execute("DELETE FROM outbox WHERE memory_id=?", (memory_id,))
                 conn.execute("UPDATE memories SET sync_status='synced' WHERE id=?", (memory_id,))
             else:
-                conn.execute("UPDATE outbox SET claimed_until=NULL, claimed_by=NULL WHERE memory_id=?", (memory_id,))
+                self._release_claim(conn, memory_id)
 
     def outbox_entry(self, memory_id: str) -> str | None:
         """When the memory's pending projection was queued (None when nothing is pending)."""
@@ -189,10 +192,7 @@ class LedgerOutbox(LedgerConnection):
                     "UPDATE outbox SET attempts=?, next_attempt_at=?, last_error=? WHERE memory_id=?",
                     (attempts, due, error[:2000], memory_id),
                 )
-                conn.execute(  # this projector's claim only
-                    "UPDATE outbox SET claimed_until=NULL, claimed_by=NULL WHERE memory_id=? AND claimed_by=?",
-                    (memory_id, self._claimer),
-                )
+                self._release_claim(conn, memory_id)
                 status = "failed" if attempts >= MAX_ATTEMPTS_BEFORE_FAILED else "pending"
                 conn.execute("UPDATE memories SET sync_status=? WHERE id=?", (status, memory_id))
 

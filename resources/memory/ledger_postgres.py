@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from resources.memory.ledger_model import COLUMNS, SCHEMA_VERSION, LedgerError, without_nul
+from resources.memory.ledger_model import SCHEMA_VERSION, SHARED_SCHEMA, TABLES, LedgerError, placeholders, without_nul
 from resources.postgres import DatabaseUnavailable, open_pool, redacted, schema_lock
 
 WRITE_WAIT_S = 30.0
@@ -68,47 +68,10 @@ SCHEMA = (
         current TEXT,
         at TEXT NOT NULL,
         request_id TEXT)""",
-    "CREATE INDEX IF NOT EXISTS audit_memory ON audit(memory_id)",
-    "CREATE INDEX IF NOT EXISTS audit_request ON audit(request_id)",
-    """CREATE TABLE IF NOT EXISTS relationships (
-        source_id TEXT NOT NULL,
-        rel_type TEXT NOT NULL,
-        target_id TEXT NOT NULL,
-        target_kind TEXT NOT NULL,
-        properties TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (source_id, rel_type, target_id))""",
-    "CREATE INDEX IF NOT EXISTS relationships_target ON relationships(target_id)",
-    """CREATE TABLE IF NOT EXISTS outbox (
-        memory_id TEXT PRIMARY KEY,
-        enqueued_at TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_attempt_at TEXT NOT NULL,
-        last_error TEXT,
-        claimed_until TEXT,
-        claimed_by TEXT)""",
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS anchor_state (
-        memory_id TEXT NOT NULL,
-        qualified_name TEXT NOT NULL,
-        anchored_hash TEXT NOT NULL,
-        current_hash TEXT,
-        stale INTEGER NOT NULL DEFAULT 0,
-        checked_at TEXT NOT NULL,
-        PRIMARY KEY (memory_id, qualified_name))""",
-    "CREATE INDEX IF NOT EXISTS anchor_state_stale ON anchor_state(stale)",
+    *SHARED_SCHEMA,
 )
-"""The tables of ``resources.memory.ledger_model.SCHEMA`` in PostgreSQL's types."""
-
-BACKUP_TABLES = (
-    ("memories", COLUMNS),
-    ("audit", "seq, memory_id, operation, previous, current, at, request_id"),
-    ("relationships", "source_id, rel_type, target_id, target_kind, properties, created_at"),
-    ("outbox", "memory_id, enqueued_at, attempts, next_attempt_at, last_error, claimed_until, claimed_by"),
-    ("meta", "key, value"),
-    ("anchor_state", "memory_id, qualified_name, anchored_hash, current_hash, stale, checked_at"),
-)
-"""Every table of the ledger and its columns (what a backup copies)."""
+"""The tables of ``resources.memory.ledger_model.SCHEMA`` in PostgreSQL's types; the others are
+declared alike in both (``SHARED_SCHEMA``)."""
 
 
 _JSON_COLUMNS = frozenset({"metadata", "previous", "current", "properties"})
@@ -289,8 +252,8 @@ class PostgresLedgerStore:
         try:
             with self._connection(snapshot=True) as conn, copy.writing() as dest:
                 dest.execute("DELETE FROM meta")
-                for table, columns in BACKUP_TABLES:
-                    marks = ",".join("?" * len(columns.split(",")))
+                for table, columns in TABLES:
+                    marks = placeholders(columns)
                     with conn.cursor(name=f"codemem_backup_{table}") as cursor:
                         cursor.execute(f"SELECT {columns} FROM {table}")
                         while rows := cursor.fetchmany(1000):
@@ -372,16 +335,16 @@ class PostgresLedgerStore:
                     or conn.execute("SELECT 1 FROM audit LIMIT 1").fetchone()
                 ):
                     return False
-                for table, _ in BACKUP_TABLES:
+                for table, _ in TABLES:
                     conn.execute(f"DELETE FROM {table}")
                 reader.execute("BEGIN")  # one snapshot of the file
-                for table, columns in BACKUP_TABLES:
+                for table, columns in TABLES:
                     present = {row[1] for row in reader.execute(f"PRAGMA table_info({table})")}
                     wanted = [c.strip() for c in columns.split(",")]
                     taken = [c for c in wanted if c in present]  # (a file written before a column was added)
                     if not taken:  # (a file written before the table was added)
                         continue
-                    marks = ",".join("?" * len(taken))
+                    marks = placeholders(", ".join(taken))
                     cursor = reader.execute(f"SELECT {', '.join(taken)} FROM {table}")
                     json_columns = {i for i, c in enumerate(taken) if c in _JSON_COLUMNS}
                     while rows := cursor.fetchmany(1000):

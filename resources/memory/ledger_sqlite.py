@@ -140,6 +140,13 @@ class SqliteLedgerStore:
         finally:
             dest.close()
 
+    def load_from(self, source: Path, *, only_if_empty: bool = False) -> bool:
+        """Not for a SQLite ledger: it is restored by replacing its file."""
+        raise LedgerError(f"{self.path} is a SQLite file: restore it by replacing the file (`codemem restore`)")
+
+    def keep_alone(self) -> None:
+        """Nothing to check: the state dir's owner lock keeps a SQLite ledger to one process."""
+
     def size_bytes(self) -> int:
         """The file's size (its WAL not counted)."""
         return self.path.stat().st_size

@@ -49,6 +49,7 @@ from resources.memory.ledger import Ledger, MemoryRow, Relationship
 from resources.memory.ledger_reader import LEDGER_FILE, SERVER_COPY_FILE
 from resources.memory.projection import MemoryProjector
 from resources.private_files import make_private_dir
+from resources.sqlite import remove_sidecars
 from resources.schemas.memory import MEMORY_SCOPES as SCOPES
 from resources.schemas.memory import SHARED_SCOPES
 from resources.schemas.memory import MemoryScope as Scope
@@ -125,8 +126,7 @@ def open_project_ledger(settings: Settings) -> Ledger:
     url = settings.shared_database_url()
     if not url:
         (state / SERVER_COPY_FILE).unlink(missing_ok=True)
-        for suffix in ("-wal", "-shm"):
-            (state / (SERVER_COPY_FILE + suffix)).unlink(missing_ok=True)
+        remove_sidecars(state / SERVER_COPY_FILE)
         return Ledger(state / LEDGER_NAME)
     from resources.memory.ledger_postgres import PostgresLedgerStore
 
@@ -162,8 +162,7 @@ def _move_into(ledger: Ledger, embedded: Path) -> None:
         log.warning("memories of the embedded ledger merged into PostgreSQL", file=str(embedded), newer=len(adopted))
     moved = embedded.with_name(f"{LEDGER_NAME}.moved-to-postgres-{time.strftime('%Y%m%dT%H%M%S')}")
     os.replace(embedded, moved)
-    for suffix in ("-wal", "-shm"):
-        embedded.with_name(embedded.name + suffix).unlink(missing_ok=True)
+    remove_sidecars(embedded)
     log.warning("the project's memories moved into PostgreSQL", ledger=ledger.location, kept=str(moved))
 
 
