@@ -277,10 +277,7 @@ def codemem_edges(root: Path) -> tuple[set[tuple[Symbol, Symbol]], dict[tuple[Sy
         service.index(IndexInput(embed=False))
         # a name defined several times in a file (overloads) is one symbol to ``ast``: ``f#2`` is ``f``
         symbols = {s.id: (s.path, s.local_name.split("#")[0]) for s in service.ctx.manifest.all_symbols()}
-        with service.ctx.manifest._lock:  # noqa: SLF001 - the edges' properties (line) are not in a public read
-            rows = service.ctx.manifest._conn.execute(  # noqa: SLF001
-                "SELECT source, target, properties FROM resolved_edges WHERE type = 'CALLS'"
-            ).fetchall()
+        rows = service.ctx.manifest.resolved_edges_of_type("CALLS")
     finally:
         service.close()
     edges: set[tuple[Symbol, Symbol]] = set()
@@ -289,7 +286,7 @@ def codemem_edges(root: Path) -> tuple[set[tuple[Symbol, Symbol]], dict[tuple[Sy
         if source in symbols and target in symbols:
             pair = (symbols[source], symbols[target])
             edges.add(pair)
-            lines[pair] = json.loads(properties).get("line_number") or 0
+            lines[pair] = properties.get("line_number") or 0
     return edges, lines
 
 

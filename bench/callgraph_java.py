@@ -156,10 +156,7 @@ def codemem_pairs(root: Path) -> tuple[set[Pair], int]:
             elif "." in name:
                 owner, member = name.rsplit(".", 1)
                 members[s.id] = (owner, "<init>" if s.kind == "constructor" else member)
-        with service.ctx.manifest._lock:  # noqa: SLF001 - as bench.callgraph: no public read of the edges
-            rows = service.ctx.manifest._conn.execute(  # noqa: SLF001
-                "SELECT source, target FROM resolved_edges WHERE type = 'CALLS'"
-            ).fetchall()
+        rows = [(source, target) for source, target, _ in service.ctx.manifest.resolved_edges_of_type("CALLS")]
     finally:
         service.close()
     return {(members[s], members[t]) for s, t in rows if s in members and t in members}, len(rows)

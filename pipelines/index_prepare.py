@@ -25,7 +25,6 @@ from pipelines.resolution_scope import referenced_names
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, Manifest, SkippedState, SymbolRow
 from resources.schemas.code import CallSite, ParsedSymbol
-from resources.sqlite import read_meta, write_meta
 from resources.vectors import sparse
 from resources.vectors.store import VectorPoint
 
@@ -177,9 +176,9 @@ def record_skipped(manifest: Manifest, states: Sequence[SkippedState], timeout_s
         return
     with manifest.transaction() as conn:
         manifest.forget_skipped(conn, gone)
-        if states and read_meta(conn, SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
+        if states and manifest.read_meta(conn, SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
             manifest.forget_skipped(conn)
-            write_meta(conn, SKIP_TIMEOUT_KEY, f"{timeout_s:g}")
+            manifest.write_meta(conn, SKIP_TIMEOUT_KEY, f"{timeout_s:g}")
         manifest.remember_skipped(conn, states)
 
 

@@ -91,9 +91,8 @@ def reset_index(ctx: IndexContext) -> None:
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, known)
         ctx.manifest.forget_skipped(conn)
-        conn.execute("DELETE FROM resolved_edges")
-        conn.execute("DELETE FROM unsettled_edges")
-        conn.execute("DELETE FROM meta WHERE key = 'embedding_model'")
+        ctx.manifest.forget_resolved_edges(conn)
+        ctx.manifest.write_meta(conn, "embedding_model", None)
 
 
 def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:

@@ -317,6 +317,6 @@ def repair_index(ctx: IndexContext) -> dict[str, int]:
         dangling = dangling_edges(ctx)
         everything = manifest_ids | {file_id(p) for p in ctx.manifest.files()}
         with ctx.manifest.transaction() as conn:
-            conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", dangling)
+            ctx.manifest.forget_resolved_edges(conn, dangling)
             ctx.manifest.mark_dirty(conn, everything)
     return {"stray_points": len(stray_points), "stray_nodes": stray_nodes, "dangling_edges": len(dangling)}

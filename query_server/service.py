@@ -24,7 +24,7 @@ import structlog
 from pipelines.index_context import IndexContext, remember_report
 from query_server.foreground import ForegroundGate
 from query_server.paging import ToolError
-from resources.manifest import MANIFEST_FILE, Manifest
+from resources.manifest import open_manifest
 from resources.private_files import make_private_dir
 from resources.schemas.tools import (
     CodeSearchInput,
@@ -89,14 +89,14 @@ class CodeMemService:
         and background embedding pause between steps while there are any."""
         self._parts: dict[str, Any] = {}
         self._parts_lock = threading.RLock()  # (a part built while another is: no deadlock)
-        state = make_private_dir(settings.resolved_state_dir())
+        make_private_dir(settings.resolved_state_dir())
         with contextlib.ExitStack() as opened:  # a store that fails to open closes the ones before it
             self.embedder, self.embedder_status = create_embedder(settings)
             self.vectors = create_vector_store(settings)
             opened.callback(self.vectors.close)
             self.graph = create_graph_store(settings)
             opened.callback(self.graph.close)
-            self.manifest = Manifest(state / MANIFEST_FILE)
+            self.manifest = open_manifest(settings)
             opened.callback(self.manifest.close)
             self.ctx = IndexContext(
                 settings=settings, vectors=self.vectors, graph=self.graph, manifest=self.manifest, embedder=self.embedder

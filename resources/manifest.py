@@ -7,91 +7,36 @@ that file; cross-file edges about to change in the graph are recorded as unsettl
 (every store write is idempotent): the index converges.
 
 A file's references (JSON) are its largest column (37 MB for Linux's ``fs/``, a third of the
-manifest): they are stored zlib-compressed (``pack``: 7.8× smaller, ~0.2 s for all of ``fs/``); a
+manifest): they are stored zlib-compressed (``manifest_store.pack``: 7.8× smaller, ~0.2 s for all of ``fs/``); a
 row written before as text is read as it is (``unpack``). Embedding texts stay plain: each is
 short (~340 bytes), so zlib saves 1.6× for ~1 s of the main thread's time on ``fs/``.
+
+The rows live in a store (``resources.manifest_store``): the SQLite file, or in server mode a
+schema of the shared PostgreSQL database, which every replica and indexing worker writes directly.
+The SQL here is written once, in what both engines take. A write transaction (``transaction()``)
+hands out a connection that the static methods below take as ``conn``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from resources.sqlite import immediate_transaction, open_database, read_meta, write_meta
+import structlog
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS files (
-    path TEXT PRIMARY KEY,
-    language TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    indexed_at TEXT NOT NULL,
-    symbol_count INTEGER NOT NULL,
-    error_count INTEGER NOT NULL,
-    refs TEXT NOT NULL,
-    design_digest TEXT,
-    calls BLOB
-);
-CREATE TABLE IF NOT EXISTS symbols (
-    id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    name TEXT NOT NULL,
-    local_name TEXT NOT NULL,
-    qualified_name TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    container TEXT,
-    language TEXT NOT NULL,
-    embed_text TEXT NOT NULL,
-    has_dense INTEGER NOT NULL DEFAULT 0,
-    path_qualified_name TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
-CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
-CREATE INDEX IF NOT EXISTS symbols_qualified ON symbols(qualified_name);
-CREATE INDEX IF NOT EXISTS symbols_pending ON symbols(has_dense);
-CREATE TABLE IF NOT EXISTS resolved_edges (
-    source TEXT NOT NULL,
-    type TEXT NOT NULL,
-    target TEXT NOT NULL,
-    properties TEXT NOT NULL,
-    PRIMARY KEY (source, type, target)
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dirty (id TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS in_flight (path TEXT NOT NULL, ids TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS in_flight_path ON in_flight(path);
-CREATE TABLE IF NOT EXISTS ref_names (
-    path TEXT NOT NULL,
-    name TEXT NOT NULL,
-    PRIMARY KEY (path, name)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ref_names_name ON ref_names(name);
-CREATE TABLE IF NOT EXISTS changed_names (name TEXT PRIMARY KEY) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS skipped (
-    path TEXT PRIMARY KEY,
-    content_hash TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    reason TEXT NOT NULL,
-    lasting INTEGER NOT NULL DEFAULT 1,
-    seen INTEGER NOT NULL DEFAULT 1
-);
-CREATE TABLE IF NOT EXISTS unsettled_edges (
-    source TEXT NOT NULL,
-    type TEXT NOT NULL,
-    target TEXT NOT NULL,
-    PRIMARY KEY (source, type, target)
-);
-"""
+from resources.manifest_store import FILES_WRITTEN as FILES_WRITTEN  # (where the derived layers import it from)
+from resources.manifest_store import ManifestStore, SqliteManifestStore, pack, unpack
+from resources.sqlite import read_meta, write_meta
+
+if TYPE_CHECKING:
+    from resources.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(slots=True, frozen=True)
@@ -162,25 +107,8 @@ class SymbolRow:
 REF_NAMES_COMPLETE = "ref_names_complete"
 """Meta key set once ``ref_names`` holds every indexed file's names (a manifest of an earlier
 release gets them at its next whole-repository resolution)."""
-FILES_WRITTEN = "files_written"
-"""Meta key counting the transactions that replaced files' rows (and so their graph nodes): a
-derived layer that wrote edges to those nodes compares it to know whether they may be gone."""
 RESOLVE_EVERYTHING = "resolve_everything"
 """Meta key set when a change can affect the resolution of any file (see ``resolution_scope``)."""
-
-PACK_LEVEL = 3
-"""zlib level of the packed column: on Linux's ``fs/`` refs, 1 gives 7.3×, 3 7.8× in less time, 6 8.7× in 2.7× the time."""
-
-
-def pack(text: str) -> bytes:
-    """A packed column's value as stored: the text, zlib-compressed (a BLOB, told apart from older TEXT rows)."""
-    return zlib.compress(text.encode("utf-8"), PACK_LEVEL)
-
-
-def unpack(value: str | bytes) -> str:
-    """A packed column's text (a row written before packing holds the text itself)."""
-    return value if isinstance(value, str) else zlib.decompress(value).decode("utf-8")
-
 
 def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
     """A file's references as stored: its calls (most of them by size) are a column of their own,
@@ -191,10 +119,7 @@ def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
     return found
 
 
-_PATH_QUALIFIED = "CREATE INDEX IF NOT EXISTS symbols_path_qualified ON symbols(path_qualified_name)"
-
-
-def _files_written(conn: sqlite3.Connection) -> int:
+def _files_written(conn: Any) -> int:
     """The ``FILES_WRITTEN`` count (0 before the first write)."""
     value = read_meta(conn, FILES_WRITTEN)
     return int(value) if value and value.isdigit() else 0
@@ -205,66 +130,45 @@ MANIFEST_FILE = "index.db"
 
 
 class Manifest:
-    """Thread-safe access to the manifest database."""
+    """Thread-safe access to the manifest.
 
-    def __init__(self, path: Path) -> None:
-        """Open (creating if needed) the manifest at ``path``."""
-        self._conn = open_database(path, synchronous="NORMAL")
-        self._conn.executescript(SCHEMA)
-        self._add_path_qualified_name()
-        self._add_column("files", "design_digest", "TEXT")
-        self._add_column("files", "calls", "BLOB")
-        self._add_column("skipped", "lasting", "INTEGER NOT NULL DEFAULT 1")
-        self._add_column("skipped", "seen", "INTEGER NOT NULL DEFAULT 1")
-        if self._add_column("files", "written_seq", "INTEGER"):
-            # rows of an earlier release: written at or before now, as far as anyone can tell
-            self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL", (_files_written(self._conn),))
-        self._lock = threading.RLock()
-        if self.get_meta(REF_NAMES_COMPLETE) is None and not self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
+    Args:
+        path: The SQLite file (embedded mode), opened or created; or
+        store: where the rows live (``resources.manifest_store``; ``open_manifest`` picks it).
+    """
+
+    def __init__(self, path: Path | None = None, *, store: ManifestStore | None = None) -> None:
+        if store is None:
+            if path is None:
+                raise TypeError("Manifest needs a path or a store")
+            store = SqliteManifestStore(path)
+        self.store = store
+        if self.get_meta(REF_NAMES_COMPLETE) is None and not self.has_files():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
-
-    def _add_path_qualified_name(self) -> None:
-        """Give a manifest from before issue 19 its ``path_qualified_name`` column (filled when
-        its files are parsed again: the extraction version changed with it)."""
-        self._add_column("symbols", "path_qualified_name", "TEXT NOT NULL DEFAULT ''")
-        self._conn.execute(_PATH_QUALIFIED)
-
-    def _add_column(self, table: str, column: str, declaration: str) -> bool:
-        """Give a manifest of an earlier release a column added since (NULL in its rows); True when
-        this call added it."""
-        if column not in {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}:
-            try:
-                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-            except sqlite3.OperationalError as exc:  # another process added it meanwhile
-                if "duplicate column" not in str(exc):
-                    raise
-                return False
-            return True
-        return False
 
     def written_after(self, seq: int) -> list[str]:
         """The files written (their rows and graph nodes replaced) after ``FILES_WRITTEN`` was ``seq``."""
-        with self._lock:
-            return [row[0] for row in self._conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
+        with self.store.reading() as conn:
+            return [row[0] for row in conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write transaction."""
-        with immediate_transaction(self._conn, self._lock) as conn:
+    def transaction(self) -> Iterator[Any]:
+        """One atomic write transaction, alone among the manifest's writers (in every process)."""
+        with self.store.writing() as conn:
             yield conn
 
     def files(self) -> dict[str, FileState]:
         """Every indexed file by path."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self.store.reading() as conn:
+            rows = conn.execute(
                 "SELECT path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, error_count FROM files"
             ).fetchall()
         return {row[0]: FileState(*row) for row in rows}
 
     def file(self, path: str) -> FileState | None:
         """One file's state, or None."""
-        with self._lock:
-            row = self._conn.execute(
+        with self.store.reading() as conn:
+            row = conn.execute(
                 "SELECT path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, error_count "
                 "FROM files WHERE path = ?",
                 (path,),
@@ -275,10 +179,10 @@ class Manifest:
         """Symbol ids per path that the stores may hold: the indexed symbols, plus the points of
         writes still in flight (written by a run that was interrupted before its manifest commit)."""
         found: dict[str, list[str]] = {}
-        with self._lock:
+        with self.store.reading() as conn:
             for path in paths:
-                ids = [r[0] for r in self._conn.execute("SELECT id FROM symbols WHERE path = ?", (path,))]
-                for (written,) in self._conn.execute("SELECT ids FROM in_flight WHERE path = ?", (path,)):
+                ids = [r[0] for r in conn.execute("SELECT id FROM symbols WHERE path = ?", (path,))]
+                for (written,) in conn.execute("SELECT ids FROM in_flight WHERE path = ?", (path,)):
                     ids += json.loads(written)
                 found[path] = list(dict.fromkeys(ids))
         return found
@@ -299,10 +203,10 @@ class Manifest:
 
     def in_flight(self) -> set[str]:
         """Paths whose store writes have no manifest commit yet (an interrupted run's)."""
-        with self._lock:
-            return {row[0] for row in self._conn.execute("SELECT DISTINCT path FROM in_flight")}
+        with self.store.reading() as conn:
+            return {row[0] for row in conn.execute("SELECT DISTINCT path FROM in_flight")}
 
-    def replace_files(self, conn: sqlite3.Connection, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
+    def replace_files(self, conn: Any, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
         """Inside a transaction: replace the rows of these files (state, refs, symbols).
 
         ``has_dense`` is taken from the rows as given: the points were just rewritten, so a
@@ -311,7 +215,7 @@ class Manifest:
         seq = None
         if entries:  # the files' graph nodes are replaced with their edges: derived layers may have edges to restore
             conn.execute(
-                "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(meta.value AS INTEGER) + 1",
                 (FILES_WRITTEN,),
             )
             seq = _files_written(conn)
@@ -319,9 +223,10 @@ class Manifest:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM skipped WHERE path = ?", (state.path,))
+            conn.execute("DELETE FROM files WHERE path = ?", (state.path,))  # a new rowid: the newest row (ManifestReader)
             lookups = {key: value for key, value in refs.items() if key != "calls"}
             conn.execute(
-                "INSERT OR REPLACE INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, "
+                "INSERT INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, "
                 "error_count, refs, design_digest, calls, written_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     state.path, state.language, state.content_hash, state.size, state.mtime_ns,
@@ -330,8 +235,12 @@ class Manifest:
                 ),
             )
             conn.executemany(
-                "INSERT OR REPLACE INTO symbols (id, path, name, local_name, qualified_name, kind, container, "
-                "language, embed_text, has_dense, path_qualified_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO symbols (id, path, name, local_name, qualified_name, kind, container, language, "
+                "embed_text, has_dense, path_qualified_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET path = excluded.path, name = excluded.name, local_name = excluded.local_name, "
+                "qualified_name = excluded.qualified_name, kind = excluded.kind, container = excluded.container, "
+                "language = excluded.language, embed_text = excluded.embed_text, has_dense = excluded.has_dense, "
+                "path_qualified_name = excluded.path_qualified_name",
                 [
                     (
                         s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
@@ -342,28 +251,28 @@ class Manifest:
             )
 
     @staticmethod
-    def mark_dirty(conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+    def mark_dirty(conn: Any, ids: Iterable[str]) -> None:
         """Record (inside the caller's transaction) node ids whose subgraph was replaced or
         deleted: their cross-file edges went with them and must be resolved again."""
-        conn.executemany("INSERT OR IGNORE INTO dirty(id) VALUES (?)", [(i,) for i in ids])
+        conn.executemany("INSERT INTO dirty(id) VALUES (?) ON CONFLICT DO NOTHING", [(i,) for i in ids])
 
     def dirty(self) -> set[str]:
         """Node ids waiting for cross-file resolution (left by this run or an interrupted one)."""
-        with self._lock:
-            return {row[0] for row in self._conn.execute("SELECT id FROM dirty")}
+        with self.store.reading() as conn:
+            return {row[0] for row in conn.execute("SELECT id FROM dirty")}
 
-    def clear_dirty(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+    def clear_dirty(self, conn: Any, ids: Iterable[str]) -> None:
         """Forget resolved ids (inside the transaction that records the resolution)."""
         conn.executemany("DELETE FROM dirty WHERE id = ?", [(i,) for i in ids])
 
     # -- the scope of the next cross-file resolution -------------------------------------------
 
     @staticmethod
-    def set_ref_names(conn: sqlite3.Connection, names_by_path: dict[str, Iterable[str]]) -> None:
+    def set_ref_names(conn: Any, names_by_path: dict[str, Iterable[str]]) -> None:
         """Inside a transaction: the names each of these files' references mention (replacing theirs)."""
         for path, names in names_by_path.items():
             conn.execute("DELETE FROM ref_names WHERE path = ?", (path,))
-            conn.executemany("INSERT OR IGNORE INTO ref_names VALUES (?, ?)", [(path, n) for n in sorted(names)])
+            conn.executemany("INSERT INTO ref_names VALUES (?, ?) ON CONFLICT DO NOTHING", [(path, n) for n in sorted(names)])
 
     def fill_ref_names(self, names_by_path: dict[str, Iterable[str]]) -> None:
         """Every indexed file's referenced names at once (a manifest of an earlier release)."""
@@ -376,45 +285,45 @@ class Manifest:
         """Files whose references mention any of ``names``."""
         found: set[str] = set()
         wanted = sorted(set(names))
-        with self._lock:
+        with self.store.reading() as conn:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                found.update(r[0] for r in self._conn.execute(f"SELECT DISTINCT path FROM ref_names WHERE name IN ({marks})", chunk))
+                found.update(r[0] for r in conn.execute(f"SELECT DISTINCT path FROM ref_names WHERE name IN ({marks})", chunk))
         return found
 
     def refs_of(self, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored references of these files (a file not indexed is absent)."""
         found: dict[str, dict[str, Any]] = {}
-        with self._lock:
+        with self.store.reading() as conn:
             for path in paths:
-                row = self._conn.execute("SELECT refs, calls FROM files WHERE path = ?", (path,)).fetchone()
+                row = conn.execute("SELECT refs, calls FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
                     found[path] = _refs(*row)
         return found
 
     @staticmethod
-    def note_changed_names(conn: sqlite3.Connection, names: Iterable[str], everything: bool = False) -> None:
+    def note_changed_names(conn: Any, names: Iterable[str], everything: bool = False) -> None:
         """Inside the transaction of a write: names whose definitions changed (the next resolution
         re-resolves the files that mention them), or that any file's resolution may have changed."""
-        conn.executemany("INSERT OR IGNORE INTO changed_names VALUES (?)", [(n,) for n in sorted(set(names))])
+        conn.executemany("INSERT INTO changed_names VALUES (?) ON CONFLICT DO NOTHING", [(n,) for n in sorted(set(names))])
         if everything:
             write_meta(conn, RESOLVE_EVERYTHING, "1")
 
     def resolution_scope(self) -> tuple[bool, set[str]]:
         """(whether the next resolution must cover every file, the names changed since the last one)."""
-        with self._lock:
-            everything = read_meta(self._conn, RESOLVE_EVERYTHING) == "1" or read_meta(self._conn, REF_NAMES_COMPLETE) != "1"
-            return everything, {r[0] for r in self._conn.execute("SELECT name FROM changed_names")}
+        with self.store.reading() as conn:
+            everything = read_meta(conn, RESOLVE_EVERYTHING) == "1" or read_meta(conn, REF_NAMES_COMPLETE) != "1"
+            return everything, {r[0] for r in conn.execute("SELECT name FROM changed_names")}
 
     def skipped_files(self) -> dict[str, SkippedState]:
         """The files the parsers could not index, by path, at the content they had then."""
-        with self._lock:
-            rows = self._conn.execute("SELECT path, content_hash, size, mtime_ns, reason, lasting, seen FROM skipped").fetchall()
+        with self.store.reading() as conn:
+            rows = conn.execute("SELECT path, content_hash, size, mtime_ns, reason, lasting, seen FROM skipped").fetchall()
         return {row[0]: SkippedState(*row[:5], lasting=bool(row[5]), seen=row[6]) for row in rows}
 
     @staticmethod
-    def remember_skipped(conn: sqlite3.Connection, states: Iterable[SkippedState]) -> None:
+    def remember_skipped(conn: Any, states: Iterable[SkippedState]) -> None:
         """Inside a transaction: record files the parsers could not index (replacing earlier records;
         one skipped again at the same content counts one more run)."""
         conn.executemany(
@@ -426,7 +335,7 @@ class Manifest:
         )
 
     @staticmethod
-    def forget_skipped(conn: sqlite3.Connection, paths: Iterable[str] | None = None) -> None:
+    def forget_skipped(conn: Any, paths: Iterable[str] | None = None) -> None:
         """Inside a transaction: drop the skip records of ``paths`` (every record when None)."""
         if paths is None:
             conn.execute("DELETE FROM skipped")
@@ -438,7 +347,7 @@ class Manifest:
         with self.transaction() as conn:
             conn.execute("UPDATE files SET mtime_ns = ? WHERE path = ?", (mtime_ns, path))
 
-    def remove_files(self, conn: sqlite3.Connection, paths: Iterable[str]) -> None:
+    def remove_files(self, conn: Any, paths: Iterable[str]) -> None:
         """Inside a transaction: forget these files and their symbols."""
         for path in paths:
             conn.execute("DELETE FROM symbols WHERE path = ?", (path,))
@@ -458,8 +367,8 @@ class Manifest:
         """Up to 20 symbols whose ``column`` equals ``value``."""
         if not value:
             return []
-        with self._lock:
-            rows = self._conn.execute(
+        with self.store.reading() as conn:
+            rows = conn.execute(
                 "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, path_qualified_name "
                 f"FROM symbols WHERE {column} = ? ORDER BY path, local_name LIMIT 20",
                 (value,),
@@ -468,8 +377,8 @@ class Manifest:
 
     def find_symbols_in(self, path: str) -> list[SymbolRow]:
         """The symbols of one file."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self.store.reading() as conn:
+            rows = conn.execute(
                 "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, path_qualified_name "
                 "FROM symbols WHERE path = ?",
                 (path,),
@@ -478,8 +387,8 @@ class Manifest:
 
     def all_symbols(self) -> list[SymbolRow]:
         """Every symbol (for cross-file resolution)."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self.store.reading() as conn:
+            rows = conn.execute(
                 "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, "
                 "path_qualified_name FROM symbols"
             ).fetchall()
@@ -487,8 +396,8 @@ class Manifest:
 
     def symbol_ids(self) -> set[str]:
         """The id of every symbol."""
-        with self._lock:
-            return {row[0] for row in self._conn.execute("SELECT id FROM symbols")}
+        with self.store.reading() as conn:
+            return {row[0] for row in conn.execute("SELECT id FROM symbols")}
 
     def declarations(self, paths: Iterable[str]) -> set[str]:
         """The ids of the symbols of these files that only declare a function (C/C++ prototypes and
@@ -496,8 +405,8 @@ class Manifest:
         wanted = list(dict.fromkeys(paths))
         if not wanted:
             return set()
-        with self._lock:
-            rows = self._conn.execute(
+        with self.store.reading() as conn:
+            rows = conn.execute(
                 f"SELECT refs FROM files WHERE path IN ({', '.join('?' * len(wanted))})", wanted
             ).fetchall()
         return {symbol_id for (refs,) in rows for symbol_id in json.loads(unpack(refs)).get("declarations", [])}
@@ -507,15 +416,15 @@ class Manifest:
         ``calls_of``, the calls of those files only (what a resolution scoped to them reads: the
         calls of every file are ~90% of the references)."""
         wanted = None if calls_of is None else set(calls_of)
-        with self._lock:
-            rows = self._conn.execute("SELECT path, language, refs, calls FROM files").fetchall()
+        with self.store.reading() as conn:
+            rows = conn.execute("SELECT path, language, refs, calls FROM files").fetchall()
         return {path: (language, _refs(refs, calls if wanted is None or path in wanted else None))
                 for path, language, refs, calls in rows}
 
     def pending_dense(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` (id, embed_text) pairs that have no dense vector yet."""
-        with self._lock:
-            return self._conn.execute(
+        with self.store.reading() as conn:
+            return conn.execute(
                 "SELECT id, embed_text FROM symbols WHERE has_dense = 0 ORDER BY path, id LIMIT ?", (limit,)
             ).fetchall()
 
@@ -527,12 +436,12 @@ class Manifest:
         """
         found: set[str] = set()
         wanted = dict(pairs)
-        with self._lock:
+        with self.store.reading() as conn:
             ids = list(wanted)
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for sid, text in self._conn.execute(
+                for sid, text in conn.execute(
                     f"SELECT id, embed_text FROM symbols WHERE has_dense = 0 AND id IN ({marks})", chunk
                 ):
                     if wanted[sid] == text:
@@ -551,16 +460,16 @@ class Manifest:
 
     def dense_counts(self) -> tuple[int, int]:
         """(symbols with a dense vector, all symbols)."""
-        with self._lock:
-            done, total = self._conn.execute(
+        with self.store.reading() as conn:
+            done, total = conn.execute(
                 "SELECT COALESCE(SUM(has_dense), 0), COUNT(*) FROM symbols"
             ).fetchone()
         return int(done), int(total)
 
     def resolved_edges(self) -> set[tuple[str, str, str]]:
         """The cross-file edges currently in the graph as (source, type, target)."""
-        with self._lock:
-            return {tuple(r) for r in self._conn.execute("SELECT source, type, target FROM resolved_edges")}  # type: ignore[misc]
+        with self.store.reading() as conn:
+            return {tuple(r) for r in conn.execute("SELECT source, type, target FROM resolved_edges")}  # type: ignore[misc]
 
     def begin_edge_changes(self, edges: Iterable[tuple[str, str, str]]) -> None:
         """Record, before the graph changes, the edges about to be added to or removed from it.
@@ -569,12 +478,28 @@ class Manifest:
         the next one treats their state in the graph as unknown (``unsettled_edges``).
         """
         with self.transaction() as conn:  # in key order: a B-tree filled in order writes each page once
-            conn.executemany("INSERT OR IGNORE INTO unsettled_edges VALUES (?, ?, ?)", sorted(edges))
+            conn.executemany("INSERT INTO unsettled_edges VALUES (?, ?, ?) ON CONFLICT DO NOTHING", sorted(edges))
+
+    def resolved_edges_of_type(self, edge_type: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """(source, target, properties) of every cross-file edge of ``edge_type`` in the graph."""
+        with self.store.reading() as conn:
+            rows = conn.execute("SELECT source, target, properties FROM resolved_edges WHERE type = ?", (edge_type,)).fetchall()
+        return [(source, target, json.loads(properties)) for source, target, properties in rows]
+
+    @staticmethod
+    def forget_resolved_edges(conn: Any, edges: Iterable[tuple[str, str, str]] | None = None) -> None:
+        """Inside a transaction: drop these (source, type, target) edges from the resolved set (every
+        one, and every edge recorded as unsettled, when None: the graph holds none of them)."""
+        if edges is None:
+            conn.execute("DELETE FROM resolved_edges")
+            conn.execute("DELETE FROM unsettled_edges")
+        else:
+            conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", list(edges))
 
     def unsettled_edges(self) -> set[tuple[str, str, str]]:
         """Edges an interrupted resolution may or may not have added or removed in the graph."""
-        with self._lock:
-            return {tuple(r) for r in self._conn.execute("SELECT source, type, target FROM unsettled_edges")}  # type: ignore[misc]
+        with self.store.reading() as conn:
+            return {tuple(r) for r in conn.execute("SELECT source, type, target FROM unsettled_edges")}  # type: ignore[misc]
 
     def replace_resolved_edges(
         self,
@@ -591,7 +516,8 @@ class Manifest:
             conn.execute("DELETE FROM meta WHERE key = ?", (RESOLVE_EVERYTHING,))
             conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", sorted(removed))
             conn.executemany(  # in key order, as in begin_edge_changes
-                "INSERT OR REPLACE INTO resolved_edges VALUES (?, ?, ?, ?)",
+                "INSERT INTO resolved_edges VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (source, type, target) DO UPDATE SET properties = excluded.properties",
                 sorted((s, t, d, json.dumps(p)) for s, t, d, p in added),
             )
 
@@ -604,12 +530,25 @@ class Manifest:
 
     def get_meta(self, key: str) -> str | None:
         """A metadata value."""
-        with self._lock:
-            return read_meta(self._conn, key)
+        with self.store.reading() as conn:
+            return read_meta(conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a metadata value."""
         with self.transaction() as conn:
+            write_meta(conn, key, value)
+
+    @staticmethod
+    def read_meta(conn: Any, key: str) -> str | None:
+        """Inside a transaction: a metadata value."""
+        return read_meta(conn, key)
+
+    @staticmethod
+    def write_meta(conn: Any, key: str, value: str | None) -> None:
+        """Inside a transaction: set a metadata value (remove it: None)."""
+        if value is None:
+            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
             write_meta(conn, key, value)
 
     def design_signature(self, globs_tag: str) -> str:
@@ -619,8 +558,8 @@ class Manifest:
         counts by its content hash and index time, as any change of it."""
         digest = hashlib.sha1()
         prefix = f"{globs_tag}:"
-        with self._lock:
-            for path, design, content_hash, indexed_at in self._conn.execute(
+        with self.store.reading() as conn:
+            for path, design, content_hash, indexed_at in conn.execute(
                 "SELECT path, design_digest, content_hash, indexed_at FROM files ORDER BY path"
             ):
                 known = design if design and design.startswith(prefix) else f"{content_hash}\0{indexed_at}"
@@ -630,9 +569,9 @@ class Manifest:
     def content_hashes(self, paths: Iterable[str]) -> dict[str, str | None]:
         """The content hash of each of ``paths`` (None when it is not indexed)."""
         found: dict[str, str | None] = {}
-        with self._lock:
+        with self.store.reading() as conn:
             for path in sorted(set(paths)):
-                row = self._conn.execute("SELECT content_hash FROM files WHERE path = ?", (path,)).fetchone()
+                row = conn.execute("SELECT content_hash FROM files WHERE path = ?", (path,)).fetchone()
                 found[path] = row[0] if row else None
         return found
 
@@ -640,9 +579,9 @@ class Manifest:
         """For each qualified name (the language's own or the path-based one), the sorted content
         hashes of the files that define it (none when no indexed file does)."""
         found: dict[str, list[str]] = {}
-        with self._lock:
+        with self.store.reading() as conn:
             for name in sorted(set(qualified_names)):
-                rows = self._conn.execute(
+                rows = conn.execute(
                     "SELECT DISTINCT f.content_hash FROM symbols s JOIN files f ON f.path = s.path "
                     "WHERE s.qualified_name = ? OR s.path_qualified_name = ?", (name, name),
                 ).fetchall()
@@ -651,18 +590,118 @@ class Manifest:
 
     def has_files(self) -> bool:
         """True when at least one file is indexed (cheap at any size)."""
-        with self._lock:
-            return self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+        with self.store.reading() as conn:
+            return conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
+    def recently_indexed(self, limit: int) -> list[tuple[str, int, str]]:
+        """(path, mtime_ns, indexed_at) of the ``limit`` files written last, newest first."""
+        with self.store.reading() as conn:
+            return [tuple(row) for row in conn.execute(  # type: ignore[misc]
+                "SELECT path, mtime_ns, indexed_at FROM files ORDER BY written_seq DESC, indexed_at DESC, path LIMIT ?", (limit,)
+            )]
 
     def counts(self) -> dict[str, int]:
         """Files, symbols and resolved edges indexed."""
-        with self._lock:
-            files = self._conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
-            symbols = self._conn.execute("SELECT COUNT(*) FROM symbols").fetchone()[0]
-            edges = self._conn.execute("SELECT COUNT(*) FROM resolved_edges").fetchone()[0]
+        with self.store.reading() as conn:
+            files = conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            symbols = conn.execute("SELECT COUNT(*) FROM symbols").fetchone()[0]
+            edges = conn.execute("SELECT COUNT(*) FROM resolved_edges").fetchone()[0]
         return {"files": files, "symbols": symbols, "resolved_edges": edges}
 
     def close(self) -> None:
-        """Close the database."""
-        with self._lock:
-            self._conn.close()
+        """Release the store (close the file, or the pool)."""
+        self.store.close()
+
+
+MOVED_SUFFIX = ".moved-to-postgres-"
+"""What ``index.db`` is renamed to (with the time) once its rows are in PostgreSQL."""
+
+
+def manifest_namespace(settings: Settings) -> str:
+    """The PostgreSQL schema of the project's manifest in server mode."""
+    from resources.postgres import project_namespace
+
+    return f"{project_namespace(settings)}_index"
+
+
+def open_manifest(settings: Settings) -> Manifest:
+    """The project's manifest: in PostgreSQL when ``CODEMEM_DATABASE_URL`` is set (shared by every
+    replica and indexing worker of the project), else ``<state>/index.db``.
+
+    A project moving to server mode takes its index along: an ``index.db`` is copied into an empty
+    PostgreSQL manifest (what the vector and graph stores hold matches it), then renamed
+    ``index.db.moved-to-postgres-<time>`` so that it is not read again.
+
+    Raises:
+        ManifestError: the database cannot be used (the message says what to do).
+    """
+    from resources.manifest_reader import SERVER_MARKER
+
+    state = settings.resolved_state_dir()
+    local, marker = state / MANIFEST_FILE, state / SERVER_MARKER
+    url = settings.shared_database_url()
+    if not url:
+        marker.unlink(missing_ok=True)
+        return Manifest(local)
+    import contextlib
+    import os
+    import time
+
+    from resources.manifest_store import PostgresManifestStore
+    from resources.private_files import make_private_dir
+    from resources.sqlite import remove_sidecars
+
+    store = PostgresManifestStore(url, namespace=manifest_namespace(settings))
+    try:
+        if local.is_file() and local.stat().st_size > 0:
+            SqliteManifestStore(local).close()  # (opening and closing folds its WAL in: the load reads the file alone)
+            if store.load_from(local):
+                log.warning("the project's index manifest moved into PostgreSQL", manifest=store.location)
+            with contextlib.suppress(FileNotFoundError):  # (another process of the project moved it meanwhile)
+                os.replace(local, local.with_name(f"{MANIFEST_FILE}{MOVED_SUFFIX}{time.strftime('%Y%m%dT%H%M%S')}"))
+            remove_sidecars(local)
+        make_private_dir(state)
+        marker.write_text(f"{store.location}\n")  # what a hook run alone reports instead of index.db's facts
+        return Manifest(store=store)
+    except BaseException:
+        store.close()
+        raise
+
+
+class HookManifestReader:
+    """``resources.manifest_reader.ManifestReader``'s queries answered from the project's manifest,
+    for the hook relay of a server whose manifest is in PostgreSQL (``KeptConnections.manifest``):
+    opened at the first hook that asks, kept until ``shutdown``; ``close`` leaves it open."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._manifest: Manifest | None = None
+
+    def _open(self) -> Manifest:
+        if self._manifest is None:
+            self._manifest = open_manifest(self._settings)
+        return self._manifest
+
+    def file_count(self) -> int:
+        """How many files are indexed."""
+        return self._open().counts()["files"]
+
+    def recently_indexed(self, limit: int) -> list[tuple[str, int, str]]:
+        """(path, mtime_ns, indexed_at) of the ``limit`` files written last, newest first."""
+        return self._open().recently_indexed(limit)
+
+    def qualified_names(self, path: str, limit: int) -> list[str]:
+        """Up to ``limit`` qualified names of the symbols of ``path``: their own, then their path-based ones."""
+        symbols = self._open().find_symbols_in(path)
+        names = dict.fromkeys(s.qualified_name for s in symbols)
+        names |= dict.fromkeys(s.path_qualified_name for s in symbols if s.path_qualified_name)
+        return list(names)[:limit]
+
+    def close(self) -> None:
+        """Nothing: the manifest stays open for the next hook."""
+
+    def shutdown(self) -> None:
+        """Close the manifest (the relay stops)."""
+        if self._manifest is not None:
+            self._manifest.close()
+            self._manifest = None

@@ -2,15 +2,35 @@
 
 The Claude Code hooks read ``index.db`` through this module (standard library only) to report
 index freshness and to find the symbols of a file. The SQL follows the schema
-``resources.manifest`` writes (the ``files`` and ``symbols`` tables).
+``resources.manifest`` writes (the ``files`` and ``symbols`` tables). In server mode the manifest
+is in PostgreSQL, which a hook process cannot read: the server's hook relay answers from its own
+connection (``KeptConnections.manifest``), and a hook run alone finds ``SERVER_MARKER`` instead.
 """
 
-from resources.sqlite_readonly import ReadOnlyDatabase
+import os
+
+from resources.sqlite_readonly import KeptConnections, ReadOnlyDatabase
+
+SERVER_MARKER = "index-in-postgres"
+"""A file of the state dir while the project's manifest is in PostgreSQL (``resources.manifest.open_manifest``)."""
+
+
+def in_postgres(state_dir: str) -> bool:
+    """True when the project's manifest is in PostgreSQL (server mode), not in ``index.db``."""
+    return os.path.exists(os.path.join(state_dir, SERVER_MARKER))
 
 
 class ManifestReader(ReadOnlyDatabase):
     """A read-only connection to a manifest and the queries the hooks run on it (``open`` gives None
     when the file does not exist yet)."""
+
+    @classmethod
+    def open(cls, path: "str | os.PathLike[str]", busy_timeout_s: float, kept: "KeptConnections | None" = None):  # type: ignore[override]
+        """As ``ReadOnlyDatabase.open``; in a process whose ``kept`` has the manifest of server mode,
+        that one (the same queries)."""
+        if kept is not None and kept.manifest is not None:
+            return kept.manifest
+        return super().open(path, busy_timeout_s, kept)
 
     def file_count(self) -> int:
         """How many files are indexed."""

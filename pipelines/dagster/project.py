@@ -19,7 +19,7 @@ from typing import Any
 
 from pipelines.design.derive import DesignStores
 from pipelines.indexer import IndexContext
-from resources.manifest import MANIFEST_FILE, Manifest
+from resources.manifest import Manifest, open_manifest
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
 
@@ -59,7 +59,7 @@ class ProjectStores(ABC):
         ctx = self.index_context()
         if ctx is not None:
             return ctx.manifest
-        return Manifest(self.settings().resolved_state_dir() / MANIFEST_FILE)
+        return open_manifest(self.settings())
 
 
 class OwnedStores(ProjectStores):

@@ -34,7 +34,7 @@ from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progr
 from pipelines.index_stores import extraction_outdated
 from pipelines.indexer import finish_report, index_project
 from pipelines.stages import plan_buckets
-from resources.manifest import MANIFEST_FILE, Manifest
+from resources.manifest import MANIFEST_FILE, Manifest, open_manifest
 from resources.memory.ledger import Ledger
 from resources.memory.scopes import LEDGER_NAME, local_ledger_path, open_project_ledger
 from resources.private_files import make_private_dir
@@ -212,11 +212,14 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
     started = time.perf_counter()
     state = settings.resolved_state_dir()
     index_db, ledger_db = state / MANIFEST_FILE, state / LEDGER_NAME
-    if not index_db.exists() or not (ledger_db.exists() or settings.shared_database_url()):
+    shared = bool(settings.shared_database_url())  # (server mode: the manifest and the ledger in PostgreSQL)
+    if not (index_db.exists() or shared) or not (ledger_db.exists() or shared):
         return None
     with contextlib.ExitStack() as opened:
-        manifest = Manifest(index_db)
+        manifest = open_manifest(settings)
         opened.callback(manifest.close)
+        if not manifest.has_files():
+            return None
         if embed and settings.dense_embeddings:
             done, total = manifest.dense_counts()
             if done < total:

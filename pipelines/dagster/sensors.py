@@ -30,7 +30,7 @@ from dagster import (
 
 from pipelines.dagster.assets import CODE_INDEX_ASSETS
 from pipelines.dagster.index_job import codemem_index_job
-from resources.manifest import MANIFEST_FILE, Manifest
+from resources.manifest import open_manifest
 from pipelines.stages import plan_buckets
 from pipelines.dagster.resources import fail_orphaned_runs, project_settings
 
@@ -64,7 +64,7 @@ def pending_buckets(previous_cursor: str | None) -> tuple[list[tuple[str, str]],
         every bucket with pending work now), and the pending paths of the requested buckets.
     """
     settings = project_settings()
-    manifest = Manifest(settings.resolved_state_dir() / MANIFEST_FILE)
+    manifest = open_manifest(settings)
     try:
         plans = plan_buckets(settings, manifest, trust_mtime=True)
     finally:

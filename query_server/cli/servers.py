@@ -19,6 +19,16 @@ GRAPH_START_WAIT_S = 2.0
 """At the shutdown deadline, how long to wait for a graph server still starting (to stop it)."""
 
 
+def hook_manifest(settings: Any) -> object | None:
+    """What the hook relay reads of the index in server mode (the manifest in PostgreSQL); None
+    when the hooks read ``index.db``."""
+    if not settings.shared_database_url():
+        return None
+    from resources.manifest import HookManifestReader
+
+    return HookManifestReader(settings)
+
+
 def owned_graph_dir(handle: Any) -> Path | None:
     """The embedded graph's directory when this process owns the project's stores (None otherwise,
     or with a Neo4j graph)."""
@@ -70,7 +80,7 @@ def mcp(project: str) -> None:
     # call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: start_first_build(open_handle(project, settings)), warm=warm_up)
     shutdown = Shutdown()
-    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root())
+    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root(), hook_manifest(settings))
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
@@ -124,7 +134,7 @@ def serve(project: str, host: str, port: int) -> None:
         )
     shutdown = Shutdown()
     handle = open_handle(project)
-    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root())
+    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root(), hook_manifest(settings))
     try:
         hooks.start()  # Claude Code's hooks are answered here while it serves
         if handle.is_owner:

@@ -152,6 +152,7 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     """
     from pipelines.dagster.run import dagster_home
     from resources.manifest import MANIFEST_FILE
+    from resources.manifest_reader import in_postgres
 
     from query_server.http_api import LOOPBACK
 
@@ -176,7 +177,7 @@ def ui(project: str, host: str, port: int, allow_remote: bool) -> None:
     ]
     url = ui_url(host, port)
     probe = ui_url({"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host), port)  # a wildcard bind answers on loopback
-    if not (state / MANIFEST_FILE).exists():
+    if not (state / MANIFEST_FILE).exists() and not in_postgres(str(state)):  # (server mode: the manifest is in PostgreSQL)
         console.print(
             f"[yellow]{root} has no index yet: the file sensor's first run builds it (with no progress bar "
             f"here); `codemem index {root}` shows one[/yellow]"

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_S = 0.02
 """How long a hook's read waits for a writer's lock on the ledger or the manifest."""
 LOG_MAX_BYTES = 1_000_000
+STATE_FILES = ("memory.db", "index.db", "memory-server-copy.db", "index-in-postgres")
+"""Any of these in the state dir means codemem ran for the project: its ledger and manifest, or in
+server mode the query server's copy of the ledger (``ledger_reader.SERVER_COPY_FILE``) and the
+manifest's marker (``manifest_reader.SERVER_MARKER``)."""
 _TITLE_KEYS = ("title", "pattern_name", "name", "test_name", "key", "requirement_id", "component_id")
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
@@ -51,7 +55,7 @@ class Project:
             self.state_dir = os.path.join(self.root, ".codemem")
         self._ledger_path: str | None = None
         self.index_path = os.path.join(self.state_dir, "index.db")
-        self.indexed = os.path.isfile(os.path.join(self.state_dir, "memory.db")) or os.path.isfile(self.index_path)
+        self.indexed = any(os.path.isfile(os.path.join(self.state_dir, name)) for name in STATE_FILES)
         self.hooks_dir = os.path.join(self.state_dir, "hooks")
         self.kept: KeptConnections | None = None
         """The connections a long-lived process keeps open between hooks (the hook relay's); None in a

@@ -81,8 +81,11 @@ def answer(request: bytes, state_dir: str, kept: KeptConnections | None = None) 
 class HookRelay:
     """Answers the project's hooks on ``<state>/hooks.sock`` while this process runs."""
 
-    def __init__(self, state_dir: Path, project_root: Path | None = None) -> None:
-        """Nothing listens until ``start``; ``project_root`` defaults to the state dir's parent."""
+    def __init__(self, state_dir: Path, project_root: Path | None = None, manifest: object | None = None) -> None:
+        """Nothing listens until ``start``; ``project_root`` defaults to the state dir's parent;
+        ``manifest``: what the hooks read of the index when it is not ``index.db`` (server mode:
+        ``resources.manifest.HookManifestReader``), shut down with the relay."""
+        self.manifest = manifest
         self.state_dir = os.path.realpath(state_dir)
         self.project_root = os.path.realpath(project_root if project_root is not None else os.path.dirname(self.state_dir))
         self.socket_path = os.path.join(self.state_dir, SOCKET_FILE)
@@ -159,6 +162,7 @@ class HookRelay:
 
     def _run(self) -> None:
         kept = KeptConnections()  # the ledger's, the manifest's and the mentions cache's, from hook to hook
+        kept.manifest = self.manifest
         try:
             self._answer_until_stopped(kept)
         finally:

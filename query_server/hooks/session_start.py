@@ -85,8 +85,11 @@ def session_start(project: Project, payload: dict) -> dict | None:
 
 def save_snapshot(project: Project) -> bool:
     """Read the stores now for the next session's SessionStart (``<state>/hooks/session_start.json``);
-    False (and nothing written) when they changed while being read or hold nothing yet."""
-    if not project.indexed:
+    False (and nothing written) when they changed while being read or hold nothing yet, or when the
+    manifest is in PostgreSQL (server mode: it changes with no file here changing)."""
+    from resources.manifest_reader import in_postgres
+
+    if not project.indexed or in_postgres(project.state_dir):
         return False
     key = _store_key(project)
     state = _session_state(project)
@@ -238,9 +241,11 @@ def _memory_lines(ledger: "LedgerReader", baseline: str | None) -> list:
 def _index_facts(project: Project) -> dict:
     """The manifest's file count, when it last changed, and its most recently indexed files with
     their recorded mtimes (compared with the disk's when the session starts)."""
-    from resources.manifest_reader import ManifestReader
+    from resources.manifest_reader import ManifestReader, in_postgres
 
     manifest = ManifestReader.open(project.index_path, BUSY_TIMEOUT_S, project.kept)
+    if manifest is None and in_postgres(project.state_dir):
+        return {"line": "Index: kept in PostgreSQL (server mode) — index_status tells its state while codemem serves this project."}
     if manifest is None:
         return {"line": "Index: no code index yet — run `codemem index .` for code_search, get_symbol and get_related."}
     try:

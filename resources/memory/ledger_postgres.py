@@ -20,23 +20,13 @@ The SQL of the ledger is written once, in the subset both engines share, with ``
 from __future__ import annotations
 
 import contextlib
-import functools
-import re
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from resources.memory.ledger_model import SCHEMA_VERSION, SHARED_SCHEMA, TABLES, LedgerError, placeholders, without_nul
-from resources.postgres import DatabaseUnavailable, open_pool, redacted, schema_lock
-
-WRITE_WAIT_S = 30.0
-"""How long a write waits for another process's write to the same ledger (SQLite's busy timeout)."""
-CONNECTION_WAIT_S = 10.0
-"""How long a ledger call waits for a pooled connection before it says the database is down."""
-_NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_LITERAL = re.compile(r"('(?:[^']|'')*')")
+from resources.postgres import CONNECTION_WAIT_S, QmarkConnection, SchemaStore
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS memories (
@@ -93,35 +83,7 @@ def _storable(row: Sequence[Any], json_columns: set[int]) -> tuple[Any, ...]:
     return tuple(values)
 
 
-@functools.lru_cache(maxsize=1024)
-def postgres_sql(sql: str) -> str:
-    """The ledger's SQL (``?`` parameters) as psycopg takes it: ``%s`` parameters, ``%`` doubled;
-    nothing inside a quoted literal is taken for a parameter."""
-    parts = _LITERAL.split(sql)
-    return "".join(
-        part.replace("%", "%%") if index % 2 else part.replace("%", "%%").replace("?", "%s")
-        for index, part in enumerate(parts)
-    )
-
-
-class _Connection:
-    """A psycopg connection that takes the ledger's ``?`` SQL (what the SQLite connection takes)."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._conn.execute(postgres_sql(sql), tuple(params))
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
-        cursor = self._conn.cursor()
-        cursor.executemany(postgres_sql(sql), [tuple(row) for row in rows])
-        return cursor
-
-
-class PostgresLedgerStore:
+class PostgresLedgerStore(SchemaStore):
     """Where a ledger's rows live in server mode: the schema ``namespace`` of a PostgreSQL database.
 
     Args:
@@ -132,40 +94,22 @@ class PostgresLedgerStore:
         LedgerError: the database cannot be reached or the schema cannot be created.
     """
 
+    what = "the memory ledger"
+    schema = SCHEMA
+    marker_table = "memories"
+    lock_name = "ledger"
+    error = LedgerError
+
     def __init__(self, url: str | None = None, *, pool: Any = None, namespace: str) -> None:
-        if not _NAMESPACE.match(namespace):
-            raise LedgerError(f"ledger namespace {namespace!r} must be lower-case letters, digits and _ (at most 63)")
-        self.namespace = namespace
         self.path: Path | None = None
         self._alone: Any = None
-        self._url = url
-        self.location = f"{redacted(url) if url else 'postgresql'} (schema {namespace})"
-        try:
-            self._owns_pool = pool is None
-            self._pool = open_pool(url or "") if pool is None else pool
-        except DatabaseUnavailable as exc:
-            raise LedgerError(str(exc)) from exc
+        super().__init__(url, pool=pool, namespace=namespace)
         import psycopg  # (installed: the pool opened)
 
         self.integrity_errors: tuple[type[Exception], ...] = (psycopg.errors.IntegrityError,)
-        self._lock_key = f"codemem ledger {namespace}"
-        try:
-            with self._pool.connection(timeout=CONNECTION_WAIT_S) as conn:
-                # the DDL only where the tables are missing: a role that may only read and write rows
-                # cannot even run CREATE ... IF NOT EXISTS
-                if conn.execute("SELECT to_regclass(%s)", (f"{namespace}.memories",)).fetchone()[0] is None:
-                    schema_lock(conn, f"ledger {namespace}")
-                    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {namespace}")
-                    conn.execute("SELECT set_config('search_path', %s, true)", (namespace,))
-                    for statement in SCHEMA:
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO meta(key, value) VALUES ('schema_version', %s) ON CONFLICT(key) DO NOTHING",
-                        (str(SCHEMA_VERSION),),
-                    )
-        except psycopg.Error as exc:
-            self.close()
-            raise LedgerError(f"the memory ledger's tables in {self.location} cannot be used ({exc})") from exc
+
+    def _created(self, conn: QmarkConnection) -> None:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key) DO NOTHING", (str(SCHEMA_VERSION),))
 
     # -- SQL that differs between SQLite and PostgreSQL -------------------------------------
     @staticmethod
@@ -194,54 +138,6 @@ class PostgresLedgerStore:
     def comma_joined(column: str) -> str:
         """SQL aggregating ``column``'s values of a group into one comma-separated text."""
         return f"string_agg({column}, ',')"
-
-    # -- transactions ------------------------------------------------------------------------
-    @contextmanager
-    def _connection(self, *, snapshot: bool = False) -> Iterator[Any]:
-        """A pooled connection in one transaction on this ledger's schema; ``snapshot``: every
-        statement reads the same snapshot (REPEATABLE READ, read only)."""
-        import psycopg
-        from psycopg_pool import PoolTimeout
-
-        try:
-            with self._pool.connection(timeout=CONNECTION_WAIT_S) as conn:
-                if snapshot:
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                conn.execute("SELECT set_config('search_path', %s, true)", (self.namespace,))
-                yield conn
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            raise LedgerError(
-                f"the memory ledger's database {self.location} does not answer ({exc}) — check that PostgreSQL "
-                "runs; nothing was written by this call"
-            ) from exc
-
-    @contextmanager
-    def reading(self) -> Iterator[_Connection]:
-        """A pooled connection for reads (one transaction, no lock)."""
-        with self._connection() as conn:
-            yield _Connection(conn)
-
-    @contextmanager
-    def writing(self, *, durable: bool = True) -> Iterator[_Connection]:
-        """One write transaction, alone among this ledger's writers in every process (an advisory
-        lock held to commit). ``durable=False``: a statistic, committed without waiting for the
-        disk (``synchronous_commit off``: a crash may lose it, never a memory)."""
-        import psycopg
-
-        with self._connection() as conn:
-            conn.execute(f"SET LOCAL lock_timeout = '{int(WRITE_WAIT_S * 1000)}ms'")
-            try:
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
-            except psycopg.errors.LockNotAvailable as exc:
-                raise LedgerError(
-                    f"another process has held the memory ledger {self.location} for writing for over "
-                    f"{WRITE_WAIT_S:g} s (a long import or normalization, or a stuck transaction: see "
-                    "pg_stat_activity) — nothing was written by this call; retry it"
-                ) from exc
-            conn.execute("SET LOCAL lock_timeout = 0")
-            if not durable:
-                conn.execute("SET LOCAL synchronous_commit TO off")
-            yield _Connection(conn)
 
     def backup_to(self, target: Path) -> None:
         """A consistent copy of the ledger as a SQLite ledger file (what ``codemem repair`` and the
@@ -303,14 +199,6 @@ class PostgresLedgerStore:
             self._alone = None
             self.hold_alone(self._alone_what)
 
-    def size_bytes(self) -> int:
-        """The schema's tables, their indexes and TOAST, as PostgreSQL counts them."""
-        with self._connection() as conn:
-            return int(conn.execute(
-                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
-                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'", (self.namespace,)
-            ).fetchone()[0])
-
     def load_from(self, source: Path, *, only_if_empty: bool = False) -> bool:
         """Replace every row of the ledger with those of the SQLite ledger file ``source`` (a
         ``codemem backup``, or the embedded ledger of a project moving to server mode), in one
@@ -369,5 +257,4 @@ class PostgresLedgerStore:
         if self._alone is not None:
             self._alone.close()
             self._alone = None
-        if self._owns_pool:
-            self._pool.close()
+        super().close()

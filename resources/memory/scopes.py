@@ -49,6 +49,7 @@ from resources.memory.ledger import Ledger, MemoryRow, Relationship
 from resources.memory.ledger_reader import LEDGER_FILE, SERVER_COPY_FILE
 from resources.memory.projection import MemoryProjector
 from resources.private_files import make_private_dir
+from resources.postgres import project_namespace
 from resources.sqlite import remove_sidecars
 from resources.schemas.memory import MEMORY_SCOPES as SCOPES
 from resources.schemas.memory import SHARED_SCOPES
@@ -92,20 +93,8 @@ def _version(row: MemoryRow) -> tuple[Any, ...]:
 
 
 def project_ledger_namespace(settings: Settings) -> str:
-    """The PostgreSQL schema of the project's ledger in server mode: ``codemem_`` and the project id
-    (``CODEMEM_PROJECT_ID``; else the directory's name and a digest of its resolved path), folded
-    to what a schema name may hold."""
-    import hashlib
-    import re
-
-    if settings.project_id:
-        name = settings.project_id
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    else:
-        root = settings.resolved_root()
-        name, digest = root.name, hashlib.sha256(str(root).encode()).hexdigest()[:8]
-    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:40] or "project"
-    return f"codemem_{slug}_{digest}"
+    """The PostgreSQL schema of the project's ledger in server mode (``resources.postgres.project_namespace``)."""
+    return project_namespace(settings)
 
 
 def open_project_ledger(settings: Settings) -> Ledger:

@@ -181,7 +181,7 @@ def test_a_file_the_parsers_skip_is_not_read_again_until_it_changes(project: Pat
         manifest.close()
 
 
-def test_in_server_mode_nothing_changed_is_answered_from_the_postgres_ledger(
+def test_in_server_mode_nothing_changed_is_answered_from_the_postgres_ledger_and_manifest(
     tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CODEMEM_DENSE_EMBEDDINGS", "false")
@@ -190,10 +190,15 @@ def test_in_server_mode_nothing_changed_is_answered_from_the_postgres_ledger(
     write_files(root, FILES)
     assert _index(root)["files_indexed"] == 2
     assert not (root / ".codemem" / "memory.db").exists()  # the ledger is in PostgreSQL
+    assert not (root / ".codemem" / "index.db").exists()  # and so is the manifest
     from query_server import ownership
 
     def no_store(*_: Any, **__: Any) -> None:
         raise AssertionError("the stores were opened for an index with nothing to do")
 
-    monkeypatch.setattr(ownership.ProjectHandle, "__init__", no_store)
-    assert NOTHING_CHANGED in _index(root)["notes"]
+    with monkeypatch.context() as patched:
+        patched.setattr(ownership.ProjectHandle, "__init__", no_store)
+        assert NOTHING_CHANGED in _index(root)["notes"]
+    changed = "shop/money.py"
+    (root / changed).write_text((root / changed).read_text() + "\n\ndef added_later():\n    return 2\n")
+    assert _index(root)["files_indexed"] == 1  # what the shared manifest says is indexed is not parsed again

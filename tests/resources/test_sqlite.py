@@ -40,7 +40,7 @@ def test_each_store_keeps_its_durability(tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path / "embeddings.db")
     try:
         assert _pragmas(ledger._store.connection) == ("wal", "FULL", 1)
-        assert _pragmas(manifest._conn) == ("wal", "NORMAL", 0)
+        assert _pragmas(manifest.store._conn) == ("wal", "NORMAL", 0)
         assert _pragmas(cache._conn) == ("wal", "NORMAL", 0)
     finally:
         ledger.close()

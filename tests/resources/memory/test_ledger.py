@@ -491,7 +491,7 @@ def test_postgres_ledger_errors_say_what_to_do(postgres_url: str) -> None:
 
 
 def test_postgres_sql_keeps_literals_and_doubles_percent_signs() -> None:
-    from resources.memory.ledger_postgres import postgres_sql
+    from resources.postgres import postgres_sql
 
     assert postgres_sql("SELECT 'a?b', x FROM t WHERE y=? AND z LIKE 'p%' AND w=?") == (
         "SELECT 'a?b', x FROM t WHERE y=%s AND z LIKE 'p%%' AND w=%s"
@@ -591,9 +591,9 @@ def test_metadata_objects_match_and_none_matches_nothing(ledger: Ledger) -> None
 def test_a_postgres_write_waits_for_another_writer_only_so_long(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    import resources.memory.ledger_postgres as ledger_postgres
+    import resources.postgres
 
-    monkeypatch.setattr(ledger_postgres, "WRITE_WAIT_S", 0.3)
+    monkeypatch.setattr(resources.postgres, "WRITE_WAIT_S", 0.3)
     one, two = _two_replicas(postgres_url)
     try:
         holding, release = threading.Event(), threading.Event()

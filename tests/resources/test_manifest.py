@@ -1,0 +1,354 @@
+"""The index manifest's contract, on both of its stores: the SQLite file of embedded mode and a
+schema of a real PostgreSQL 15 cluster (server mode, issue 23). Every test runs on each; the
+PostgreSQL-only tests at the end cover what only a shared database has: two workers writing the
+same file at once, and a project's ``index.db`` moving in."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from resources.manifest import (
+    MANIFEST_FILE,
+    REF_NAMES_COMPLETE,
+    FileState,
+    Manifest,
+    SkippedState,
+    SymbolRow,
+    open_manifest,
+)
+from resources.manifest_store import ManifestError, PostgresManifestStore
+from resources.settings import Settings
+
+Opener = Callable[[], Manifest]
+"""A new connection to the manifest under test (a second one: another process's view)."""
+
+BIG_MTIME_NS = 1_764_000_000_123_456_789
+"""An mtime in nanoseconds as a 2025 file has it: past 32 bits (PostgreSQL's INTEGER)."""
+REFS = {"imports": [{"module": "pkg.util", "names": ["helper"]}], "calls": [["helper", 3]], "declarations": []}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_manifest_under_test(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    opened: list[Manifest] = []
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+    def make() -> Manifest:
+        if url is None:
+            opened.append(Manifest(tmp_path / MANIFEST_FILE))
+        else:
+            opened.append(Manifest(store=PostgresManifestStore(url, namespace="codemem_test_index")))
+        return opened[-1]
+
+    yield make
+    for manifest in opened:
+        manifest.close()
+
+
+@pytest.fixture
+def manifest(open_manifest_under_test: Opener) -> Manifest:
+    return open_manifest_under_test()
+
+
+def _state(path: str, content_hash: str = "h1", **changes: object) -> FileState:
+    fields: dict[str, object] = {
+        "path": path, "language": "python", "content_hash": content_hash, "size": 120, "mtime_ns": BIG_MTIME_NS,
+        "indexed_at": "2026-11-28T00:00:00+00:00", "symbol_count": 1, "error_count": 0,
+    }
+    return FileState(**(fields | changes))  # type: ignore[arg-type]
+
+
+def _symbol(sid: str, path: str, name: str = "helper", text: str = "def helper(): ...", dense: bool = False) -> SymbolRow:
+    module = path.removesuffix(".py").replace("/", ".")
+    return SymbolRow(sid, path, name, name, f"{module}.{name}", "function", None, "python", text, dense, f"{path}:{name}")
+
+
+def _write(manifest: Manifest, path: str, symbols: list[SymbolRow], content_hash: str = "h1", refs: dict | None = None) -> None:
+    with manifest.transaction() as conn:
+        manifest.replace_files(conn, [(_state(path, content_hash, design_digest="g:d"), refs or REFS, symbols)])
+
+
+def test_a_written_file_reads_back_with_its_symbols_and_references(manifest: Manifest) -> None:
+    _write(manifest, "pkg/util.py", [_symbol("s1", "pkg/util.py")])
+    state = manifest.file("pkg/util.py")
+    assert state == _state("pkg/util.py")  # (the design digest is written, not read back)
+    assert manifest.files() == {"pkg/util.py": state} and manifest.has_files()
+    assert manifest.refs_of(["pkg/util.py", "absent.py"]) == {"pkg/util.py": REFS}
+    assert manifest.all_refs() == {"pkg/util.py": ("python", REFS)}
+    assert manifest.all_refs(calls_of=[]) == {"pkg/util.py": ("python", {k: v for k, v in REFS.items() if k != "calls"})}
+    assert [s.id for s in manifest.find_symbols_in("pkg/util.py")] == ["s1"]
+    assert [s.id for s in manifest.find_symbols(symbol_id="s1")] == ["s1"]
+    assert [s.id for s in manifest.find_symbols(qualified_name="pkg.util.helper")] == ["s1"]
+    assert [s.id for s in manifest.find_symbols(qualified_name="pkg/util.py:helper")] == ["s1"]  # the path-based name
+    assert manifest.find_symbols(qualified_name="") == []
+    assert manifest.symbol_ids() == {"s1"} and [s.id for s in manifest.all_symbols()] == ["s1"]
+    assert manifest.content_hashes(["pkg/util.py", "gone.py"]) == {"pkg/util.py": "h1", "gone.py": None}
+    assert manifest.defining_hashes(["pkg.util.helper", "nothing"]) == {"pkg.util.helper": ["h1"], "nothing": []}
+    assert manifest.counts() == {"files": 1, "symbols": 1, "resolved_edges": 0}
+
+
+def test_rewriting_a_file_replaces_its_symbols_and_counts_the_write(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [_symbol("s1", "a.py"), _symbol("s2", "a.py", "other")])
+    first = manifest.get_meta("files_written")
+    _write(manifest, "a.py", [_symbol("s3", "a.py", "third")], content_hash="h2")
+    assert manifest.symbol_ids() == {"s3"} and manifest.file("a.py").content_hash == "h2"  # type: ignore[union-attr]
+    assert int(manifest.get_meta("files_written") or 0) == int(first or 0) + 1
+    assert manifest.written_after(int(first or 0)) == ["a.py"] and manifest.written_after(int(first or 0) + 1) == []
+
+
+def test_a_symbol_id_moving_to_another_file_is_kept_once(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [_symbol("s1", "a.py")])
+    _write(manifest, "b.py", [_symbol("s1", "b.py")])
+    assert [(s.id, s.path) for s in manifest.all_symbols()] == [("s1", "b.py")]
+
+
+def test_a_failed_transaction_writes_nothing(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [_symbol("s1", "a.py")])
+    with pytest.raises(RuntimeError), manifest.transaction() as conn:
+        manifest.remove_files(conn, ["a.py"])
+        manifest.mark_dirty(conn, ["s1"])
+        raise RuntimeError("killed in the middle")
+    assert manifest.symbol_ids() == {"s1"} and manifest.dirty() == set()
+
+
+def test_writes_in_flight_name_their_points_until_the_commit(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [_symbol("s1", "a.py")])
+    manifest.begin_writes({"a.py": ["s9"], "new.py": ["n1"]})
+    manifest.begin_writes({"a.py": ["s8"]})  # a second interrupted attempt adds up
+    assert manifest.in_flight() == {"a.py", "new.py"}
+    assert manifest.symbol_ids_of(["a.py", "new.py"]) == {"a.py": ["s1", "s9", "s8"], "new.py": ["n1"]}
+    _write(manifest, "a.py", [_symbol("s1", "a.py")])
+    with manifest.transaction() as conn:
+        manifest.remove_files(conn, ["new.py"])
+    assert manifest.in_flight() == set()
+
+
+def test_dirty_ids_are_recorded_once_and_cleared(manifest: Manifest) -> None:
+    with manifest.transaction() as conn:
+        manifest.mark_dirty(conn, ["a", "b", "a"])
+    with manifest.transaction() as conn:
+        manifest.mark_dirty(conn, ["b", "c"])
+        manifest.clear_dirty(conn, ["a"])
+    assert manifest.dirty() == {"b", "c"}
+
+
+def test_the_resolution_scope_follows_referenced_and_changed_names(manifest: Manifest) -> None:
+    assert manifest.get_meta(REF_NAMES_COMPLETE) == "1"  # an empty manifest records every file's names from the start
+    with manifest.transaction() as conn:
+        manifest.set_ref_names(conn, {"a.py": ["helper", "os"], "b.py": ["helper"]})
+        manifest.set_ref_names(conn, {"a.py": ["os"]})  # replaces a.py's
+        manifest.note_changed_names(conn, ["helper", "helper"])
+    assert manifest.paths_mentioning(["helper"]) == {"b.py"} and manifest.paths_mentioning(["os", "x"]) == {"a.py"}
+    assert manifest.resolution_scope() == (False, {"helper"})
+    with manifest.transaction() as conn:
+        manifest.note_changed_names(conn, [], everything=True)
+    assert manifest.resolution_scope() == (True, {"helper"})
+    manifest.fill_ref_names({"c.py": ["z"]})
+    assert manifest.paths_mentioning(["helper", "os", "z"]) == {"c.py"}
+
+
+def test_resolved_edges_apply_diffs_and_unsettled_edges_clear_with_them(manifest: Manifest) -> None:
+    edge = ("s1", "CALLS", "s2")
+    manifest.begin_edge_changes([edge, ("s1", "IMPORTS", "m")])
+    assert manifest.unsettled_edges() == {edge, ("s1", "IMPORTS", "m")}
+    with manifest.transaction() as conn:
+        manifest.mark_dirty(conn, ["s1", "s7"])
+        manifest.note_changed_names(conn, ["helper"], everything=True)
+    manifest.replace_resolved_edges([(*edge, {"line_number": 3})], [], resolved_ids=["s1"])
+    assert manifest.resolved_edges() == {edge} and manifest.unsettled_edges() == set()
+    assert manifest.dirty() == {"s7"} and manifest.resolution_scope() == (False, set())
+    manifest.replace_resolved_edges([(*edge, {"line_number": 4}), ("s2", "CALLS", "s3", {})], [])
+    assert manifest.resolved_edges_of_type("CALLS") == [("s1", "s2", {"line_number": 4}), ("s2", "s3", {})]
+    manifest.replace_resolved_edges([], [edge])
+    assert manifest.resolved_edges() == {("s2", "CALLS", "s3")}
+    with manifest.transaction() as conn:
+        manifest.forget_resolved_edges(conn, [("s2", "CALLS", "s3")])
+    assert manifest.counts()["resolved_edges"] == 0
+    manifest.replace_resolved_edges([("a", "CALLS", "b", {})], [])
+    manifest.begin_edge_changes([("c", "CALLS", "d")])
+    with manifest.transaction() as conn:
+        manifest.forget_resolved_edges(conn)
+    assert manifest.resolved_edges() == set() and manifest.unsettled_edges() == set()
+
+
+def test_skipped_files_count_runs_at_one_content_and_are_forgotten(manifest: Manifest) -> None:
+    skip = SkippedState("big.bin", "c1", 10, BIG_MTIME_NS, "binary", lasting=False)
+    for _ in range(2):
+        with manifest.transaction() as conn:
+            manifest.remember_skipped(conn, [skip])
+    assert manifest.skipped_files() == {"big.bin": SkippedState("big.bin", "c1", 10, BIG_MTIME_NS, "binary", False, 2)}
+    with manifest.transaction() as conn:  # another content starts again at one run
+        manifest.remember_skipped(conn, [SkippedState("big.bin", "c2", 11, 5, "timeout", lasting=False)])
+    assert manifest.skipped_files()["big.bin"].seen == 1
+    _write(manifest, "big.bin", [])  # indexed at last: no longer skipped
+    assert manifest.skipped_files() == {}
+    with manifest.transaction() as conn:
+        manifest.remember_skipped(conn, [skip, SkippedState("x.bin", "c", 1, 1, "binary")])
+        manifest.forget_skipped(conn, ["x.bin"])
+    assert set(manifest.skipped_files()) == {"big.bin"}
+    assert manifest.forget_content_hashes() == 1 and manifest.skipped_files() == {}
+    assert manifest.file("big.bin").content_hash == ""  # type: ignore[union-attr]
+
+
+def test_dense_vectors_are_tracked_per_symbol_text(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [_symbol("s1", "a.py", text="one"), _symbol("s2", "a.py", "b", text="two", dense=True)])
+    assert manifest.dense_counts() == (1, 2) and manifest.pending_dense(10) == [("s1", "one")]
+    assert manifest.still_pending([("s1", "one"), ("s1x", "?")]) == {"s1"} and manifest.still_pending([("s1", "old")]) == set()
+    manifest.mark_dense(["s1"])
+    assert manifest.dense_counts() == (2, 2) and manifest.pending_dense(10) == []
+    manifest.reset_dense()
+    assert manifest.dense_counts() == (0, 2)
+
+
+def test_meta_touch_and_design_signature(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [])
+    manifest.set_meta("embedding_model", "m1")
+    with manifest.transaction() as conn:
+        assert manifest.read_meta(conn, "embedding_model") == "m1"
+        manifest.write_meta(conn, "other", "x")
+        manifest.write_meta(conn, "embedding_model", None)
+    assert manifest.get_meta("embedding_model") is None and manifest.get_meta("other") == "x"
+    signature = manifest.design_signature("g")
+    manifest.touch_file("a.py", 7)
+    assert manifest.file("a.py").mtime_ns == 7 and manifest.design_signature("g") == signature  # type: ignore[union-attr]
+    assert manifest.design_signature("other globs") != signature
+    _write(manifest, "b.py", [])
+    assert manifest.design_signature("g") != signature
+
+
+def test_declarations_read_from_the_references(manifest: Manifest) -> None:
+    _write(manifest, "f.h", [_symbol("d1", "f.h")], refs={"declarations": ["d1"], "calls": []})
+    assert manifest.declarations(["f.h", "f.h"]) == {"d1"} and manifest.declarations([]) == set()
+
+
+def test_a_second_connection_sees_committed_writes(open_manifest_under_test: Opener) -> None:
+    one, two = open_manifest_under_test(), open_manifest_under_test()
+    _write(one, "a.py", [_symbol("s1", "a.py")])
+    assert two.symbol_ids() == {"s1"} and two.files().keys() == {"a.py"}
+
+
+# -- PostgreSQL only: what a database shared by replicas and workers adds ----------------------
+
+
+def _pg(url: str) -> Manifest:
+    return Manifest(store=PostgresManifestStore(url, namespace="codemem_test_index"))
+
+
+def test_two_workers_replacing_the_same_file_at_once_leave_one_consistent_file(postgres_url: str) -> None:
+    """The per-file replace is idempotent under a race: whichever commit lands last, the file's
+    row, symbols and in-flight record agree (no duplicate, no symbol of the other version)."""
+    workers = [_pg(postgres_url), _pg(postgres_url)]
+    try:
+        def write(worker: Manifest, version: int, round_: int, start: threading.Barrier, errors: list[BaseException]) -> None:
+            try:
+                start.wait(5)
+                worker.begin_writes({"a.py": [f"v{version}-{round_}"]})
+                _write(worker, "a.py", [_symbol(f"v{version}-{round_}-{i}", "a.py", f"f{i}") for i in range(20)],
+                       content_hash=f"h{version}")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        for round_ in range(10):
+            start = threading.Barrier(2)
+            errors: list[BaseException] = []
+            threads = [threading.Thread(target=write, args=(worker, v, round_, start, errors)) for v, worker in enumerate(workers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert errors == []
+            state = workers[0].file("a.py")
+            assert state is not None
+            version = state.content_hash.removeprefix("h")
+            assert {s.id for s in workers[1].find_symbols_in("a.py")} == {f"v{version}-{round_}-{i}" for i in range(20)}
+            assert workers[0].in_flight() == set()
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def test_an_unreachable_database_says_what_to_do() -> None:
+    with pytest.raises(ManifestError, match="CODEMEM_DATABASE_URL"):
+        PostgresManifestStore("postgresql://nobody@127.0.0.1:9/none", namespace="codemem_x_index")
+
+
+def test_a_project_moving_to_server_mode_takes_its_index_along(postgres_url: str, tmp_path: Path) -> None:
+    embedded = Settings(project_root=tmp_path)
+    local = Manifest(embedded.resolved_state_dir() / MANIFEST_FILE)
+    _write(local, "a.py", [_symbol("s1", "a.py")])
+    with local.transaction() as conn:
+        local.mark_dirty(conn, ["s1"])
+    local.replace_resolved_edges([("s1", "CALLS", "s2", {"line_number": 2})], [])
+    local.close()
+    raw = sqlite3.connect(embedded.resolved_state_dir() / MANIFEST_FILE)  # a row of an earlier release: refs as text
+    raw.execute("UPDATE files SET refs = ?", ('{"imports": []}',))
+    raw.commit()
+    raw.close()
+
+    server = Settings(project_root=tmp_path, database_url=postgres_url)
+    moved = open_manifest(server)
+    try:
+        assert moved.symbol_ids() == {"s1"} and moved.dirty() == {"s1"}
+        assert moved.file("a.py") == _state("a.py") and moved.refs_of(["a.py"])["a.py"]["imports"] == []
+        assert moved.resolved_edges_of_type("CALLS") == [("s1", "s2", {"line_number": 2})]
+    finally:
+        moved.close()
+    state = embedded.resolved_state_dir()
+    assert not (state / MANIFEST_FILE).exists() and len(list(state.glob(f"{MANIFEST_FILE}.moved-to-postgres-*"))) == 1
+
+    again = open_manifest(server)  # (the renamed file is not read again)
+    try:
+        assert again.symbol_ids() == {"s1"}
+    finally:
+        again.close()
+
+
+def test_an_index_db_left_by_a_crash_after_the_copy_does_not_replace_the_shared_manifest(postgres_url: str, tmp_path: Path) -> None:
+    server = Settings(project_root=tmp_path, database_url=postgres_url)
+    shared = open_manifest(server)
+    _write(shared, "shared.py", [_symbol("s1", "shared.py")])
+    shared.close()
+    stale = Manifest(server.resolved_state_dir() / MANIFEST_FILE)
+    _write(stale, "stale.py", [_symbol("s0", "stale.py")])
+    stale.close()
+    reopened = open_manifest(server)
+    try:
+        assert set(reopened.files()) == {"shared.py"}
+    finally:
+        reopened.close()
+    assert not (server.resolved_state_dir() / MANIFEST_FILE).exists()
+
+
+def test_hooks_read_the_postgres_manifest_through_the_relay_and_name_it_when_alone(postgres_url: str, tmp_path: Path) -> None:
+    """In server mode there is no index.db: the relay's hooks read the manifest in PostgreSQL, and a
+    hook run alone says where the index is instead of 'no code index yet'."""
+    from query_server.hooks.common import Project
+    from query_server.hooks.session_start import _index_facts
+    from resources.manifest import HookManifestReader
+    from resources.sqlite_readonly import KeptConnections
+
+    server = Settings(project_root=tmp_path, database_url=postgres_url)
+    shared = open_manifest(server)
+    _write(shared, "pkg/util.py", [_symbol("s1", "pkg/util.py")])
+    shared.close()
+    project = Project({}, environ={"CODEMEM_PROJECT_ROOT": str(tmp_path)})
+    assert project.indexed
+    alone = _index_facts(project)
+    assert "PostgreSQL" in alone["line"] and "no code index" not in alone["line"]
+
+    kept = KeptConnections()
+    kept.manifest = HookManifestReader(server)
+    project.kept = kept
+    try:
+        facts = _index_facts(project)
+        assert facts["files"] == 1 and facts["recent"] == [["pkg/util.py", BIG_MTIME_NS]]
+        assert kept.manifest.qualified_names("pkg/util.py", 5) == ["pkg.util.helper", "pkg/util.py:helper"]
+    finally:
+        kept.close()
+
+    open_manifest(Settings(project_root=tmp_path)).close()  # back in embedded mode: the marker goes
+    assert _index_facts(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(tmp_path)}))["line"] == "Index: empty — run `codemem index .`."
