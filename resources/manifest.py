@@ -125,6 +125,8 @@ def _files_written(conn: Any) -> int:
     return int(value) if value and value.isdigit() else 0
 
 
+JOBS_KEPT = 100
+"""Finished background jobs kept for ``job_status`` (the oldest go first)."""
 MANIFEST_FILE = "index.db"
 """The manifest's file in the project's state directory."""
 
@@ -592,6 +594,30 @@ class Manifest:
         """True when at least one file is indexed (cheap at any size)."""
         with self.store.reading() as conn:
             return conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
+    # -- background index jobs (any replica answers for any job) -----------------------------
+
+    def save_job(self, job_id: str, state: str, *, finished: bool, at: float) -> None:
+        """Record a job's state (JSON) at the time ``at`` (its heartbeat); a finished job is kept
+        with the ``JOBS_KEPT`` newest finished ones."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs(job_id, state, finished, heartbeat_at) VALUES (?, ?, ?, ?) ON CONFLICT (job_id) "
+                "DO UPDATE SET state = excluded.state, finished = excluded.finished, heartbeat_at = excluded.heartbeat_at",
+                (job_id, state, int(finished), at),
+            )
+            if finished:
+                conn.execute(
+                    "DELETE FROM jobs WHERE finished = 1 AND job_id NOT IN "
+                    "(SELECT job_id FROM jobs WHERE finished = 1 ORDER BY heartbeat_at DESC, job_id LIMIT ?)",
+                    (JOBS_KEPT,),
+                )
+
+    def job(self, job_id: str) -> tuple[str, bool, float] | None:
+        """A recorded job: (its state as JSON, whether it finished, its last heartbeat), or None."""
+        with self.store.reading() as conn:
+            row = conn.execute("SELECT state, finished, heartbeat_at FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return None if row is None else (row[0], bool(row[1]), float(row[2]))
 
     def recently_indexed(self, limit: int) -> list[tuple[str, int, str]]:
         """(path, mtime_ns, indexed_at) of the ``limit`` files written last, newest first."""

@@ -87,6 +87,12 @@ CREATE TABLE IF NOT EXISTS unsettled_edges (
     target TEXT NOT NULL,
     PRIMARY KEY (source, type, target)
 );
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    finished {integer} NOT NULL DEFAULT 0,
+    heartbeat_at DOUBLE PRECISION NOT NULL
+);
 """
 SQLITE_SCHEMA = _SCHEMA.format(integer="INTEGER", blob="BLOB", packed="TEXT", without_rowid=" WITHOUT ROWID")
 """The manifest's tables in SQLite (``refs`` is declared TEXT: rows of an earlier release hold it
@@ -98,7 +104,7 @@ POSTGRES_SCHEMA = tuple(
 )
 """The same tables in PostgreSQL's types (``refs`` always packed)."""
 TABLES = ("files", "symbols", "resolved_edges", "meta", "dirty", "in_flight", "ref_names", "changed_names",
-          "skipped", "unsettled_edges")
+          "skipped", "unsettled_edges", "jobs")
 """Every table of the manifest (what a move from one store to the other copies)."""
 FILES_WRITTEN = "files_written"
 """Meta key counting the transactions that replaced files' rows (and so their graph nodes): a
@@ -206,7 +212,7 @@ class PostgresManifestStore(SchemaStore):
 
     what = "the index manifest"
     schema = POSTGRES_SCHEMA
-    marker_table = "files"
+    marker_table = "jobs"  # the newest table: a schema created before it gets it (every statement is IF NOT EXISTS)
     lock_name = "manifest"
     error = ManifestError
 

@@ -6,6 +6,7 @@ point (``CodeMemService._run_index``), which alone takes the index lock."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,7 @@ from pipelines.indexer import embed_pending
 from query_server.code.lookups import CodeLookups
 from query_server.import_phase import wait_for_end
 from query_server.paging import ToolError, cap_report
+from resources.manifest import JOBS_KEPT
 from resources.schemas.code import CALLABLE_KINDS
 from resources.schemas.tools import (
     IndexDirectoryInput,
@@ -33,6 +35,12 @@ log = structlog.get_logger("codemem.service")
 
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+HEARTBEAT_S = 5.0
+"""How often a running job's state is recorded in the manifest (where any process reads it)."""
+JOB_STALE_S = 60.0
+"""A job recorded as running whose heartbeat is older than this was stopped with its process."""
 
 
 class IndexJobs(CodeLookups):
@@ -120,6 +128,24 @@ class IndexJobs(CodeLookups):
             job.status, job.phase, job.done, job.total = "running", phase, done, total
             job.percent = round(100.0 * done / total, 1) if total else 0.0
 
+        over, recording = threading.Event(), threading.Lock()
+
+        def record() -> None:  # the state where any process (a replica, the next server) finds it
+            with recording:  # (the heartbeat's last write cannot land after the final one)
+                stored = job.model_copy()
+                stored.report = cap_report(stored.report)
+                try:
+                    self.manifest.save_job(job.job_id, stored.model_dump_json(), finished=over.is_set(), at=time.time())
+                except Exception as exc:  # noqa: BLE001 - the job goes on; job_status in this process still answers
+                    log.warning("an index job's state could not be recorded", job_id=job.job_id, error=str(exc))
+
+        def beat() -> None:
+            while not over.wait(HEARTBEAT_S):
+                record()
+
+        record()
+        threading.Thread(target=beat, name=f"codemem-job-{job.job_id}-heartbeat", daemon=True).start()
+
         def run() -> None:
             try:
                 report = self.service._run_index(progress=progress, stop=self._stop, **options)  # noqa: SLF001
@@ -134,6 +160,8 @@ class IndexJobs(CodeLookups):
                 job.finished_at = _now_iso()
                 if job.status == "done":
                     job.percent = 100.0
+                over.set()
+                record()
 
         threading.Thread(target=run, name=f"codemem-job-{job.job_id}", daemon=True).start()
         copy = job.model_copy()
@@ -184,9 +212,19 @@ class IndexJobs(CodeLookups):
     def job_status(self, request: JobStatusInput) -> JobState:
         """A background job's state (phase, percent, and the report when it is over)."""
         job = self.jobs.get(request.job_id or "")
-        if job is None:
+        if job is not None:
+            return job.model_copy()
+        recorded = self.manifest.job(request.job_id) if request.job_id else None
+        if recorded is None:
             raise ToolError(
-                f"Job not found: {request.job_id!r} — job ids come from index_directory or reindex "
-                "(jobs live until the server restarts); omit job_id for the overall statistics"
+                f"Job not found: {request.job_id!r} — job ids come from index_directory or reindex (the last "
+                f"{JOBS_KEPT} finished jobs are kept); omit job_id for the overall statistics"
             )
-        return job.model_copy()
+        state, finished, heartbeat_at = recorded
+        job = JobState.model_validate_json(state)
+        if not finished and time.time() - heartbeat_at > JOB_STALE_S:  # its process stopped (killed, restarted)
+            since = datetime.fromtimestamp(heartbeat_at, UTC).isoformat(timespec="seconds")
+            job.status = "failed"
+            job.error = (f"interrupted: the process running this job stopped (last heard of at {since}) — what it "
+                         "indexed is kept; start it again (index_directory or reindex) to finish")
+        return job
