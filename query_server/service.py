@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 __all__ = ["CodeMemService", "ToolError"]
 
 log = structlog.get_logger("codemem.service")
+INDEX_RUN = "index run"
+"""What one process of a project does at a time (``Manifest.alone``): index runs and design refreshes."""
 
 
 class CodeMemService:
@@ -264,7 +266,7 @@ class CodeMemService:
         """
         if repair:
             options["force"] = True
-        with self._index_lock:
+        with self._index_lock, self.manifest.alone(INDEX_RUN):
             repaired = self._repair_stores() if repair else []
             if through_dagster:
                 report = self._materialize(progress, embed=embed, force=options.get("force", False))
@@ -360,7 +362,7 @@ class CodeMemService:
     def refresh_design(self) -> dict[str, Any]:
         """Bring the design layer up to date now: changed documents; links, patterns, components and
         anchors when their inputs changed (``pipelines.design.derive.derive_when_changed``)."""
-        with self._index_lock:
+        with self._index_lock, self.manifest.alone(INDEX_RUN):
             return self.design.refresh().as_dict()
 
     # -- background index jobs ------------------------------------------------------------

@@ -153,6 +153,12 @@ class Manifest:
         with self.store.reading() as conn:
             return [row[0] for row in conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
+    def alone(self, what: str) -> Any:
+        """A context manager: wait until no other process of the project does ``what`` (an index
+        run), and keep it so for the block (in server mode, where replicas and workers share the
+        manifest; in embedded mode the state dir's one owner already is alone)."""
+        return self.store.alone(what)
+
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """One atomic write transaction, alone among the manifest's writers (in every process)."""

@@ -140,6 +140,9 @@ class ManifestStore(Protocol):
     def writing(self) -> Any:
         """A context manager: one write transaction, alone among the manifest's writers."""
 
+    def alone(self, what: str) -> Any:
+        """A context manager: the only process doing ``what`` with this manifest meanwhile."""
+
     def close(self) -> None:
         """Release the store's connections."""
 
@@ -191,6 +194,11 @@ class SqliteManifestStore:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` under the store's lock."""
         with immediate_transaction(self._conn, self._lock) as conn:
             yield conn
+
+    @contextmanager
+    def alone(self, what: str) -> Iterator[None]:
+        """Nothing to take: one process owns a state dir's files (``query_server.ownership``)."""
+        yield
 
     def close(self) -> None:
         """Close the database."""

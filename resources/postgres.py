@@ -236,6 +236,24 @@ class SchemaStore:
                 conn.execute("SET LOCAL synchronous_commit TO off")
             yield QmarkConnection(conn)
 
+    @contextmanager
+    def alone(self, what: str) -> Iterator[None]:
+        """Be the only process doing ``what`` with this store for the block: waits for any other
+        (a session advisory lock on a connection of its own, released at the end, or by PostgreSQL
+        when this process dies)."""
+        import psycopg
+
+        try:
+            conn = psycopg.connect(self._url or self._pool.conninfo, autocommit=True, connect_timeout=int(CONNECTION_WAIT_S))
+        except psycopg.Error as exc:
+            raise self.error(f"the database of {self.what}, {self.location}, does not answer ({exc}) — check that "
+                             "PostgreSQL runs") from exc
+        try:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"codemem {self.lock_name} {self.namespace} {what}",))
+            yield
+        finally:
+            conn.close()
+
     def size_bytes(self) -> int:
         """The schema's tables, their indexes and TOAST, as PostgreSQL counts them."""
         with self._connection() as conn:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -352,3 +353,41 @@ def test_hooks_read_the_postgres_manifest_through_the_relay_and_name_it_when_alo
 
     open_manifest(Settings(project_root=tmp_path)).close()  # back in embedded mode: the marker goes
     assert _index_facts(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(tmp_path)}))["line"] == "Index: empty — run `codemem index .`."
+
+
+def test_an_index_run_waits_for_another_process_s_run(postgres_url: str) -> None:
+    """``alone`` is held across processes (a session advisory lock): the second run starts only
+    after the first ended."""
+    one, two = _pg(postgres_url), _pg(postgres_url)
+    order: list[str] = []
+    first_in, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with one.alone("index run"):
+            order.append("first in")
+            first_in.set()
+            release.wait(10)
+            order.append("first out")
+
+    def second() -> None:
+        first_in.wait(10)
+        with two.alone("index run"):
+            order.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    try:
+        for thread in threads:
+            thread.start()
+        assert first_in.wait(10)
+        time.sleep(0.3)  # the second is waiting now
+        assert order == ["first in"]
+        with two.alone("design refresh"):  # another name is not held
+            pass
+        release.set()
+        for thread in threads:
+            thread.join(10)
+        assert order == ["first in", "first out", "second in"]
+    finally:
+        release.set()
+        one.close()
+        two.close()
