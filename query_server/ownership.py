@@ -1,5 +1,9 @@
 """One owner per project: the process that holds the embedded stores, and everyone else.
 
+With every store shared (``Settings.shared_stores``: PostgreSQL, a Qdrant server and Neo4j) there
+is no owner: each process opens the stores itself, and the database serializes what must be
+(writes to the ledger and the manifest, index runs: ``Manifest.alone``).
+
 qdrant-edge and the embedded graph admit one process per directory. The first codemem process
 that needs a project's stores takes an exclusive lock (``<state>/owner.lock``), opens them, and
 serves the service methods on a loopback port written, with a random token, to
@@ -230,6 +234,12 @@ class ProjectHandle:
         return isinstance(self.backend, CodeMemService)
 
     def _connect(self, deadline: float | None = None) -> CodeMemService | RemoteService:
+        if self.settings.shared_stores:  # no owner: this process uses the shared stores directly
+            service = CodeMemService(self.settings)
+            self._trimmer = HeapTrimmer(service.foreground, self.settings.heap_trim_interval_s)
+            self._trimmer.start()
+            log.info("serving the project from shared stores (no owner)", operation="own", state_dir=str(self.state_dir))
+            return service
         deadline = time.monotonic() + CONNECT_WAIT_S if deadline is None else deadline
         while True:
             if self._lock.try_acquire():

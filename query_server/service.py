@@ -275,9 +275,10 @@ class CodeMemService:
             else:
                 report = self._index_plain(progress, embed=embed, **options)
         report.notes = repaired + report.notes
-        if not through_dagster and record is None:
-            self._refresh_design(report)
-        self._sync_notes(report)
+        with self.manifest.alone(INDEX_RUN):  # (server mode: no other replica refreshes or syncs meanwhile)
+            if not through_dagster and record is None:
+                self._refresh_design(report)
+            self._sync_notes(report)
         remember_report(self.manifest, report)
         if not embed and not through_dagster:
             self.start_background_embedding()

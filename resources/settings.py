@@ -217,6 +217,12 @@ class Settings(BaseSettings):
         return self.database_url.get_secret_value().strip() if self.database_url is not None else ""
 
     @property
+    def shared_stores(self) -> bool:
+        """True when every store is shared by the processes that use it (PostgreSQL, a Qdrant
+        server and Neo4j): no process owns the project, each reads and writes directly."""
+        return bool(self.shared_database_url()) and self.server_mode_vectors and self.server_mode_graph
+
+    @property
     def server_mode_vectors(self) -> bool:
         """True when a Qdrant server is configured."""
         return bool(self.qdrant_url or self.qdrant_host)

@@ -124,6 +124,10 @@ class LedgerBulkWrites(LedgerConnection):
                 break
             present = {row[0] for row in rows}
             with self._transaction(durable=False) as conn:  # a copy: rebuilt if lost
+                now = int(conn.execute("SELECT coalesce(max(seq), 0) FROM audit").fetchone()[0])
+                if now != seen:  # another process following the same copy got here first: read on from there
+                    seen = now
+                    continue
                 conn.executemany(f"INSERT INTO audit({AUDIT_COLUMNS}) VALUES ({placeholders(AUDIT_COLUMNS)})", entries)
                 conn.executemany("DELETE FROM memories WHERE id=?", [(i,) for i in ids])
                 conn.executemany("DELETE FROM relationships WHERE source_id=?", [(i,) for i in ids])

@@ -685,3 +685,39 @@ def test_the_hooks_copy_is_made_anew_when_its_ledger_is_restored(open_ledger: Op
         assert (tmp_path / "copy" / "memory-server-copy.db").stat().st_ino != inode  # the hooks' caches start again
     finally:
         copy.close()
+
+
+def test_two_processes_following_one_hooks_copy_leave_it_equal_to_the_ledger(open_ledger: Opener, tmp_path: Path) -> None:
+    """With every store shared there is no owner: two servers of one state dir both keep the hooks'
+    copy. A follower that another one overtook between its read and its write reads on from where
+    the other left (it neither fails on the audit's sequence nor writes an older memory back)."""
+    import threading
+
+    ledger = open_ledger()
+    followers = [Ledger(tmp_path / "copy.db"), Ledger(tmp_path / "copy.db")]
+    try:
+        errors: list[BaseException] = []
+        for round_ in range(15):
+            (row,) = ledger.add([_new(f"memory {round_}")])
+            ledger.update(row.id, content=f"memory {round_}, updated")
+            start = threading.Barrier(2)
+
+            def follow(copy: Ledger, start: threading.Barrier = start) -> None:
+                try:
+                    start.wait(5)
+                    copy.follow(ledger, batch=1)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=follow, args=(copy,)) for copy in followers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+        assert errors == []
+        assert followers[0].last_audit_seq() == ledger.last_audit_seq()
+        expected = {r.id: (r.content, r.version) for r in ledger.iter_memories()}
+        assert {r.id: (r.content, r.version) for r in followers[1].iter_memories()} == expected
+    finally:
+        for copy in followers:
+            copy.close()
