@@ -59,8 +59,9 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
     mcp = build_mcp_server(handle, telemetry)
     security = transport_security(handle.settings, bind_host)
     max_body = handle.settings.max_request_bytes
-    mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=security, max_request_body_size=max_body
+    mcp_app = mcp.streamable_http_app(  # with shared stores, replicas behind one port: any of them answers any request
+        streamable_http_path="/mcp", transport_security=security, max_request_body_size=max_body,
+        stateless_http=handle.settings.shared_stores,
     )
 
     @contextlib.asynccontextmanager

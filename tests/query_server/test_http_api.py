@@ -95,3 +95,38 @@ def test_bearer_token_is_required_when_set(project: Path) -> None:
             assert ok.status_code == 200
     finally:
         handle.close()
+
+
+def _mcp_post(client: TestClient, body: dict, session: str | None = None):  # noqa: ANN202
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    return client.post("/mcp", json=body, headers=headers)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_with_shared_stores_mcp_needs_no_session_so_any_replica_answers(project: Path, shared: bool) -> None:
+    """Replicas behind one port (docker-compose.yml's proxy) each see a client's requests in turn:
+    with every store shared, MCP over HTTP is stateless (no session to hold); otherwise it keeps
+    its sessions."""
+    from pydantic import SecretStr
+
+    handle = ProjectHandle(Settings(project_root=project))
+    if shared:  # what the app is built from (the stores stay the embedded ones this machine can run)
+        handle.settings = handle.settings.model_copy(update={
+            "database_url": SecretStr("postgresql://unused@127.0.0.1/none"), "qdrant_url": "http://qdrant:6333", "neo4j_uri": "bolt://neo4j:7687",
+        })
+        assert handle.settings.shared_stores
+    try:
+        with TestClient(build_http_app(handle), base_url="http://127.0.0.1:8765") as client:
+            init = _mcp_post(client, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+            assert init.status_code == 200
+            assert ("mcp-session-id" in init.headers) is not shared
+            listed = _mcp_post(client, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})  # no session id
+            if shared:
+                assert listed.status_code == 200 and "code_search" in listed.text
+            else:
+                assert listed.status_code == 400
+    finally:
+        handle.close()
