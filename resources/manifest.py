@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +117,13 @@ def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
     if calls is not None:
         found["calls"] = json.loads(unpack(calls))
     return found
+
+
+def _last_of_each_id(symbols: Sequence[SymbolRow]) -> list[SymbolRow]:
+    """One row per id, the last one given, in the order of those last rows (what the rows of
+    SQLite's ``INSERT OR REPLACE`` were: a repeated id's row deleted and added again)."""
+    last: dict[str, int] = {s.id: i for i, s in enumerate(symbols)}
+    return [s for i, s in enumerate(symbols) if last[s.id] == i]
 
 
 def _files_written(conn: Any) -> int:
@@ -254,7 +261,7 @@ class Manifest:
                         s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
                         s.embed_text, int(s.has_dense), s.path_qualified_name,
                     )
-                    for s in symbols
+                    for s in _last_of_each_id(symbols)
                 ],
             )
 
@@ -629,8 +636,14 @@ class Manifest:
         """(path, mtime_ns, indexed_at) of the ``limit`` files written last, newest first."""
         with self.store.reading() as conn:
             return [tuple(row) for row in conn.execute(  # type: ignore[misc]
-                "SELECT path, mtime_ns, indexed_at FROM files ORDER BY written_seq DESC, indexed_at DESC, path LIMIT ?", (limit,)
+                "SELECT path, mtime_ns, indexed_at FROM files ORDER BY written_seq DESC NULLS LAST, indexed_at DESC, path "
+                "LIMIT ?", (limit,)
             )]
+
+    def file_count(self) -> int:
+        """How many files are indexed."""
+        with self.store.reading() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM files").fetchone()[0])
 
     def counts(self) -> dict[str, int]:
         """Files, symbols and resolved edges indexed."""
@@ -649,6 +662,27 @@ MOVED_SUFFIX = ".moved-to-postgres-"
 """What ``index.db`` is renamed to (with the time) once its rows are in PostgreSQL."""
 
 
+def _move_into(store: Any, local: Path) -> None:
+    """Load the SQLite manifest ``local`` into the PostgreSQL ``store`` (when it holds no file yet),
+    keep a copy of the file beside it and remove it."""
+    import os
+    import time
+
+    from resources.sqlite import copy_database, remove_sidecars
+
+    SqliteManifestStore(local).close()  # (the columns of this release, for a file of an earlier one)
+    loaded = store.load_from(local)
+    moved = local.with_name(f"{MANIFEST_FILE}{MOVED_SUFFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    copy_database(local, moved)  # (its write-ahead log included: another reader may keep it from being folded in)
+    local.unlink()
+    remove_sidecars(local)
+    if loaded:
+        log.warning("the project's index manifest moved into PostgreSQL", manifest=store.location, kept=str(moved))
+    else:
+        log.warning("the shared index manifest holds files already: this state dir's index.db was not loaded",
+                    manifest=store.location, kept=str(moved))
+
+
 def manifest_namespace(settings: Settings) -> str:
     """The PostgreSQL schema of the project's manifest in server mode."""
     from resources.postgres import project_namespace
@@ -660,9 +694,10 @@ def open_manifest(settings: Settings) -> Manifest:
     """The project's manifest: in PostgreSQL when ``CODEMEM_DATABASE_URL`` is set (shared by every
     replica and indexing worker of the project), else ``<state>/index.db``.
 
-    A project moving to server mode takes its index along: an ``index.db`` is copied into an empty
-    PostgreSQL manifest (what the vector and graph stores hold matches it), then renamed
-    ``index.db.moved-to-postgres-<time>`` so that it is not read again.
+    A project moving to server mode takes its index along: an ``index.db`` is copied into a
+    PostgreSQL manifest that holds no file yet (what the vector and graph stores hold matches it),
+    kept as ``index.db.moved-to-postgres-<time>-<pid>`` and removed, so that it is not read again.
+    Processes opening the manifest meanwhile wait for that move (``alone``).
 
     Raises:
         ManifestError: the database cannot be used (the message says what to do).
@@ -675,23 +710,14 @@ def open_manifest(settings: Settings) -> Manifest:
     if not url:
         marker.unlink(missing_ok=True)
         return Manifest(local)
-    import contextlib
-    import os
-    import time
-
     from resources.manifest_store import PostgresManifestStore
     from resources.private_files import make_private_dir
-    from resources.sqlite import remove_sidecars
 
     store = PostgresManifestStore(url, namespace=manifest_namespace(settings))
     try:
-        if local.is_file() and local.stat().st_size > 0:
-            SqliteManifestStore(local).close()  # (opening and closing folds its WAL in: the load reads the file alone)
-            if store.load_from(local):
-                log.warning("the project's index manifest moved into PostgreSQL", manifest=store.location)
-            with contextlib.suppress(FileNotFoundError):  # (another process of the project moved it meanwhile)
-                os.replace(local, local.with_name(f"{MANIFEST_FILE}{MOVED_SUFFIX}{time.strftime('%Y%m%dT%H%M%S')}"))
-            remove_sidecars(local)
+        with store.alone("migration"):  # one process moves an index.db in; the others open after it
+            if local.is_file() and local.stat().st_size > 0:
+                _move_into(store, local)
         make_private_dir(state)
         marker.write_text(f"{store.location}\n")  # what a hook run alone reports instead of index.db's facts
         return Manifest(store=store)
@@ -703,20 +729,25 @@ def open_manifest(settings: Settings) -> Manifest:
 class HookManifestReader:
     """``resources.manifest_reader.ManifestReader``'s queries answered from the project's manifest,
     for the hook relay of a server whose manifest is in PostgreSQL (``KeptConnections.manifest``):
-    opened at the first hook that asks, kept until ``shutdown``; ``close`` leaves it open."""
+    the server's own manifest, from ``source`` (None until its stores are open: the hooks then
+    say where the index is, as a hook run alone does); ``close`` leaves it open."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-        self._manifest: Manifest | None = None
+    def __init__(self, source: Callable[[], Manifest | None]) -> None:
+        self._source = source
+
+    def available(self) -> bool:
+        """True once the server's manifest is open."""
+        return self._source() is not None
 
     def _open(self) -> Manifest:
-        if self._manifest is None:
-            self._manifest = open_manifest(self._settings)
-        return self._manifest
+        manifest = self._source()
+        if manifest is None:
+            raise LookupError("the server's manifest is not open yet")
+        return manifest
 
     def file_count(self) -> int:
         """How many files are indexed."""
-        return self._open().counts()["files"]
+        return self._open().file_count()
 
     def recently_indexed(self, limit: int) -> list[tuple[str, int, str]]:
         """(path, mtime_ns, indexed_at) of the ``limit`` files written last, newest first."""
@@ -730,10 +761,4 @@ class HookManifestReader:
         return list(names)[:limit]
 
     def close(self) -> None:
-        """Nothing: the manifest stays open for the next hook."""
-
-    def shutdown(self) -> None:
-        """Close the manifest (the relay stops)."""
-        if self._manifest is not None:
-            self._manifest.close()
-            self._manifest = None
+        """Nothing: the manifest is the server's."""

@@ -29,7 +29,7 @@ class ManifestReader(ReadOnlyDatabase):
         """As ``ReadOnlyDatabase.open``; in a process whose ``kept`` has the manifest of server mode,
         that one (the same queries)."""
         if kept is not None and kept.manifest is not None:
-            return kept.manifest
+            return kept.manifest if kept.manifest.available() else None  # type: ignore[attr-defined]
         return super().open(path, busy_timeout_s, kept)
 
     def file_count(self) -> int:

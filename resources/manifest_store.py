@@ -97,12 +97,14 @@ CREATE TABLE IF NOT EXISTS jobs (
 SQLITE_SCHEMA = _SCHEMA.format(integer="INTEGER", blob="BLOB", packed="TEXT", without_rowid=" WITHOUT ROWID")
 """The manifest's tables in SQLite (``refs`` is declared TEXT: rows of an earlier release hold it
 as text, later ones packed, ``pack``)."""
-POSTGRES_SCHEMA = tuple(
-    statement.strip()
-    for statement in _SCHEMA.format(integer="BIGINT", blob="BYTEA", packed="BYTEA", without_rowid="").split(";")
-    if statement.strip()
+POSTGRES_SCHEMA = (
+    *(statement.strip()
+      for statement in _SCHEMA.format(integer="BIGINT", blob="BYTEA", packed="BYTEA", without_rowid="").split(";")
+      if statement.strip()),
+    "CREATE INDEX IF NOT EXISTS files_written ON files(written_seq)",
 )
-"""The same tables in PostgreSQL's types (``refs`` always packed)."""
+"""The same tables in PostgreSQL's types (``refs`` always packed), and the order of the files
+written last (what the hook relay reads; SQLite's hooks read the rowids)."""
 TABLES = ("files", "symbols", "resolved_edges", "meta", "dirty", "in_flight", "ref_names", "changed_names",
           "skipped", "unsettled_edges", "jobs")
 """Every table of the manifest (what a move from one store to the other copies)."""
@@ -225,20 +227,27 @@ class PostgresManifestStore(SchemaStore):
     error = ManifestError
 
     def load_from(self, source: Path) -> bool:
-        """Copy every row of the SQLite manifest ``source`` (a project's ``index.db`` moving to
-        server mode) into this one, in one transaction, if this one is empty (checked under the
-        write lock: of processes starting together, one loads).
+        """Replace this manifest's rows with those of the SQLite manifest ``source`` (a project's
+        ``index.db`` moving to server mode), in one transaction, if this one indexes no file yet
+        (checked under the write lock; the settings a process opening it wrote meanwhile go).
 
         Returns:
             Whether the rows were loaded.
+
+        Raises:
+            ManifestError: a row cannot be stored (the message names the file).
         """
+        import psycopg
+
         from resources.sqlite_readonly import file_uri
 
         reader = sqlite3.connect(f"{file_uri(source)}?mode=ro", uri=True)
         try:
             with self.writing() as conn:
-                if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() or conn.execute("SELECT 1 FROM meta LIMIT 1").fetchone():
+                if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone():
                     return False
+                for table in TABLES:
+                    conn.execute(f"DELETE FROM {table}")
                 reader.execute("BEGIN")  # one snapshot of the file
                 for table in TABLES:
                     present = [row[1] for row in reader.execute(f"PRAGMA table_info({table})")]
@@ -250,13 +259,18 @@ class PostgresManifestStore(SchemaStore):
                     cursor = reader.execute(f"SELECT {columns} FROM {table}")
                     while rows := cursor.fetchmany(1000):
                         conn.executemany(f"INSERT INTO {table}({columns}) VALUES ({marks})",
-                                         [_storable(row, packed) for row in rows])
+                                         [_packed(row, packed) for row in rows])
                 return True
+        except (psycopg.Error, sqlite3.Error) as exc:
+            raise ManifestError(
+                f"the index manifest {source} cannot be moved into {self.location} ({exc}) — nothing was moved; "
+                f"delete {source} to index the project anew in PostgreSQL"
+            ) from exc
         finally:
             reader.close()
 
 
-def _storable(row: tuple[Any, ...], packed: set[int]) -> tuple[Any, ...]:
+def _packed(row: tuple[Any, ...], packed: set[int]) -> tuple[Any, ...]:
     """A row of a SQLite manifest as PostgreSQL holds it: references packed (an earlier release
     kept them as text)."""
     if not packed:

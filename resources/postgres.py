@@ -117,9 +117,15 @@ def postgres_sql(sql: str) -> str:
     )
 
 
+def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
+    """Parameters as PostgreSQL can hold them: a NUL character, which its text cannot (SQLite's
+    can: a source file with one), as U+FFFD."""
+    return tuple(value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value for value in params)
+
+
 class QmarkConnection:
     """A psycopg connection that takes ``?`` SQL, as a SQLite connection does: the stores that live
-    in both engines write their SQL once."""
+    in both engines write their SQL once. Text parameters are stored without NUL (``_storable``)."""
 
     __slots__ = ("_conn",)
 
@@ -127,11 +133,11 @@ class QmarkConnection:
         self._conn = conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._conn.execute(postgres_sql(sql), tuple(params))
+        return self._conn.execute(postgres_sql(sql), _storable(params))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         cursor = self._conn.cursor()
-        cursor.executemany(postgres_sql(sql), [tuple(row) for row in rows])
+        cursor.executemany(postgres_sql(sql), [_storable(row) for row in rows])
         return cursor
 
 

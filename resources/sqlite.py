@@ -71,6 +71,20 @@ def remove_sidecars(path: Path) -> None:
         path.with_name(path.name + suffix).unlink(missing_ok=True)
 
 
+def copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of the SQLite file ``source`` (its write-ahead log included, SQLite's
+    backup API) at ``target``, readable by its owner only."""
+    src = sqlite3.connect(str(source), timeout=BUSY_TIMEOUT_S)
+    try:
+        dest = sqlite3.connect(str(make_private_file(target)))
+        try:
+            src.backup(dest)
+        finally:
+            dest.close()
+    finally:
+        src.close()
+
+
 def read_meta(conn: sqlite3.Connection, key: str) -> str | None:
     """The value of ``key`` in the store's ``meta`` table, or None when it is not set."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -69,8 +69,8 @@ class KeptConnections:
         self._kept: dict[tuple[str, bool], tuple[tuple[int, int], sqlite3.Connection]] = {}
         self.manifest: object | None = None
         """What the hooks read of the index instead of ``index.db`` when the manifest is not a file
-        of the state dir (server mode: in PostgreSQL): an object with ``ManifestReader``'s queries,
-        set by the process that keeps these connections (``close`` calls its ``shutdown``)."""
+        of the state dir (server mode: in PostgreSQL): an object with ``ManifestReader``'s queries and
+        ``available()``, set by the process that keeps these connections."""
 
     def connect(self, path: str, busy_timeout_s: float, *, read_only: bool = True) -> "sqlite3.Connection | None":
         """The kept connection to ``path`` (read-only, or read-write for a cache the hooks keep),
@@ -110,9 +110,6 @@ class KeptConnections:
         """Close every kept connection."""
         for key in list(self._kept):
             self._drop(key)
-        shutdown = getattr(self.manifest, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
 
     def _drop(self, key: tuple[str, bool]) -> None:
         kept = self._kept.pop(key, None)

@@ -218,8 +218,6 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
     with contextlib.ExitStack() as opened:
         manifest = open_manifest(settings)
         opened.callback(manifest.close)
-        if not manifest.has_files():
-            return None
         if embed and settings.dense_embeddings:
             done, total = manifest.dense_counts()
             if done < total:

@@ -19,14 +19,14 @@ GRAPH_START_WAIT_S = 2.0
 """At the shutdown deadline, how long to wait for a graph server still starting (to stop it)."""
 
 
-def hook_manifest(settings: Any) -> object | None:
-    """What the hook relay reads of the index in server mode (the manifest in PostgreSQL); None
-    when the hooks read ``index.db``."""
+def hook_manifest(settings: Any, handle: Any) -> object | None:
+    """What the hook relay reads of the index in server mode: the manifest in PostgreSQL that
+    ``handle`` opened (none until then); None when the hooks read ``index.db``."""
     if not settings.shared_database_url():
         return None
     from resources.manifest import HookManifestReader
 
-    return HookManifestReader(settings)
+    return HookManifestReader(lambda: handle.backend.manifest if handle.is_owner else None)
 
 
 def owned_graph_dir(handle: Any) -> Path | None:
@@ -80,7 +80,7 @@ def mcp(project: str) -> None:
     # call waits for what it needs (query_server.warm_start)
     handle = OpeningHandle(lambda: start_first_build(open_handle(project, settings)), warm=warm_up)
     shutdown = Shutdown()
-    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root(), hook_manifest(settings))
+    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root(), hook_manifest(settings, handle))
     try:
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
         shutdown.install()
@@ -134,7 +134,7 @@ def serve(project: str, host: str, port: int) -> None:
         )
     shutdown = Shutdown()
     handle = open_handle(project)
-    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root(), hook_manifest(settings))
+    hooks = HookRelay(settings.resolved_state_dir(), settings.resolved_root(), hook_manifest(settings, handle))
     try:
         hooks.start()  # Claude Code's hooks are answered here while it serves
         if handle.is_owner:

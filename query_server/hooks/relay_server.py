@@ -84,7 +84,7 @@ class HookRelay:
     def __init__(self, state_dir: Path, project_root: Path | None = None, manifest: object | None = None) -> None:
         """Nothing listens until ``start``; ``project_root`` defaults to the state dir's parent;
         ``manifest``: what the hooks read of the index when it is not ``index.db`` (server mode:
-        ``resources.manifest.HookManifestReader``), shut down with the relay."""
+        ``resources.manifest.HookManifestReader``)."""
         self.manifest = manifest
         self.state_dir = os.path.realpath(state_dir)
         self.project_root = os.path.realpath(project_root if project_root is not None else os.path.dirname(self.state_dir))

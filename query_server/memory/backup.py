@@ -16,7 +16,7 @@ from query_server.memory.stores import MemoryStores
 from query_server.paging import ToolError
 from resources.memory.ledger import Ledger
 from resources.private_files import make_private_dir, make_private_file
-from resources.sqlite import remove_sidecars
+from resources.sqlite import copy_database, remove_sidecars
 from resources.schemas.memory import BackupInput, BackupResult, RestoreInput, RestoreResult
 
 
@@ -29,15 +29,7 @@ def backup_ledger(stores: MemoryStores, request: BackupInput) -> BackupResult:
     stores.ledger.backup_to(target / "memory.db")
     cache = getattr(stores.embedder, "cache", None)
     if cache is not None and Path(str(getattr(cache, "path", ":memory:"))).is_file():  # (not a PostgreSQL cache)
-        import sqlite3
-
-        source = sqlite3.connect(cache.path)
-        dest = sqlite3.connect(str(make_private_file(target / "embeddings.db")))
-        try:
-            source.backup(dest)
-        finally:
-            dest.close()
-            source.close()
+        copy_database(Path(cache.path), target / "embeddings.db")
     counts = Ledger(target / "memory.db")
     try:
         total = sum(c["total"] for c in counts.counts().values())

@@ -299,7 +299,8 @@ def test_a_project_moving_to_server_mode_takes_its_index_along(postgres_url: str
     finally:
         moved.close()
     state = embedded.resolved_state_dir()
-    assert not (state / MANIFEST_FILE).exists() and len(list(state.glob(f"{MANIFEST_FILE}.moved-to-postgres-*"))) == 1
+    (kept,) = state.glob(f"{MANIFEST_FILE}.moved-to-postgres-*")
+    assert not (state / MANIFEST_FILE).exists() and Manifest(kept).symbol_ids() == {"s1"}  # (a copy of the file)
 
     again = open_manifest(server)  # (the renamed file is not read again)
     try:
@@ -341,15 +342,20 @@ def test_hooks_read_the_postgres_manifest_through_the_relay_and_name_it_when_alo
     alone = _index_facts(project)
     assert "PostgreSQL" in alone["line"] and "no code index" not in alone["line"]
 
+    served: list[Manifest] = []  # the server's manifest: none until its stores are open
     kept = KeptConnections()
-    kept.manifest = HookManifestReader(server)
+    kept.manifest = HookManifestReader(lambda: served[0] if served else None)
     project.kept = kept
     try:
+        assert "PostgreSQL" in _index_facts(project)["line"]  # (still opening)
+        served.append(open_manifest(server))
         facts = _index_facts(project)
         assert facts["files"] == 1 and facts["recent"] == [["pkg/util.py", BIG_MTIME_NS]]
         assert kept.manifest.qualified_names("pkg/util.py", 5) == ["pkg.util.helper", "pkg/util.py:helper"]
     finally:
         kept.close()
+        for manifest in served:
+            manifest.close()
 
     open_manifest(Settings(project_root=tmp_path)).close()  # back in embedded mode: the marker goes
     assert _index_facts(Project({}, environ={"CODEMEM_PROJECT_ROOT": str(tmp_path)}))["line"] == "Index: empty — run `codemem index .`."
@@ -391,3 +397,47 @@ def test_an_index_run_waits_for_another_process_s_run(postgres_url: str) -> None
         release.set()
         one.close()
         two.close()
+
+
+def test_a_nul_character_in_a_source_file_is_stored_in_postgres_as_in_sqlite(manifest: Manifest) -> None:
+    """SQLite text holds NUL, PostgreSQL's cannot: it is stored as U+FFFD there, and the file's
+    batch is written (before: every run failed on it)."""
+    _write(manifest, "odd.py", [_symbol("s1", "odd.py", text="def f():\n    return '\x00'")])
+    (text,) = [t for _, t in manifest.pending_dense(5)]
+    assert text in ("def f():\n    return '\x00'", "def f():\n    return '\ufffd'")
+
+
+def test_a_repeated_symbol_id_keeps_the_last_row_given(manifest: Manifest) -> None:
+    _write(manifest, "a.py", [_symbol("s1", "a.py", "first"), _symbol("s2", "a.py"), _symbol("s1", "a.py", "second")])
+    assert [(s.id, s.name) for s in manifest.all_symbols()] == [("s2", "helper"), ("s1", "second")]
+
+
+def test_a_shared_manifest_that_a_replica_opened_first_still_takes_the_index_along(postgres_url: str, tmp_path: Path) -> None:
+    """Another replica (its own state dir) opened the empty shared manifest first, writing its
+    settings: this state dir's index.db is still loaded, not set aside unread."""
+    other = Settings(project_root=tmp_path / "project", state_dir=tmp_path / "other-state", database_url=postgres_url)
+    (tmp_path / "project").mkdir()
+    open_manifest(other).close()
+    embedded = Settings(project_root=tmp_path / "project")
+    local = Manifest(embedded.resolved_state_dir() / MANIFEST_FILE)
+    _write(local, "a.py", [_symbol("s1", "a.py")])
+    local.close()
+    moved = open_manifest(Settings(project_root=tmp_path / "project", database_url=postgres_url))
+    try:
+        assert moved.symbol_ids() == {"s1"}
+    finally:
+        moved.close()
+
+
+def test_a_manifest_that_cannot_be_moved_says_so_and_stays(postgres_url: str, tmp_path: Path) -> None:
+    embedded = Settings(project_root=tmp_path)
+    local = Manifest(embedded.resolved_state_dir() / MANIFEST_FILE)
+    local.close()
+    raw = sqlite3.connect(embedded.resolved_state_dir() / MANIFEST_FILE)
+    raw.execute("INSERT INTO files (path, language, content_hash, size, mtime_ns, indexed_at, symbol_count, error_count, refs) "
+                "VALUES ('a.py', 'python', 'h', 'not a number', 1, 'now', 0, 0, '{}')")  # (SQLite takes it; PostgreSQL cannot)
+    raw.commit()
+    raw.close()
+    with pytest.raises(ManifestError, match="nothing was moved"):
+        open_manifest(Settings(project_root=tmp_path, database_url=postgres_url))
+    assert (embedded.resolved_state_dir() / MANIFEST_FILE).exists()
