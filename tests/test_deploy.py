@@ -201,7 +201,8 @@ def test_published_ports_bind_loopback_only(compose) -> None:
             assert spec.startswith("127.0.0.1:") and spec.count(":") == 2, (
                 f"{name}: port {port!r} must read 127.0.0.1:HOST:CONTAINER (a bare port binds every interface)"
             )
-    assert "127.0.0.1:8765:8765" in compose["services"]["query-server"]["ports"]
+    assert "127.0.0.1:8765:8765" in compose["services"]["query-proxy"]["ports"]
+    assert not compose["services"]["query-server"].get("ports"), "replicas publish no port of their own: the proxy does"
 
 
 def test_every_service_has_a_healthcheck_and_restarts_unless_stopped(compose) -> None:
@@ -327,14 +328,27 @@ def test_every_setting_is_documented_in_env_example() -> None:
     assert "MEMORY_SERVICE_API_KEY" in ENV_EXAMPLE.read_text(encoding="utf-8")
 
 
-def test_codemem_containers_use_the_servers_and_the_state_volume(compose) -> None:
+def test_codemem_containers_use_the_servers_and_their_own_state_volumes(compose) -> None:
+    """Every store is a server (PostgreSQL, Qdrant, Neo4j: ``Settings.shared_stores``), so no
+    process owns the project: the query servers and the Dagster code server share no volume and no
+    network namespace (issue 23)."""
+    from resources.settings import Settings
+
+    mounts = {}
     for name in ("query-server", "dagster-code"):
         env = compose["services"][name]["environment"]
         assert env["CODEMEM_QDRANT_URL"] == "http://qdrant:6333"
         assert env["CODEMEM_NEO4J_URI"] == "bolt://neo4j:7687"
+        assert env["CODEMEM_DATABASE_URL"].startswith("postgresql://") and env["CODEMEM_PROJECT_ID"]
+        assert Settings(qdrant_url=env["CODEMEM_QDRANT_URL"], neo4j_uri=env["CODEMEM_NEO4J_URI"],
+                        database_url=env["CODEMEM_DATABASE_URL"]).shared_stores
         assert env["CODEMEM_STATE_DIR"] == "/var/lib/codemem"
         assert env["CODEMEM_GLOBAL_DIR"].startswith("/var/lib/codemem/")  # not under the read-only $HOME
-        assert ("memory-service-cache", "/var/lib/codemem") in _volume_mounts(compose["services"][name])
+        assert "network_mode" not in compose["services"][name]
+        mounts[name] = {source for source, _ in _volume_mounts(compose["services"][name]) if not source.startswith((".", "/"))}
+    assert ("memory-service-cache", "/var/lib/codemem") in _volume_mounts(compose["services"]["query-server"])
+    assert ("memory-worker-state", "/var/lib/codemem") in _volume_mounts(compose["services"]["dagster-code"])
+    assert not mounts["query-server"] & mounts["dagster-code"], "no shared state volume"
     command = compose["services"]["query-server"]["command"]
     assert command[:2] == ["codemem", "serve"] and command[command.index("--host") + 1] == "0.0.0.0"
     assert "CODEMEM_API_TOKEN" in compose["services"]["query-server"]["environment"]
@@ -572,3 +586,21 @@ def test_sharding_settings_come_from_the_environment(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("CODEMEM_QDRANT_SHARD_NUMBER", "0")
     with pytest.raises(ValueError):
         Settings(project_root=tmp_path)
+
+
+def test_query_server_replicas_sit_behind_the_proxy(compose) -> None:
+    """``deploy.replicas`` is a variable, each replica exposes its port to the proxy only, and the
+    proxy's configuration names that service and port, streams responses and re-reads Docker's DNS."""
+    raw = _compose_raw()["services"]["query-server"]
+    assert raw["deploy"]["replicas"] == "${QUERY_SERVER_REPLICAS:-1}"
+    server = compose["services"]["query-server"]
+    port = server["command"][server["command"].index("--port") + 1]
+    assert [str(p) for p in server["expose"]] == [port]
+    proxy = compose["services"]["query-proxy"]
+    assert proxy["read_only"] is True and proxy["depends_on"]["query-server"]["condition"] == "service_healthy"
+    (config_source,) = [source for source, target in _volume_mounts(proxy) if target == "/etc/nginx/nginx.conf"]
+    config = (ROOT / config_source).read_text(encoding="utf-8")
+    assert f"http://query-server:{port}" in config and "resolver 127.0.0.11" in config
+    assert "proxy_buffering off" in config and "listen 8765" in config
+    assert "non_idempotent" not in config, "a POST that reached a replica must not be sent to another"
+    assert "/proxy-health" in " ".join(proxy["healthcheck"]["test"]) and "location = /proxy-health" in config
