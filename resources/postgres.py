@@ -243,10 +243,14 @@ class SchemaStore:
             yield QmarkConnection(conn)
 
     @contextmanager
-    def alone(self, what: str) -> Iterator[None]:
+    def alone(self, what: str, *, wait: bool = True) -> Iterator[None]:
         """Be the only process doing ``what`` with this store for the block: waits for any other
         (a session advisory lock on a connection of its own, released at the end, or by PostgreSQL
-        when this process dies)."""
+        when this process dies); ``wait=False``: raise ``error`` at once when another does it.
+
+        Raises:
+            error: PostgreSQL does not answer; or, with ``wait=False``, another process does ``what``.
+        """
         import psycopg
 
         try:
@@ -255,7 +259,11 @@ class SchemaStore:
             raise self.error(f"the database of {self.what}, {self.location}, does not answer ({exc}) — check that "
                              "PostgreSQL runs") from exc
         try:
-            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"codemem {self.lock_name} {self.namespace} {what}",))
+            key = f"codemem {self.lock_name} {self.namespace} {what}"
+            if not wait and not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+                raise self.error(f"another codemem process is doing {what} with {self.what} {self.location}")
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
             yield
         finally:
             conn.close()

@@ -4,6 +4,7 @@ with the job's phase and percent to poll."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import uuid
@@ -13,10 +14,16 @@ import structlog
 
 from query_server.memory.stores import MemoryStores
 from query_server.paging import ToolError
+from resources.memory.ledger_model import LedgerError
 from resources.memory.normalization import Normalizer
 from resources.schemas.memory import NormalizationJob, NormalizeMemoryInput, NormalizeStatusInput
 
 log = structlog.get_logger("codemem.memory")
+LAST_NORMALIZATION = "last_normalization"
+"""Ledger meta key: the latest normalization job, recorded when it starts and when it ends (any
+replica's normalize_status reads it)."""
+NORMALIZATION = "normalization"
+"""What one process of a project does at a time with its ledger (``Ledger.alone``)."""
 
 
 class NormalizationJobs:
@@ -41,11 +48,18 @@ class NormalizationJobs:
                     f"normalization {running.job_id} is already running ({running.phase}, {running.percent:.0f}%) — "
                     "poll normalize_status with its job_id"
                 )
+            alone = self._alone_or_refuse()  # (server mode: not on another replica either)
             job = NormalizationJob(
                 job_id=str(uuid.uuid4()), status="running", dry_run=request.dry_run, phase="starting",
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             )
             self._jobs[job.job_id] = job
+            try:
+                self.stores.ledger.set_meta(LAST_NORMALIZATION, job.model_dump_json())  # (what another replica shows)
+            except BaseException:
+                alone.close()
+                del self._jobs[job.job_id]
+                raise
 
         def progress(phase: str, percent: float) -> None:
             job.phase, job.percent = phase, round(percent, 1)
@@ -68,9 +82,38 @@ class NormalizationJobs:
                 job.status = "failed"
             finally:
                 job.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
-                self.stores.ledger.set_meta("last_normalization", job.model_dump_json())
+                try:
+                    self.stores.ledger.set_meta(LAST_NORMALIZATION, job.model_dump_json())
+                finally:
+                    alone.close()
 
         threading.Thread(target=run, name="codemem-normalize", daemon=True).start()
+        return job
+
+    def _alone_or_refuse(self) -> contextlib.ExitStack:
+        """Hold "normalization" on the ledger until the returned stack is closed; a ``ToolError``
+        when another process (a replica) normalizes it now."""
+        held = contextlib.ExitStack()
+        try:
+            held.enter_context(self.stores.ledger.alone(NORMALIZATION, wait=False))
+        except LedgerError as exc:
+            raise ToolError(
+                f"a normalization is running in another codemem process of this project ({exc}) — "
+                "normalize_status shows it; start another when it is done"
+            ) from exc
+        return held
+
+    def _recorded(self, last: str) -> NormalizationJob:
+        """The job another process recorded: still running there, or interrupted (its process
+        stopped: no process holds the normalization)."""
+        job = NormalizationJob.model_validate_json(last)
+        if job.status == "running":
+            try:
+                with self.stores.ledger.alone(NORMALIZATION, wait=False):
+                    job.status = "failed"
+                    job.errors.append("interrupted: the process running it stopped — nothing was swapped; run it again")
+            except LedgerError:
+                pass  # running in another process
         return job
 
     def _restore_links(self, request_id: str) -> NormalizationJob:
@@ -83,7 +126,8 @@ class NormalizationJobs:
             if running is not None:
                 raise ToolError(f"normalization {running.job_id} is running — restore the links when it is done")
             started = datetime.now(UTC).isoformat(timespec="seconds")
-            restored = self.stores.ledger.restore_links(request_id)
+            with self._alone_or_refuse():
+                restored = self.stores.ledger.restore_links(request_id)
             job = NormalizationJob(
                 job_id=str(uuid.uuid4()), status="done", dry_run=False, phase="done", percent=100.0, started_at=started,
                 finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -98,15 +142,15 @@ class NormalizationJobs:
         if request.job_id is None:
             if self._jobs:
                 return max(self._jobs.values(), key=lambda j: j.started_at)
-            last = self.stores.ledger.meta("last_normalization")
+            last = self.stores.ledger.meta(LAST_NORMALIZATION)
             if last:
-                return NormalizationJob.model_validate_json(last)
+                return self._recorded(last)
             raise ToolError("no normalization has run yet — start one with normalize_memory (dry_run=true to preview)")
         job = self._jobs.get(request.job_id)
         if job is None:
-            last = self.stores.ledger.meta("last_normalization")
+            last = self.stores.ledger.meta(LAST_NORMALIZATION)
             if last and json.loads(last).get("job_id") == request.job_id:
-                return NormalizationJob.model_validate_json(last)
+                return self._recorded(last)
             raise ToolError(
                 f"unknown normalization job {request.job_id!r} — jobs are kept while the server runs; "
                 "normalize_status without job_id shows the latest"

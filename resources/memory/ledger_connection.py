@@ -35,6 +35,7 @@ class LedgerStore(Protocol):
     def backup_to(self, target: Path) -> None: ...
     def load_from(self, source: Path, *, only_if_empty: bool = False) -> bool: ...
     def keep_alone(self) -> None: ...
+    def alone(self, what: str, *, wait: bool = True) -> AbstractContextManager[None]: ...
     def size_bytes(self) -> int: ...
     def close(self) -> None: ...
 
@@ -137,6 +138,12 @@ class LedgerConnection:
         """Server mode with embedded projections: check this process still serves the project alone
         (``PostgresLedgerStore.keep_alone``); nothing to check for a SQLite ledger (its owner lock)."""
         self._store.keep_alone()
+
+    def alone(self, what: str, *, wait: bool = True) -> AbstractContextManager[None]:
+        """A context manager: the only process doing ``what`` with this ledger meanwhile (in server
+        mode, where replicas share it; a SQLite ledger has one owner already). ``wait=False``:
+        ``LedgerError`` at once when another process does it."""
+        return self._store.alone(what, wait=wait)
 
     def size_bytes(self) -> int:
         """What the ledger takes on disk (its file; in PostgreSQL its schema's tables and indexes)."""

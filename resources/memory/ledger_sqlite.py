@@ -144,6 +144,11 @@ class SqliteLedgerStore:
         """Not for a SQLite ledger: it is restored by replacing its file."""
         raise LedgerError(f"{self.path} is a SQLite file: restore it by replacing the file (`codemem restore`)")
 
+    @contextmanager
+    def alone(self, what: str, *, wait: bool = True) -> Iterator[None]:
+        """Nothing to take: the state dir's owner lock keeps a SQLite ledger to one process."""
+        yield
+
     def keep_alone(self) -> None:
         """Nothing to check: the state dir's owner lock keeps a SQLite ledger to one process."""
 

@@ -129,3 +129,38 @@ def test_a_failed_start_lets_the_next_process_serve(
     monkeypatch.undo()
     other = service_factory(second, database_url=postgres_url, project_id="shop")  # the traceback is still held
     assert caught.value is not None and other.memory.memory_statistics().memory_counts["session"]["total"] == 0
+
+
+def test_a_normalization_runs_in_one_process_of_the_project_and_a_dead_one_shows_as_interrupted(
+    project: Path, postgres_url: str, service_factory  # noqa: ANN001
+) -> None:
+    """Replicas share the ledger: a normalization another process runs (it holds the ledger's
+    "normalization" lock) refuses a second one here; its recorded state shows, and once no process
+    holds the lock (the one running it died) it shows as interrupted."""
+    from query_server.paging import ToolError
+    from resources.memory.ledger import Ledger
+    from resources.memory.ledger_postgres import PostgresLedgerStore
+    from resources.schemas.memory import NormalizationJob, NormalizeMemoryInput, NormalizeStatusInput
+
+    svc = service_factory(project, database_url=postgres_url)
+    other = Ledger(store=PostgresLedgerStore(postgres_url, namespace=project_ledger_namespace(svc.settings)))
+    elsewhere = NormalizationJob(job_id="elsewhere", status="running", dry_run=False, phase="dedup", started_at="2026-11-28T00:00:00+00:00")
+    try:
+        with other.alone("normalization", wait=False):  # another replica normalizes
+            other.set_meta("last_normalization", elsewhere.model_dump_json())
+            with pytest.raises(ToolError, match="another codemem process"):
+                svc.memory.normalize_memory(NormalizeMemoryInput(dry_run=True))
+            assert svc.memory.normalize_status(NormalizeStatusInput(job_id="elsewhere")).status == "running"
+        stopped = svc.memory.normalize_status(NormalizeStatusInput(job_id="elsewhere"))  # its process is gone
+        assert stopped.status == "failed" and stopped.errors[-1].startswith("interrupted")
+        started = svc.memory.normalize_memory(NormalizeMemoryInput(dry_run=True))
+        import time
+
+        deadline = time.monotonic() + 60
+        while svc.memory.normalize_status(NormalizeStatusInput(job_id=started.job_id)).status == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with other.alone("normalization", wait=False):  # released when it ended
+            assert NormalizationJob.model_validate_json(other.meta("last_normalization") or "{}").job_id == started.job_id
+    finally:
+        other.close()
