@@ -60,9 +60,14 @@ class CodememProject(ConfigurableResource, ProjectStores):
         return self._handle
 
     def _service(self) -> CodeMemService | None:
-        """This process's service when it owns the stores."""
+        """This process's service when it owns the stores, for the assets to write through; None
+        with shared stores too: then the assets' work goes through the service's own entry points
+        (``*_on_owner``, which reach it in this process), where an index run is alone among the
+        project's processes (``Manifest.alone``)."""
         backend = self._opened().backend
-        return backend if isinstance(backend, CodeMemService) else None
+        if not isinstance(backend, CodeMemService) or backend.settings.shared_stores:
+            return None
+        return backend
 
     def settings(self) -> Settings:
         """The project's settings."""

@@ -25,6 +25,7 @@ from pipelines.index_context import IndexContext, remember_report
 from query_server.foreground import ForegroundGate
 from query_server.paging import ToolError
 from resources.manifest import open_manifest
+from resources.manifest_store import ManifestError
 from resources.private_files import make_private_dir
 from resources.schemas.tools import (
     CodeSearchInput,
@@ -266,7 +267,7 @@ class CodeMemService:
         """
         if repair:
             options["force"] = True
-        with self._index_lock, self.manifest.alone(INDEX_RUN):
+        with self._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop):
             repaired = self._repair_stores() if repair else []
             if through_dagster:
                 report = self._materialize(progress, embed=embed, force=options.get("force", False))
@@ -275,10 +276,13 @@ class CodeMemService:
             else:
                 report = self._index_plain(progress, embed=embed, **options)
         report.notes = repaired + report.notes
-        with self.manifest.alone(INDEX_RUN):  # (server mode: no other replica refreshes or syncs meanwhile)
-            if not through_dagster and record is None:
-                self._refresh_design(report)
-            self._sync_notes(report)
+        try:
+            with self.manifest.alone(INDEX_RUN, stop=self._stop):  # (server mode: no other replica refreshes or syncs meanwhile)
+                if not through_dagster and record is None:
+                    self._refresh_design(report)
+                self._sync_notes(report)
+        except ManifestError as exc:  # the index is written: say what was not done after it
+            report.notes.append(f"design layer and git notes not refreshed after this run: {exc} (the code index is up to date)")
         remember_report(self.manifest, report)
         if not embed and not through_dagster:
             self.start_background_embedding()
@@ -363,7 +367,7 @@ class CodeMemService:
     def refresh_design(self) -> dict[str, Any]:
         """Bring the design layer up to date now: changed documents; links, patterns, components and
         anchors when their inputs changed (``pipelines.design.derive.derive_when_changed``)."""
-        with self._index_lock, self.manifest.alone(INDEX_RUN):
+        with self._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop):
             return self.design.refresh().as_dict()
 
     # -- background index jobs ------------------------------------------------------------

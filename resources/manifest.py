@@ -160,11 +160,13 @@ class Manifest:
         with self.store.reading() as conn:
             return [row[0] for row in conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
-    def alone(self, what: str) -> Any:
+    def alone(self, what: str, *, wait: bool = True, stop: Any = None) -> Any:
         """A context manager: wait until no other process of the project does ``what`` (an index
         run), and keep it so for the block (in server mode, where replicas and workers share the
-        manifest; in embedded mode the state dir's one owner already is alone)."""
-        return self.store.alone(what)
+        manifest; in embedded mode the state dir's one owner already is alone). ``wait=False``:
+        ``ManifestError`` at once when another process does it; ``stop`` (an event): give up
+        waiting once it is set."""
+        return self.store.alone(what, wait=wait, stop=stop)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

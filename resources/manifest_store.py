@@ -142,7 +142,7 @@ class ManifestStore(Protocol):
     def writing(self) -> Any:
         """A context manager: one write transaction, alone among the manifest's writers."""
 
-    def alone(self, what: str) -> Any:
+    def alone(self, what: str, *, wait: bool = True, stop: threading.Event | None = None) -> Any:
         """A context manager: the only process doing ``what`` with this manifest meanwhile."""
 
     def close(self) -> None:
@@ -198,7 +198,7 @@ class SqliteManifestStore:
             yield conn
 
     @contextmanager
-    def alone(self, what: str) -> Iterator[None]:
+    def alone(self, what: str, *, wait: bool = True, stop: threading.Event | None = None) -> Iterator[None]:
         """Nothing to take: one process owns a state dir's files (``query_server.ownership``)."""
         yield
 

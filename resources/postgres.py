@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,6 +33,8 @@ CONNECTION_WAIT_S = 10.0
 """How long a store's call waits for a pooled connection before it says the database is down."""
 WRITE_WAIT_S = 30.0
 """How long a write waits for another process's write to the same store (SQLite's busy timeout)."""
+ALONE_POLL_S = 0.2
+"""How often a process waiting to be alone (``SchemaStore.alone``) asks again."""
 _NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LITERAL = re.compile(r"('(?:[^']|'')*')")
 
@@ -243,27 +247,33 @@ class SchemaStore:
             yield QmarkConnection(conn)
 
     @contextmanager
-    def alone(self, what: str, *, wait: bool = True) -> Iterator[None]:
+    def alone(self, what: str, *, wait: bool = True, stop: threading.Event | None = None) -> Iterator[None]:
         """Be the only process doing ``what`` with this store for the block: waits for any other
         (a session advisory lock on a connection of its own, released at the end, or by PostgreSQL
-        when this process dies); ``wait=False``: raise ``error`` at once when another does it.
+        when this process dies or stops answering: TCP keepalives); ``wait=False``: raise ``error``
+        at once when another does it; ``stop``: give up waiting once it is set.
 
         Raises:
-            error: PostgreSQL does not answer; or, with ``wait=False``, another process does ``what``.
+            error: PostgreSQL does not answer; another process does ``what`` (``wait=False``); or
+                ``stop`` was set while waiting.
         """
         import psycopg
 
         try:
-            conn = psycopg.connect(self._url or self._pool.conninfo, autocommit=True, connect_timeout=int(CONNECTION_WAIT_S))
+            conn = psycopg.connect(self._url or self._pool.conninfo, autocommit=True, connect_timeout=int(CONNECTION_WAIT_S),
+                                   keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
         except psycopg.Error as exc:
             raise self.error(f"the database of {self.what}, {self.location}, does not answer ({exc}) — check that "
                              "PostgreSQL runs") from exc
         try:
             key = f"codemem {self.lock_name} {self.namespace} {what}"
-            if not wait and not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
-                raise self.error(f"another codemem process is doing {what} with {self.what} {self.location}")
-            if wait:
-                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            while not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+                if not wait:
+                    raise self.error(f"another codemem process is doing {what} with {self.what} {self.location}")
+                if stop is not None and stop.wait(ALONE_POLL_S):
+                    raise self.error(f"stopped while another codemem process was doing {what} with {self.what}")
+                if stop is None:
+                    time.sleep(ALONE_POLL_S)
             yield
         finally:
             conn.close()

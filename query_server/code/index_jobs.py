@@ -5,6 +5,7 @@ point (``CodeMemService._run_index``), which alone takes the index lock."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -19,6 +20,7 @@ from query_server.code.lookups import CodeLookups
 from query_server.import_phase import wait_for_end
 from query_server.paging import ToolError, cap_report
 from resources.manifest import JOBS_KEPT
+from resources.manifest_store import ManifestError
 from resources.schemas.code import CALLABLE_KINDS
 from resources.schemas.tools import (
     IndexDirectoryInput,
@@ -38,9 +40,13 @@ def _now_iso() -> str:
 
 
 HEARTBEAT_S = 5.0
-"""How often a running job's state is recorded in the manifest (where any process reads it)."""
-JOB_STALE_S = 60.0
-"""A job recorded as running whose heartbeat is older than this was stopped with its process."""
+"""How often a running job's state (its progress) is recorded in the manifest, where any process reads it."""
+
+
+def _job_lock_name(job_id: str) -> str:
+    """What the process running a job holds while it runs (``Manifest.alone``): a recorded job
+    nobody holds is not running anywhere."""
+    return f"index job {job_id}"
 
 
 class IndexJobs(CodeLookups):
@@ -129,21 +135,32 @@ class IndexJobs(CodeLookups):
             job.percent = round(100.0 * done / total, 1) if total else 0.0
 
         over, recording = threading.Event(), threading.Lock()
+        running = contextlib.ExitStack()  # held while it runs: another process tells a live job from a dead one
+        running.enter_context(self.manifest.alone(_job_lock_name(job.job_id), wait=False))
 
-        def record() -> None:  # the state where any process (a replica, the next server) finds it
+        def record(attempts: int = 1) -> None:  # the state where any process (a replica, the next server) finds it
             with recording:  # (the heartbeat's last write cannot land after the final one)
+                finished = over.is_set()  # (read before the copy: a copy of a running job is never stored as finished)
                 stored = job.model_copy()
                 stored.report = cap_report(stored.report)
-                try:
-                    self.manifest.save_job(job.job_id, stored.model_dump_json(), finished=over.is_set(), at=time.time())
-                except Exception as exc:  # noqa: BLE001 - the job goes on; job_status in this process still answers
-                    log.warning("an index job's state could not be recorded", job_id=job.job_id, error=str(exc))
+                for attempt in range(attempts):
+                    try:
+                        self.manifest.save_job(job.job_id, stored.model_dump_json(), finished=finished, at=time.time())
+                        return
+                    except Exception as exc:  # noqa: BLE001 - the job goes on; job_status in this process still answers
+                        log.warning("an index job's state could not be recorded", job_id=job.job_id, error=str(exc))
+                        if attempt + 1 < attempts:
+                            time.sleep(1.0)
 
         def beat() -> None:
             while not over.wait(HEARTBEAT_S):
                 record()
 
-        record()
+        try:
+            record()
+        except BaseException:
+            running.close()
+            raise
         threading.Thread(target=beat, name=f"codemem-job-{job.job_id}-heartbeat", daemon=True).start()
 
         def run() -> None:
@@ -161,7 +178,10 @@ class IndexJobs(CodeLookups):
                 if job.status == "done":
                     job.percent = 100.0
                 over.set()
-                record()
+                try:
+                    record(attempts=5)
+                finally:
+                    running.close()
 
         threading.Thread(target=run, name=f"codemem-job-{job.job_id}", daemon=True).start()
         copy = job.model_copy()
@@ -222,9 +242,13 @@ class IndexJobs(CodeLookups):
             )
         state, finished, heartbeat_at = recorded
         job = JobState.model_validate_json(state)
-        if not finished and time.time() - heartbeat_at > JOB_STALE_S:  # its process stopped (killed, restarted)
-            since = datetime.fromtimestamp(heartbeat_at, UTC).isoformat(timespec="seconds")
-            job.status = "failed"
-            job.error = (f"interrupted: the process running this job stopped (last heard of at {since}) — what it "
-                         "indexed is kept; start it again (index_directory or reindex) to finish")
+        if not finished:
+            try:
+                with self.manifest.alone(_job_lock_name(job.job_id), wait=False):  # held by no process: it stopped
+                    since = datetime.fromtimestamp(heartbeat_at, UTC).isoformat(timespec="seconds")
+                    job.status = "failed"
+                    job.error = (f"interrupted: the process running this job stopped (last recorded at {since}) — "
+                                 "what it indexed is kept; start it again (index_directory or reindex) to finish")
+            except ManifestError:
+                pass  # running in another process (a replica): its last recorded progress
         return job

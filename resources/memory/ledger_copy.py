@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 
 from resources.memory.ledger import Ledger
+from resources.memory.ledger_model import LedgerReplaced
 from resources.sqlite import remove_sidecars
 
 log = structlog.get_logger("codemem.memory")
@@ -37,14 +38,20 @@ class LedgerCopy:
         meanwhile) and the next call tries again."""
         with self._lock:
             try:
-                if self._copy.follow(self.source) is None:
+                try:
+                    followed = self._copy.follow(self.source)
+                except LedgerReplaced:  # another process of this state dir made the copy anew: follow that one
+                    self._copy.close()
+                    self._copy = Ledger(self.path)
+                    followed = self._copy.follow(self.source)
+                if followed is None:
                     self._replace()
             except Exception as exc:  # noqa: BLE001 - the copy is derived: never fail the write that asked
                 log.warning("the hooks' copy of the memory ledger is behind", error=str(exc))
 
     def _replace(self) -> None:
         """A new copy built beside the old one, then renamed over it (the caller holds the lock)."""
-        fresh_path = self.path.with_name(f".{self.path.name}.new")
+        fresh_path = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")  # (another process may build one too)
         fresh_path.unlink(missing_ok=True)
         remove_sidecars(fresh_path)
         fresh = Ledger(fresh_path)

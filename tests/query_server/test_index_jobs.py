@@ -59,12 +59,22 @@ def test_a_finished_job_is_answered_by_the_next_process(project: Path, service_f
 
 
 def test_a_job_whose_process_stopped_is_reported_interrupted(project: Path, service_factory, settings_overrides: dict) -> None:  # noqa: ANN001
+    """A recorded job that no process runs any more (none holds its lock) is interrupted; in server
+    mode one another process runs (a replica holding its lock) shows its recorded progress."""
     service = service_factory(_project(project), **settings_overrides)
     running = JobState(job_id="j1", kind="reindex", status="running", phase="parse", done=3, total=10,
                        started_at="2026-11-28T00:00:00+00:00")
     service.manifest.save_job("j1", running.model_dump_json(), finished=False, at=time.time())
-    assert service.job_status(JobStatusInput(job_id="j1")).status == "running"  # its process still beats
-    service.manifest.save_job("j1", running.model_dump_json(), finished=False, at=time.time() - index_jobs.JOB_STALE_S - 1)
+    if "database_url" in settings_overrides:
+        from resources.manifest import Manifest, manifest_namespace
+        from resources.manifest_store import PostgresManifestStore
+
+        replica = Manifest(store=PostgresManifestStore(settings_overrides["database_url"], namespace=manifest_namespace(service.settings)))
+        try:
+            with replica.alone(index_jobs._job_lock_name("j1")):  # another replica runs it
+                assert service.job_status(JobStatusInput(job_id="j1")).status == "running"
+        finally:
+            replica.close()
     stopped = service.job_status(JobStatusInput(job_id="j1"))
     assert stopped.status == "failed" and stopped.error and stopped.error.startswith("interrupted") and stopped.done == 3
 

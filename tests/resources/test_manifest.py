@@ -441,3 +441,20 @@ def test_a_manifest_that_cannot_be_moved_says_so_and_stays(postgres_url: str, tm
     with pytest.raises(ManifestError, match="nothing was moved"):
         open_manifest(Settings(project_root=tmp_path, database_url=postgres_url))
     assert (embedded.resolved_state_dir() / MANIFEST_FILE).exists()
+
+
+def test_a_run_waiting_for_another_gives_up_when_told_to_stop(postgres_url: str) -> None:
+    one, two = _pg(postgres_url), _pg(postgres_url)
+    stop = threading.Event()
+    try:
+        with one.alone("index run"):
+            threading.Timer(0.5, stop.set).start()
+            started = time.monotonic()
+            with pytest.raises(ManifestError, match="stopped while"), two.alone("index run", stop=stop):
+                pass
+            assert time.monotonic() - started < 5
+            with pytest.raises(ManifestError, match="another codemem process"), two.alone("index run", wait=False):
+                pass
+    finally:
+        one.close()
+        two.close()

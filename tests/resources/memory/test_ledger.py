@@ -721,3 +721,37 @@ def test_two_processes_following_one_hooks_copy_leave_it_equal_to_the_ledger(ope
     finally:
         for copy in followers:
             copy.close()
+
+
+def test_two_processes_keeping_one_hooks_copy_follow_it_across_a_restore(postgres_url: str, tmp_path: Path) -> None:
+    """Two servers of one state dir keep the hooks' copy; after a restore one makes it anew and
+    renames it into place: the other follows the new file from then on (before: it stayed on the
+    replaced one, and the hooks saw a copy that no longer moved)."""
+    from resources.memory.ledger_copy import LedgerCopy
+    from resources.memory.ledger_postgres import PostgresLedgerStore
+
+    ledger = Ledger(store=PostgresLedgerStore(postgres_url, namespace="memory"))
+    path = tmp_path / "memory-server-copy.db"
+    one, two = LedgerCopy(ledger, path), LedgerCopy(ledger, path)
+    try:
+        (kept,) = ledger.add([_new("kept")])
+        ledger.backup_to(tmp_path / "backup.db")
+        one.refresh()
+        two.refresh()
+        ledger.add([_new("dropped by the restore")])
+        ledger.load_from(tmp_path / "backup.db")  # a restore: the ledger's epoch changes
+        one.refresh()  # makes the copy anew
+        two.refresh()  # makes it anew too, renamed over the first one's
+        (later,) = ledger.add([_new("after the restore")])
+        one.refresh()  # its file was replaced: it follows the one in place now
+        reader = Ledger(path)
+        try:
+            assert {r.id for r in reader.iter_memories()} == {kept.id, later.id}
+            assert reader.last_audit_seq() == ledger.last_audit_seq()
+        finally:
+            reader.close()
+        assert not list(tmp_path.glob(".memory-server-copy.db.*.new"))
+    finally:
+        one.close()
+        two.close()
+        ledger.close()
