@@ -23,11 +23,13 @@ class OwnerLock:
         self.path = state_dir / LOCK_FILE
         self._fd: int | None = None
 
-    def try_acquire(self) -> bool:
-        """Take the lock if nobody holds it."""
+    def try_acquire(self, *, shared: bool = False) -> bool:
+        """Take the lock if nobody holds it; ``shared``: alongside other shared holders (the
+        processes of a project whose stores are all servers), but not while an exclusive holder
+        (an owner, ``codemem repair``) has it, nor letting one take it meanwhile."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             return False

@@ -235,7 +235,12 @@ class ProjectHandle:
 
     def _connect(self, deadline: float | None = None) -> CodeMemService | RemoteService:
         if self.settings.shared_stores:  # no owner: this process uses the shared stores directly
-            service = CodeMemService(self.settings)
+            self._take_shared_lock(deadline)
+            try:
+                service = CodeMemService(self.settings)
+            except BaseException:
+                self._lock.release()
+                raise
             self._trimmer = HeapTrimmer(service.foreground, self.settings.heap_trim_interval_s)
             self._trimmer.start()
             log.info("serving the project from shared stores (no owner)", operation="own", state_dir=str(self.state_dir))
@@ -252,6 +257,16 @@ class ProjectHandle:
                     f"another process holds {self.state_dir / LOCK_FILE} but does not answer — if no "
                     "codemem process runs for this project, delete that lock file and retry"
                 )
+            time.sleep(0.2)
+
+    def _take_shared_lock(self, deadline: float | None) -> None:
+        """With shared stores, every process of the state dir holds its lock shared: together, but
+        never while ``codemem repair`` (which takes it alone) works on the state dir's files."""
+        deadline = time.monotonic() + CONNECT_WAIT_S if deadline is None else deadline
+        while not self._lock.try_acquire(shared=True):
+            if time.monotonic() > deadline:
+                raise ToolError(f"another process holds {self.state_dir / LOCK_FILE} alone (`codemem repair`?) — "
+                                "wait for it to finish, then retry")
             time.sleep(0.2)
 
     def _become_owner(self) -> CodeMemService:

@@ -134,6 +134,8 @@ def _files_written(conn: Any) -> int:
 
 JOBS_KEPT = 100
 """Finished background jobs kept for ``job_status`` (the oldest go first)."""
+INTERRUPTED_JOBS_KEPT_S = 7 * 86_400
+"""How long a job that never finished (its process stopped) stays recorded after its last record."""
 MANIFEST_FILE = "index.db"
 """The manifest's file in the project's state directory."""
 
@@ -627,6 +629,8 @@ class Manifest:
                     "(SELECT job_id FROM jobs WHERE finished = 1 ORDER BY heartbeat_at DESC, job_id LIMIT ?)",
                     (JOBS_KEPT,),
                 )
+                # jobs whose process stopped before their end, a week on (interrupted: never finished)
+                conn.execute("DELETE FROM jobs WHERE finished = 0 AND heartbeat_at < ?", (at - INTERRUPTED_JOBS_KEPT_S,))
 
     def job(self, job_id: str) -> tuple[str, bool, float] | None:
         """A recorded job: (its state as JSON, whether it finished, its last heartbeat), or None."""

@@ -91,3 +91,6 @@ def test_only_the_newest_finished_jobs_are_kept(project: Path, service_factory, 
                               finished=False, at=0.0)
     kept = [job_id for job_id in ("j0", "j1", "j2", "j3", "j4", "live") if service.manifest.job(job_id) is not None]
     assert kept == ["j2", "j3", "j4", "live"]
+    late = JobState(job_id="j5", kind="reindex", status="done", started_at="2026-11-28T00:00:00+00:00")
+    service.manifest.save_job("j5", late.model_dump_json(), finished=True, at=manifest_module.INTERRUPTED_JOBS_KEPT_S + 1.0)
+    assert service.manifest.job("live") is None  # never finished, recorded over a week before: it stopped

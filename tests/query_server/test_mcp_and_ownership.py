@@ -255,3 +255,19 @@ def test_sigterm_closes_the_stores_and_the_graph_server(project: Path) -> None:
         time.sleep(0.2)
     assert _graph_servers_of(project) == [], "the embedded graph server outlived codemem serve"
     assert not (project / ".codemem" / OWNER_FILE).exists()
+
+
+def test_processes_of_shared_stores_hold_the_state_dir_together_and_keep_repair_out(tmp_path: Path) -> None:
+    """With every store a server, the processes of one state dir take its lock shared (no owner):
+    any number together, while ``codemem repair``'s exclusive try fails until the last one left."""
+    from query_server.owner_lock import OwnerLock
+
+    one, two, repair = OwnerLock(tmp_path), OwnerLock(tmp_path), OwnerLock(tmp_path)
+    assert one.try_acquire(shared=True) and two.try_acquire(shared=True)
+    assert not repair.try_acquire()
+    one.release()
+    assert not repair.try_acquire()
+    two.release()
+    assert repair.try_acquire()
+    assert not one.try_acquire(shared=True)  # nor does a server start while repair works
+    repair.release()
