@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -154,6 +155,8 @@ class Manifest:
                 raise TypeError("Manifest needs a path or a store")
             store = SqliteManifestStore(path)
         self.store = store
+        self._held: list[Any] = []  # the locks ``alone`` holds now (PostgreSQL)
+        self._held_lock = threading.Lock()
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self.has_files():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
 
@@ -162,17 +165,34 @@ class Manifest:
         with self.store.reading() as conn:
             return [row[0] for row in conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
-    def alone(self, what: str, *, wait: bool = True, stop: Any = None) -> Any:
-        """A context manager: wait until no other process of the project does ``what`` (an index
-        run), and keep it so for the block (in server mode, where replicas and workers share the
-        manifest; in embedded mode the state dir's one owner already is alone). ``wait=False``:
-        ``ManifestError`` at once when another process does it; ``stop`` (an event): give up
-        waiting once it is set."""
-        return self.store.alone(what, wait=wait, stop=stop)
+    @contextmanager
+    def alone(self, what: str, *, wait: bool = True, stop: Any = None) -> Iterator[None]:
+        """Wait until no other process of the project does ``what`` (an index run), and keep it so
+        for the block (in server mode, where replicas and workers share the manifest; in embedded
+        mode the state dir's one owner already is alone). ``wait=False``: ``ManifestError`` at once
+        when another process does it; ``stop`` (an event): give up waiting once it is set. Every
+        write transaction meanwhile first checks that the lock is still held (``transaction``)."""
+        with self.store.alone(what, wait=wait, stop=stop) as held:
+            if held is None:
+                yield
+                return
+            with self._held_lock:
+                self._held.append(held)
+            try:
+                yield
+            finally:
+                with self._held_lock:
+                    self._held.remove(held)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        """One atomic write transaction, alone among the manifest's writers (in every process)."""
+        """One atomic write transaction, alone among the manifest's writers (in every process); a
+        ``ManifestError`` before it starts when a lock ``alone`` holds was lost (another process may
+        be running the same work: this one must stop before it writes)."""
+        with self._held_lock:
+            held = list(self._held)
+        for lock in held:
+            lock.check()
         with self.store.writing() as conn:
             yield conn
 

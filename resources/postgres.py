@@ -145,6 +145,26 @@ class QmarkConnection:
         return cursor
 
 
+class HeldLock:
+    """A session advisory lock ``SchemaStore.alone`` holds: ``check`` says whether it still is (the
+    session it lives on may be gone: a server restart, an idle-session timeout, an administrator)."""
+
+    def __init__(self, conn: Any, what: str, error: type[Exception]) -> None:
+        self._conn, self._what, self._error = conn, what, error
+
+    def check(self) -> None:
+        """Raise the store's error when the lock's session is gone (then another process may hold it)."""
+        import psycopg
+
+        try:
+            self._conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            raise self._error(
+                f"the lock on {self._what} was lost ({' '.join(str(exc).split())}): another process may be doing the "
+                "same now, so this one stops here — run it again"
+            ) from exc
+
+
 class SchemaStore:
     """A store kept in one schema of a PostgreSQL database (``namespace``), so that one database
     holds many projects' stores; every transaction sets its ``search_path`` to it. Writes to one
@@ -247,7 +267,7 @@ class SchemaStore:
             yield QmarkConnection(conn)
 
     @contextmanager
-    def alone(self, what: str, *, wait: bool = True, stop: threading.Event | None = None) -> Iterator[None]:
+    def alone(self, what: str, *, wait: bool = True, stop: threading.Event | None = None) -> Iterator[HeldLock]:
         """Be the only process doing ``what`` with this store for the block: waits for any other
         (a session advisory lock on a connection of its own, released at the end, or by PostgreSQL
         when this process dies or stops answering: TCP keepalives); ``wait=False``: raise ``error``
@@ -274,7 +294,7 @@ class SchemaStore:
                     raise self.error(f"stopped while another codemem process was doing {what} with {self.what}")
                 if stop is None:
                     time.sleep(ALONE_POLL_S)
-            yield
+            yield HeldLock(conn, f"{what} with {self.what} {self.location}", self.error)
         finally:
             conn.close()
 

@@ -458,3 +458,25 @@ def test_a_run_waiting_for_another_gives_up_when_told_to_stop(postgres_url: str)
     finally:
         one.close()
         two.close()
+
+
+def test_a_run_whose_lock_was_lost_writes_nothing_more(postgres_url: str) -> None:
+    """The session holding a run's lock can end under it (a server restart, an idle-session
+    timeout): another process may then start the same run, so this one's next write is refused."""
+    import psycopg
+
+    one, two = _pg(postgres_url), _pg(postgres_url)
+    try:
+        with one.alone("index run"):
+            _write(one, "a.py", [_symbol("s1", "a.py")])  # held: writes go on
+            with psycopg.connect(postgres_url, autocommit=True) as admin:  # the lock's session ends
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+            with two.alone("index run", wait=False):  # another process may take it now
+                pass
+            with pytest.raises(ManifestError, match="lock on index run .* was lost"):
+                _write(one, "b.py", [_symbol("s2", "b.py")])
+        assert one.files().keys() == {"a.py"}
+        _write(one, "b.py", [_symbol("s2", "b.py")])  # (outside a run: written)
+    finally:
+        one.close()
+        two.close()
