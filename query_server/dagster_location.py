@@ -8,6 +8,7 @@ stores: each run opens the project as this process's owner rule says, through ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +23,7 @@ from pipelines.dagster.run import LocalIndexSource
 from pipelines.design.derive import DesignStores
 from pipelines.indexer import IndexContext
 from query_server.ownership import ProjectHandle
-from query_server.service import CodeMemService
+from query_server.service import INDEX_RUN, CodeMemService
 from query_server.tools import TOOLS
 from resources.schemas.tools import IndexInput
 from resources.settings import Settings
@@ -39,10 +40,21 @@ class CodememProject(ConfigurableResource, ProjectStores):
 
     project_root: str = ""
     _handle: ProjectHandle | None = PrivateAttr(default=None)
+    _alone: contextlib.ExitStack | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         """Open the project (own its stores, or reach their owner) and tag the run with this pid."""
         self._handle = ProjectHandle(self.settings())
+        service = self._service()
+        if service is not None and service.settings.shared_stores:
+            # no owner: the run is the project's one index run for its length, as any other is
+            self._alone = contextlib.ExitStack()
+            try:
+                self._alone.enter_context(service.manifest.alone(INDEX_RUN, stop=service._stop, guard=True))  # noqa: SLF001
+            except BaseException:
+                self._handle.close()
+                self._handle = None
+                raise
         run = context.run
         if context.instance is not None and run is not None:
             # lets fail_orphaned_runs tell a run whose process was killed from one still going
@@ -50,6 +62,9 @@ class CodememProject(ConfigurableResource, ProjectStores):
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         """Close the stores (or the connection to their owner)."""
+        if self._alone is not None:
+            self._alone.close()
+            self._alone = None
         if self._handle is not None:
             self._handle.close()
         self._handle = None
@@ -60,14 +75,9 @@ class CodememProject(ConfigurableResource, ProjectStores):
         return self._handle
 
     def _service(self) -> CodeMemService | None:
-        """This process's service when it owns the stores, for the assets to write through; None
-        with shared stores too: then the assets' work goes through the service's own entry points
-        (``*_on_owner``, which reach it in this process), where an index run is alone among the
-        project's processes (``Manifest.alone``)."""
+        """This process's service when it owns the stores."""
         backend = self._opened().backend
-        if not isinstance(backend, CodeMemService) or backend.settings.shared_stores:
-            return None
-        return backend
+        return backend if isinstance(backend, CodeMemService) else None
 
     def settings(self) -> Settings:
         """The project's settings."""

@@ -267,7 +267,7 @@ class CodeMemService:
         """
         if repair:
             options["force"] = True
-        with self._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop):
+        with self._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop, guard=True):
             repaired = self._repair_stores() if repair else []
             if through_dagster:
                 report = self._materialize(progress, embed=embed, force=options.get("force", False))

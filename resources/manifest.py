@@ -155,8 +155,7 @@ class Manifest:
                 raise TypeError("Manifest needs a path or a store")
             store = SqliteManifestStore(path)
         self.store = store
-        self._held: list[Any] = []  # the locks ``alone`` holds now (PostgreSQL)
-        self._held_lock = threading.Lock()
+        self._held = threading.local()  # per thread: the locks its writes check (``alone(guard=True)``)
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self.has_files():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
 
@@ -166,32 +165,37 @@ class Manifest:
             return [row[0] for row in conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
     @contextmanager
-    def alone(self, what: str, *, wait: bool = True, stop: Any = None) -> Iterator[None]:
+    def alone(self, what: str, *, wait: bool = True, stop: Any = None, guard: bool = False) -> Iterator[None]:
         """Wait until no other process of the project does ``what`` (an index run), and keep it so
         for the block (in server mode, where replicas and workers share the manifest; in embedded
         mode the state dir's one owner already is alone). ``wait=False``: ``ManifestError`` at once
-        when another process does it; ``stop`` (an event): give up waiting once it is set. Every
-        write transaction meanwhile first checks that the lock is still held (``transaction``)."""
+        when another process does it; ``stop`` (an event): give up waiting once it is set.
+        ``guard``: this thread's write transactions meanwhile first check that the lock is still
+        held (``transaction``: the work it keeps to one process must not go on without it)."""
         with self.store.alone(what, wait=wait, stop=stop) as held:
-            if held is None:
+            if held is None or not guard:
                 yield
                 return
-            with self._held_lock:
-                self._held.append(held)
+            guards = self._guards()
+            guards.append(held)
             try:
                 yield
             finally:
-                with self._held_lock:
-                    self._held.remove(held)
+                guards.remove(held)
+
+    def _guards(self) -> list[Any]:
+        """The locks this thread's write transactions check (``alone(guard=True)``)."""
+        held = getattr(self._held, "locks", None)
+        if held is None:
+            held = self._held.locks = []
+        return held
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """One atomic write transaction, alone among the manifest's writers (in every process); a
         ``ManifestError`` before it starts when a lock ``alone`` holds was lost (another process may
         be running the same work: this one must stop before it writes)."""
-        with self._held_lock:
-            held = list(self._held)
-        for lock in held:
+        for lock in self._guards():
             lock.check()
         with self.store.writing() as conn:
             yield conn

@@ -281,7 +281,8 @@ class SchemaStore:
 
         try:
             conn = psycopg.connect(self._url or self._pool.conninfo, autocommit=True, connect_timeout=int(CONNECTION_WAIT_S),
-                                   keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
+                                   keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3,
+                                   tcp_user_timeout=30_000)  # (a check on a partitioned link fails in 30 s)
         except psycopg.Error as exc:
             raise self.error(f"the database of {self.what}, {self.location}, does not answer ({exc}) — check that "
                              "PostgreSQL runs") from exc

@@ -128,7 +128,6 @@ class IndexJobs(CodeLookups):
     def start_index_job(self, kind: str, **options: Any) -> JobState:
         """Run an index in a background thread; the returned job is polled with ``job_status``."""
         job = JobState(job_id=uuid.uuid4().hex[:12], kind=kind, status="queued", started_at=_now_iso())
-        self.jobs[job.job_id] = job
 
         def progress(phase: str, done: int, total: int) -> None:
             job.status, job.phase, job.done, job.total = "running", phase, done, total
@@ -161,6 +160,7 @@ class IndexJobs(CodeLookups):
         except BaseException:
             running.close()
             raise
+        self.jobs[job.job_id] = job  # (only once it holds its lock: a job that could not start is not left queued)
         threading.Thread(target=beat, name=f"codemem-job-{job.job_id}-heartbeat", daemon=True).start()
 
         def run() -> None:
@@ -244,7 +244,10 @@ class IndexJobs(CodeLookups):
         job = JobState.model_validate_json(state)
         if not finished:
             try:
-                with self.manifest.alone(_job_lock_name(job.job_id), wait=False):  # held by no process: it stopped
+                with self.manifest.alone(_job_lock_name(job.job_id), wait=False):  # held by no process: it ended or stopped
+                    again = self.manifest.job(job.job_id)  # (it may have ended between the read and the lock)
+                    if again is not None and again[1]:
+                        return JobState.model_validate_json(again[0])
                     since = datetime.fromtimestamp(heartbeat_at, UTC).isoformat(timespec="seconds")
                     job.status = "failed"
                     job.error = (f"interrupted: the process running this job stopped (last recorded at {since}) — "

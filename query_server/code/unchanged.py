@@ -26,7 +26,7 @@ def answer_unchanged(settings: Settings, *, embed: bool) -> dict[str, Any] | Non
     from pipelines.dagster.run import answer_from_manifest
 
     lock = OwnerLock(settings.resolved_state_dir())
-    if not lock.try_acquire():
+    if not lock.try_acquire(shared=settings.shared_stores):  # (shared stores: beside the servers of this state dir)
         return None
     try:
         if live_notes_on(settings.resolved_root()):

@@ -467,14 +467,19 @@ def test_a_run_whose_lock_was_lost_writes_nothing_more(postgres_url: str) -> Non
 
     one, two = _pg(postgres_url), _pg(postgres_url)
     try:
-        with one.alone("index run"):
+        with one.alone("index run", guard=True):
             _write(one, "a.py", [_symbol("s1", "a.py")])  # held: writes go on
             with psycopg.connect(postgres_url, autocommit=True) as admin:  # the lock's session ends
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+                admin.execute("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                              "WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()")
             with two.alone("index run", wait=False):  # another process may take it now
                 pass
             with pytest.raises(ManifestError, match="lock on index run .* was lost"):
                 _write(one, "b.py", [_symbol("s2", "b.py")])
+            other = threading.Thread(target=one.set_meta, args=("k", "v"))  # another thread's work is not the run's
+            other.start()
+            other.join()
+            assert one.get_meta("k") == "v"
         assert one.files().keys() == {"a.py"}
         _write(one, "b.py", [_symbol("s2", "b.py")])  # (outside a run: written)
     finally:
