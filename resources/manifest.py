@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from resources.manifest_store import FILES_WRITTEN as FILES_WRITTEN  # (where the derived layers import it from)
-from resources.manifest_store import ManifestStore, SqliteManifestStore, pack, unpack
+from resources.manifest_store import ManifestStore, SqliteManifestStore, files_written, pack, unpack
 from resources.sqlite import read_meta, write_meta
 
 if TYPE_CHECKING:
@@ -125,12 +125,6 @@ def _last_of_each_id(symbols: Sequence[SymbolRow]) -> list[SymbolRow]:
     SQLite's ``INSERT OR REPLACE`` were: a repeated id's row deleted and added again)."""
     last: dict[str, int] = {s.id: i for i, s in enumerate(symbols)}
     return [s for i, s in enumerate(symbols) if last[s.id] == i]
-
-
-def _files_written(conn: Any) -> int:
-    """The ``FILES_WRITTEN`` count (0 before the first write)."""
-    value = read_meta(conn, FILES_WRITTEN)
-    return int(value) if value and value.isdigit() else 0
 
 
 JOBS_KEPT = 100
@@ -261,7 +255,7 @@ class Manifest:
                 "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(meta.value AS INTEGER) + 1",
                 (FILES_WRITTEN,),
             )
-            seq = _files_written(conn)
+            seq = files_written(conn)
         for state, refs, symbols in entries:
             conn.execute("DELETE FROM symbols WHERE path = ?", (state.path,))
             conn.execute("DELETE FROM in_flight WHERE path = ?", (state.path,))

@@ -127,6 +127,12 @@ def unpack(value: str | bytes) -> str:
     return value if isinstance(value, str) else zlib.decompress(value).decode("utf-8")
 
 
+def files_written(conn: Any) -> int:
+    """The ``FILES_WRITTEN`` count (0 before the first write)."""
+    value = read_meta(conn, FILES_WRITTEN)
+    return int(value) if value and value.isdigit() else 0
+
+
 class ManifestError(RuntimeError):
     """The manifest's store cannot be used; the message says what to do."""
 
@@ -168,9 +174,7 @@ class SqliteManifestStore:
         self._add_column("skipped", "seen", "INTEGER NOT NULL DEFAULT 1")
         if self._add_column("files", "written_seq", "INTEGER"):
             # rows of an earlier release: written at or before now, as far as anyone can tell
-            written = read_meta(self._conn, FILES_WRITTEN)
-            self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL",
-                               (int(written) if written and written.isdigit() else 0,))
+            self._conn.execute("UPDATE files SET written_seq = ? WHERE written_seq IS NULL", (files_written(self._conn),))
 
     def _add_column(self, table: str, column: str, declaration: str) -> bool:
         """Give a manifest of an earlier release a column added since (NULL in its rows); True when

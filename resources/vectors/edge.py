@@ -177,11 +177,15 @@ class EdgeVectorStore:
         import json
 
         marker = self._root / name / MARKER
-        try:
+
+        def declared() -> list[str]:
             return list(json.loads(marker.read_text()).get("indexes", LEGACY_INDEXES))
+
+        try:
+            return declared()
         except FileNotFoundError:  # none yet, or the collection is being made anew (clear_collection): ask again once it is
             with self._lock:
-                return list(json.loads(marker.read_text()).get("indexes", LEGACY_INDEXES)) if marker.exists() else []
+                return declared() if marker.exists() else []
 
     def _build_indexes(self, name: str, shard: Any, *, settle: bool = False) -> None:
         """Build the payload indexes the collection names once it holds ``INDEXED_FROM_POINTS``
