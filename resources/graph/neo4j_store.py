@@ -193,8 +193,9 @@ class Neo4jGraphStore(BaseGraphStore):
         assert_read_only(cypher)
         params = dict(parameters or {})
 
+        @neo4j.unit_of_work(timeout=timeout_s)  # a managed transaction takes its timeout here, not from a Query
         def work(tx: neo4j.ManagedTransaction) -> tuple[list[str], list[dict[str, Any]], bool]:
-            result = tx.run(neo4j.Query(cypher, timeout=timeout_s), params)  # type: ignore[arg-type]
+            result = tx.run(cypher, params)
             keys = list(result.keys())
             rows: list[dict[str, Any]] = []
             for record in result:

@@ -1,6 +1,9 @@
 """Contract tests of the code-graph store, run against every backend.
 
-FalkorDB (embedded, falkordblite) always runs. Neo4j runs only when ``NEO4J_URI`` is set (marked
+FalkorDB (embedded, falkordblite) always runs. The Neo4j store (the official driver over Bolt)
+always runs against FalkorDB's Bolt listener (``neo4j-bolt-falkordb``, a server per test:
+``bolt_server``), except the tests that listener cannot stand in for (``BOLT_STAND_IN_GAPS``,
+skipped with the reason). Against a real Neo4j it runs only when ``NEO4J_URI`` is set (marked
 ``integration``); it uses ``NEO4J_USER``/``NEO4J_PASSWORD`` and wipes the database it is given.
 """
 
@@ -17,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.resources.graph import bolt_server
 
 from resources.graph.store import (
     READ_ONLY_MESSAGE,
@@ -55,6 +60,18 @@ def _open_neo4j() -> GraphStore:
     return store
 
 
+BOLT_STAND_IN_GAPS = {
+    "test_protocol_and_schema_idempotent": "Neo4j 5's schema statements (CREATE CONSTRAINT … REQUIRE … IS UNIQUE, "
+    "CREATE INDEX … IF NOT EXISTS, db.awaitIndexes) are not FalkorDB Cypher",
+    "test_read_query_results_columns_truncation_parameters": "its data is written in one Bolt request over 4 KB, "
+    "which aborts FalkorDB 4.16.3 (a request of 4,090 bytes crashes it, 4,070 does not)",
+    "test_backend_refuses_writes_without_client_guard": "FalkorDB runs a write sent in a READ-access session; "
+    "only Neo4j refuses it server-side",
+}
+"""The Neo4j store's contract tests that FalkorDB's Bolt listener cannot stand in for, and why."""
+BOLT_BACKSLASH_GAP = "FalkorDB's Bolt listener unescapes string parameters (`a\\b` arrives as `a` + backspace)"
+
+
 @pytest.fixture(
     params=[
         "falkordb",
@@ -65,10 +82,26 @@ def _open_neo4j() -> GraphStore:
                 pytest.mark.skipif(not os.environ.get("NEO4J_URI"), reason=NEO4J_SKIP_REASON),
             ],
         ),
+        pytest.param("neo4j-bolt-falkordb", marks=pytest.mark.skipif(not bolt_server.available(), reason=bolt_server.MISSING_REASON)),
     ]
 )
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
     """An empty store with its schema, per backend."""
+    if request.param == "neo4j-bolt-falkordb":
+        from resources.graph.neo4j_store import Neo4jGraphStore
+
+        gap = BOLT_STAND_IN_GAPS.get(request.node.originalname)
+        if gap is None and "\\" in str(getattr(request.node, "callspec", None) and request.node.callspec.params.get("text")):
+            gap = BOLT_BACKSLASH_GAP
+        if gap is not None:
+            pytest.skip(f"FalkorDB's Bolt listener stands in for Neo4j here and cannot cover this: {gap}")
+        with bolt_server.falkordb_bolt_server(tmp_path / "bolt") as uri:
+            graph = Neo4jGraphStore(uri, "falkordb", "")
+            try:
+                yield graph
+            finally:
+                graph.close()
+        return
     graph = _open_falkor(tmp_path / "graph") if request.param == "falkordb" else _open_neo4j()
     graph.ensure_schema()
     try:
