@@ -1,13 +1,19 @@
-"""Two ``codemem serve`` replicas and one indexing worker on shared stores (PostgreSQL, a Qdrant
-server, Neo4j) under 100 HTTP clients, one replica SIGKILLed mid-write and restarted (issue 23,
-item 4): 0 acknowledged memories lost, 0 duplicates, 0 5xx from the surviving replica, and the
-index afterwards equal to a clean rebuild of it.
+"""Two ``codemem serve`` replicas and one indexing worker on one PostgreSQL under 100 HTTP clients,
+one replica SIGKILLed mid-write and restarted (issue 23, item 4): 0 acknowledged memories lost,
+0 duplicates, 0 5xx from the surviving replica, and the index afterwards equal to a clean rebuild.
 
-It needs a Qdrant server and Neo4j (``QDRANT_URL``, ``NEO4J_URI``/``NEO4J_USER``/``NEO4J_PASSWORD``;
-PostgreSQL comes from the test cluster), which cannot run on the development machines (no Docker
-engine): ``integration``, skipped with the reason elsewhere. It takes ~2 minutes: ``soak`` as well,
-so run it with ``scripts/test.sh -m soak tests/reliability/test_server_replicas.py``. The ledger's
-part of the same fault runs everywhere: ``tests/reliability/test_ledger_replicas.py``.
+Two store setups, the ledger and the manifest in PostgreSQL in both:
+
+- ``postgres-embedded-stores`` (runs here): the replicas and the worker share one state dir, so the
+  embedded vector and graph stores have one owner (``query_server.ownership``): the replica that
+  owns them is the one killed, and the survivor takes the stores over while it serves.
+- ``postgres-qdrant-neo4j``: no owner at all (``Settings.shared_stores``), each process on its own
+  state dir. It needs a Qdrant server and Neo4j (``QDRANT_URL``, ``NEO4J_URI``/``NEO4J_USER``/
+  ``NEO4J_PASSWORD``), which cannot run on the development machines (no Docker engine):
+  ``integration``, skipped with the reason elsewhere.
+
+Each takes ~2 minutes (``soak``): ``scripts/test.sh -m soak tests/reliability/test_server_replicas.py``.
+The ledger's part of the same fault runs in the default run: ``tests/reliability/test_ledger_replicas.py``.
 """
 
 from __future__ import annotations
@@ -37,14 +43,19 @@ SECONDS = float(os.environ.get("CODEMEM_REPLICA_TEST_S", "60"))
 CLIENTS = 100
 TOKEN = "replica-test-token"
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.soak,
-    pytest.mark.skipif(
-        not (os.environ.get("QDRANT_URL") and os.environ.get("NEO4J_URI")),
-        reason="QDRANT_URL and NEO4J_URI not set: replicas need a Qdrant server and Neo4j, which cannot run on this "
-        "machine (no Docker engine); set them to run the replica fault test",
-    ),
+pytestmark = pytest.mark.soak
+
+SERVERS = "servers"
+STORE_SETUPS = [
+    pytest.param("embedded", id="postgres-embedded-stores"),
+    pytest.param(SERVERS, id="postgres-qdrant-neo4j", marks=[
+        pytest.mark.integration,
+        pytest.mark.skipif(
+            not (os.environ.get("QDRANT_URL") and os.environ.get("NEO4J_URI")),
+            reason="QDRANT_URL and NEO4J_URI not set: replicas without an owner need a Qdrant server and Neo4j, which "
+            "cannot run on this machine (no Docker engine); set them to run this setup",
+        ),
+    ]),
 ]
 
 
@@ -56,37 +67,47 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _env(postgres_url: str, state: Path) -> dict[str, str]:
-    return {
+def _env(postgres_url: str, state: Path, stores: str) -> dict[str, str]:
+    env = {
         **os.environ, "PYTHONPATH": str(ROOT), "CODEMEM_STATE_DIR": str(state), "CODEMEM_DATABASE_URL": postgres_url,
-        "CODEMEM_PROJECT_ID": "replica-test", "CODEMEM_QDRANT_URL": os.environ["QDRANT_URL"],
-        "CODEMEM_NEO4J_URI": os.environ["NEO4J_URI"], "CODEMEM_NEO4J_USER": os.environ.get("NEO4J_USER", "neo4j"),
-        "CODEMEM_NEO4J_PASSWORD": os.environ.get("NEO4J_PASSWORD", ""), "CODEMEM_DENSE_EMBEDDINGS": "false",
-        "CODEMEM_API_TOKEN": TOKEN,
+        "CODEMEM_PROJECT_ID": "replica-test", "CODEMEM_DENSE_EMBEDDINGS": "false", "CODEMEM_API_TOKEN": TOKEN,
     }
+    if stores == SERVERS:
+        env.update({
+            "CODEMEM_QDRANT_URL": os.environ["QDRANT_URL"], "CODEMEM_NEO4J_URI": os.environ["NEO4J_URI"],
+            "CODEMEM_NEO4J_USER": os.environ.get("NEO4J_USER", "neo4j"),
+            "CODEMEM_NEO4J_PASSWORD": os.environ.get("NEO4J_PASSWORD", ""),
+        })
+    return env
+
+
+def _state(tmp_path: Path, stores: str, name: str) -> Path:
+    """A process's state dir: its own with shared servers, the one every process shares otherwise."""
+    return tmp_path / (f"state-{name}" if stores == SERVERS else "state")
 
 
 class Replica:
-    """One ``codemem serve`` on its own port and state dir."""
+    """One ``codemem serve`` on its own port."""
 
-    def __init__(self, project: Path, postgres_url: str, state: Path) -> None:
-        self.project, self.postgres_url, self.state = project, postgres_url, state
+    def __init__(self, name: str, project: Path, postgres_url: str, state: Path, stores: str) -> None:
+        self.name, self.project, self.postgres_url, self.state, self.stores = name, project, postgres_url, state, stores
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        log = (self.state.parent / f"{self.state.name}.log").open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "query_server.cli", "serve", "--project", str(self.project), "--port", str(self.port)],
-            env=_env(self.postgres_url, self.state), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )
+        with (self.state.parent / f"replica-{self.name}.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "query_server.cli", "serve", "--project", str(self.project),
+                 "--port", str(self.port)],
+                env=_env(self.postgres_url, self.state, self.stores), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2).close()
                 return
             except OSError:
-                assert self.proc.poll() is None, f"replica exited ({self.state.name}.log)"
+                assert self.proc.poll() is None, f"replica exited (replica-{self.name}.log)"
                 time.sleep(0.3)
         raise AssertionError(f"replica on {self.port} did not answer /health")
 
@@ -123,9 +144,14 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(params=STORE_SETUPS)
+def stores(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def replicas(project: Path, postgres_url: str, tmp_path: Path) -> Iterator[list[Replica]]:
-    started = [Replica(project, postgres_url, tmp_path / name) for name in ("state-a", "state-b")]
+def replicas(project: Path, postgres_url: str, tmp_path: Path, stores: str) -> Iterator[list[Replica]]:
+    started = [Replica(name, project, postgres_url, _state(tmp_path, stores, name), stores) for name in ("a", "b")]
     try:
         for replica in started:
             replica.start()
@@ -135,29 +161,46 @@ def replicas(project: Path, postgres_url: str, tmp_path: Path) -> Iterator[list[
             replica.stop()
 
 
-def _index_worker(project: Path, postgres_url: str, state: Path, stop: threading.Event, errors: list[str]) -> None:
-    """An indexing worker: edits a file and runs ``codemem index`` until told to stop."""
+def _index(project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "query_server.cli", "index", str(project), "--plain"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def _index_worker(project: Path, env: dict[str, str], stop: threading.Event, errors: list[str], runs: list[int]) -> None:
+    """An indexing worker: edits a file and runs ``codemem index`` until told to stop (its run count
+    appended to ``runs``)."""
     target = project / "replica_worker_edit.py"
     round_ = 0
     while not stop.is_set():
         target.write_text(f"def edited_{round_}(x):\n    return x + {round_}\n")
-        done = subprocess.run([sys.executable, "-m", "query_server.cli", "index", str(project), "--plain"],
-                              env=_env(postgres_url, state), cwd=ROOT, capture_output=True, text=True, timeout=300)
+        done = _index(project, env)
         if done.returncode != 0:
             errors.append(done.stderr[-2000:])
         round_ += 1
+    runs.append(round_)
+
+
+def _victim_and_survivor(replicas: list[Replica], stores: str) -> tuple[Replica, Replica]:
+    """The replica to kill: the stores' owner where there is one (the harder case), else the first."""
+    a, b = replicas
+    if stores == SERVERS:
+        return a, b
+    owner_pid = json.loads((a.state / "owner.json").read_text())["pid"]
+    assert owner_pid in (a.proc.pid, b.proc.pid), "a replica owns the embedded stores"  # type: ignore[union-attr]
+    return (a, b) if owner_pid == a.proc.pid else (b, a)  # type: ignore[union-attr]
 
 
 def test_replicas_under_load_lose_and_duplicate_nothing_when_one_is_killed(
-    replicas: list[Replica], project: Path, postgres_url: str, tmp_path: Path
+    replicas: list[Replica], project: Path, postgres_url: str, tmp_path: Path, stores: str
 ) -> None:
     a, b = replicas
     acknowledged: dict[str, str] = {}  # content -> memory id
-    survivor_5xx: list[str] = []
+    server_errors: list[tuple[Replica, str]] = []
     gave_up: list[str] = []
     lock = threading.Lock()
-    stop, worker_errors = threading.Event(), []
-    worker = threading.Thread(target=_index_worker, args=(project, postgres_url, tmp_path / "state-worker", stop, worker_errors))
+    stop, worker_errors, worker_runs = threading.Event(), [], []
+    worker_env = _env(postgres_url, _state(tmp_path, stores, "worker"), stores)
+    worker = threading.Thread(target=_index_worker, args=(project, worker_env, stop, worker_errors, worker_runs))
     worker.start()
     deadline = time.monotonic() + SECONDS
 
@@ -175,9 +218,8 @@ def test_replicas_under_load_lose_and_duplicate_nothing_when_one_is_killed(
                     time.sleep(0.2)
                     continue
                 if status >= 500:
-                    if replica is b:
-                        with lock:
-                            survivor_5xx.append(f"{status}: {answer}")
+                    with lock:
+                        server_errors.append((replica, f"{status}: {answer}"))
                     time.sleep(0.2)
                     continue
                 assert status == 200, (status, answer)
@@ -193,14 +235,20 @@ def test_replicas_under_load_lose_and_duplicate_nothing_when_one_is_killed(
     for thread in clients:
         thread.start()
     time.sleep(SECONDS / 3)
-    a.kill()  # mid-write: 100 clients are writing
+    victim, survivor = _victim_and_survivor(replicas, stores)
+    victim.kill()  # mid-write: 100 clients are writing
     time.sleep(SECONDS / 6)
-    a.start()
+    victim.start()
     for thread in clients:
         thread.join()
     stop.set()
     worker.join()
 
+    survivor_5xx = [error for replica, error in server_errors if replica is survivor]
+    print(f"\n{stores}: {len(acknowledged)} memories acknowledged by {CLIENTS} clients in {SECONDS:g} s; replica "
+          f"{victim.name} SIGKILLed{' (the stores owner)' if stores != SERVERS else ''} and restarted; "
+          f"{len(server_errors) - len(survivor_5xx)} 5xx from it, {len(survivor_5xx)} from {survivor.name}; "
+          f"{sum(worker_runs)} index runs by the worker, {len(worker_errors)} failed")
     assert gave_up == [] and survivor_5xx == [] and worker_errors == []
     import psycopg
 
@@ -218,20 +266,21 @@ def test_replicas_under_load_lose_and_duplicate_nothing_when_one_is_killed(
     assert all(stored[c] == [memory_id] for c, memory_id in acknowledged.items())
 
     # the index: what the replicas and the worker left equals a clean rebuild of the same files
-    settings = Settings(project_root=project, state_dir=tmp_path / "state-check", database_url=postgres_url,
-                        project_id="replica-test", qdrant_url=os.environ["QDRANT_URL"], neo4j_uri=os.environ["NEO4J_URI"])
-    subprocess.run([sys.executable, "-m", "query_server.cli", "index", str(project), "--plain"],
-                   env=_env(postgres_url, tmp_path / "state-check"), cwd=ROOT, check=True, timeout=300)
+    done = _index(project, worker_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    settings = Settings(project_root=project, state_dir=_state(tmp_path, stores, "worker"),
+                        database_url=postgres_url, project_id="replica-test")
     manifest = open_manifest(settings)
     try:
         before = (manifest.symbol_ids(), manifest.resolved_edges())
     finally:
         manifest.close()
-    status, job = b.call("reindex", {"directory_path": ".", "scope": "full"})
+    assert before[0] and before[1]
+    status, job = survivor.call("reindex", {"directory_path": ".", "scope": "full"})
     assert status == 200, job
     while job["status"] not in ("done", "failed"):
         time.sleep(1)
-        status, job = b.call("index_status", {"job_id": job["job_id"]})
+        status, job = survivor.call("index_status", {"job_id": job["job_id"]})
         job = job.get("job") or job
     assert job["status"] == "done", job
     manifest = open_manifest(settings)
