@@ -22,6 +22,7 @@ returned, i.e. after the ledger committed. A failure keeps its kind across the b
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -29,14 +30,12 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import structlog
 from pydantic import BaseModel
-
-from resources.settings import Settings
 
 from query_server.errors import raise_rpc_error, rpc_error
 from query_server.heap_trim import HeapTrimmer
@@ -44,6 +43,7 @@ from query_server.owner_lock import LOCK_FILE, OwnerLock
 from query_server.service import CodeMemService, ToolError
 from query_server.tools import KEYED, ONCE, Tool
 from query_server.tools import tool as registered_tool
+from resources.settings import Settings
 
 log = structlog.get_logger("codemem.ownership")
 
@@ -57,6 +57,10 @@ OWNER_POLL_S = 0.05
 """How often the owner's loopback server checks whether it should stop: ``close`` waits for that
 check (the stdlib default, 0.5 s, is past the budget of a shutdown, ``query_server.shutdown``)."""
 MAX_REQUEST_ID_CHARS = 200
+OWNER_DRAIN_S = 0.25
+"""How long an owner that stops waits for the calls it is running for other processes before it
+closes the stores (a call cut short by the closing is not answered, so its caller retries it on the
+next owner with the same idempotency key)."""
 
 
 class OwnerGone(ConnectionError):
@@ -96,15 +100,22 @@ class _Handler(BaseHTTPRequestHandler):
             return
         params = request.get("params") or {}
         service = self.server.service
-        try:
-            args = (tool.input.model_validate(params),) if tool.input is not None else ()
-            if tool.progress:
-                self._stream(service, tool, args)
+        with self.server.running() as running:
+            if not running:  # stopping: no answer, so the caller sends the call to the next owner
+                self.close_connection = True
                 return
-            result = tool.run(service, *args, request_id=request_id)
-            self._send(200, {"result": result.model_dump(mode="json") if isinstance(result, BaseModel) else result})
-        except Exception as exc:  # noqa: BLE001 - the owner must answer, not die
-            self._send(200, rpc_error(tool.name, exc))
+            try:
+                args = (tool.input.model_validate(params),) if tool.input is not None else ()
+                if tool.progress:
+                    self._stream(service, tool, args)
+                    return
+                result = tool.run(service, *args, request_id=request_id)
+                self._send(200, {"result": result.model_dump(mode="json") if isinstance(result, BaseModel) else result})
+            except Exception as exc:  # noqa: BLE001 - the owner must answer, not die
+                if self.server.closing:  # maybe cut short by the stores closing: the next owner runs it again
+                    self.close_connection = True
+                    return
+                self._send(200, rpc_error(tool.name, exc))
 
     def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -128,16 +139,47 @@ class _Handler(BaseHTTPRequestHandler):
             report = tool.run(service, *args, progress=lambda phase, done, total: emit({"progress": [phase, done, total]}))
             emit({"result": report})
         except Exception as exc:  # noqa: BLE001 - the owner must answer, not die
+            if self.server.closing:  # the stream ends without a result: the caller's "owner went away"
+                return
             emit(rpc_error(tool.name, exc))
 
 
 class _OwnerHTTPServer(ThreadingHTTPServer):
+    """The owner's loopback server; it counts the calls it runs so that ``drain`` can wait for them."""
+
     daemon_threads = True
 
     def __init__(self, service: CodeMemService, token: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.service = service
         self.token = token
+        self.closing = False
+        self._running = 0
+        self._idle = threading.Condition()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[bool]:
+        """Count a call as running while it runs; yields False once the server is closing."""
+        with self._idle:
+            if self.closing:
+                admitted = False
+            else:
+                admitted = True
+                self._running += 1
+        try:
+            yield admitted
+        finally:
+            if admitted:
+                with self._idle:
+                    self._running -= 1
+                    self._idle.notify_all()
+
+    def drain(self, timeout_s: float) -> int:
+        """Refuse new calls and wait up to ``timeout_s`` for the running ones; how many still run."""
+        with self._idle:
+            self.closing = True
+            self._idle.wait_for(lambda: self._running == 0, timeout_s)
+            return self._running
 
 
 class RemoteService:
@@ -369,6 +411,10 @@ class ProjectHandle:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            still = self._server.drain(OWNER_DRAIN_S)
+            if still:
+                log.info("closing the stores under calls still running; their callers retry them on the next owner",
+                         running=still)
             try:
                 address = self._read_address()
                 if address and address.get("pid") == os.getpid():

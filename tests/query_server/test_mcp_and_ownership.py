@@ -271,3 +271,56 @@ def test_processes_of_shared_stores_hold_the_state_dir_together_and_keep_repair_
     assert repair.try_acquire()
     assert not one.try_acquire(shared=True)  # nor does a server start while repair works
     repair.release()
+
+
+def test_a_call_in_flight_when_its_owner_closes_is_run_by_the_next_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An owner that stops (``codemem index`` ending, a server's SIGINT) while it runs another process's
+    call closes its stores under that call: the call is not answered with the failure, so its caller
+    runs it on the next owner with the same idempotency key — one result, one row."""
+    import threading
+
+    from query_server import ownership
+    from query_server.tools import tool as registered_tool
+
+    root = tmp_path / "project"
+    root.mkdir()
+    owner = ProjectHandle(Settings(project_root=root))
+    assert owner.is_owner
+    caller = ProjectHandle(Settings(project_root=root))  # the lock is taken: it sends its calls to the owner
+    assert not caller.is_owner
+    memory_add = registered_tool("memory_add")
+    entered, release = threading.Event(), threading.Event()
+    real_run = memory_add.run
+
+    def held_run(service, *args, **kwargs):  # the owner's run of the call waits until its stores are closing
+        if service is owner.backend:
+            entered.set()
+            release.wait(10)
+        return real_run(service, *args, **kwargs)
+
+    monkeypatch.setattr(type(memory_add), "run", lambda self, *a, **k: held_run(*a, **k) if self is memory_add else real_run.__func__(self, *a, **k))
+    monkeypatch.setattr(ownership, "OWNER_DRAIN_S", 0.1)
+    answers: list = []
+    request = memory_add.input.model_validate({"memory_type": "session", "content": "in flight at the owner's close"})
+    sending = threading.Thread(target=lambda: answers.append(caller.call(memory_add, request, request_id="req-in-flight")))
+    sending.start()
+    assert entered.wait(30)
+    closing = threading.Thread(target=owner.close)
+    closing.start()
+    time.sleep(0.3)  # the drain gave up: the stores close under the held call
+    release.set()
+    closing.join(30)
+    sending.join(60)
+    try:
+        assert len(answers) == 1 and answers[0].memory_id
+        assert caller.is_owner  # it took the project over and ran the call itself
+    finally:
+        caller.close()
+    from resources.memory.scopes import open_project_ledger
+
+    ledger = open_project_ledger(Settings(project_root=root))
+    try:
+        rows = list(ledger.iter_memories(memory_types=["session"]))
+    finally:
+        ledger.close()
+    assert [(row.id, row.content) for row in rows] == [(answers[0].memory_id, "in flight at the owner's close")]
