@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.resources.graph import bolt_server
-
 from resources.graph.store import (
     READ_ONLY_MESSAGE,
     GraphEdge,
@@ -32,6 +30,7 @@ from resources.graph.store import (
     ReadOnlyViolation,
     assert_read_only,
 )
+from tests.resources.graph import bolt_server
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 NEO4J_SKIP_REASON = "NEO4J_URI not set: no Neo4j server can run on this machine"
@@ -682,10 +681,9 @@ def test_falkor_writes_that_must_not_wait_are_refused_while_a_client_read_runs(t
 def test_factory_picks_backend(tmp_path: Path) -> None:
     from resources.graph.factory import create_graph_store
     from resources.graph.falkor import FalkorGraphStore
+    from resources.graph.lazy import LazyGraphStore
     from resources.graph.neo4j_store import Neo4jGraphStore
     from resources.settings import Settings
-
-    from resources.graph.lazy import LazyGraphStore
 
     store = create_graph_store(Settings(project_root=tmp_path, neo4j_uri=None))
     try:
