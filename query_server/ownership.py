@@ -37,13 +37,14 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
+from resources.settings import Settings
+
 from query_server.errors import raise_rpc_error, rpc_error
 from query_server.heap_trim import HeapTrimmer
 from query_server.owner_lock import LOCK_FILE, OwnerLock
 from query_server.service import CodeMemService, ToolError
 from query_server.tools import KEYED, ONCE, Tool
 from query_server.tools import tool as registered_tool
-from resources.settings import Settings
 
 log = structlog.get_logger("codemem.ownership")
 
