@@ -280,6 +280,7 @@ def test_a_call_in_flight_when_its_owner_closes_is_run_by_the_next_owner(tmp_pat
     import threading
 
     from query_server import ownership
+    from query_server.tools import Tool
     from query_server.tools import tool as registered_tool
 
     root = tmp_path / "project"
@@ -290,15 +291,15 @@ def test_a_call_in_flight_when_its_owner_closes_is_run_by_the_next_owner(tmp_pat
     assert not caller.is_owner
     memory_add = registered_tool("memory_add")
     entered, release = threading.Event(), threading.Event()
-    real_run = memory_add.run
+    real_run = Tool.run
 
-    def held_run(service, *args, **kwargs):  # the owner's run of the call waits until its stores are closing
-        if service is owner.backend:
+    def held_run(self: Tool, service, *args, **kwargs):  # the owner's memory_add waits until its stores are closing
+        if self is memory_add and service is owner.backend:
             entered.set()
             release.wait(10)
-        return real_run(service, *args, **kwargs)
+        return real_run(self, service, *args, **kwargs)
 
-    monkeypatch.setattr(type(memory_add), "run", lambda self, *a, **k: held_run(*a, **k) if self is memory_add else real_run.__func__(self, *a, **k))
+    monkeypatch.setattr(Tool, "run", held_run)  # (a frozen dataclass: patched on the class)
     monkeypatch.setattr(ownership, "OWNER_DRAIN_S", 0.1)
     answers: list = []
     request = memory_add.input.model_validate({"memory_type": "session", "content": "in flight at the owner's close"})

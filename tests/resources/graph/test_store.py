@@ -89,8 +89,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore
     if request.param == "neo4j-bolt-falkordb":
         from resources.graph.neo4j_store import Neo4jGraphStore
 
+        callspec = getattr(request.node, "callspec", None)
         gap = BOLT_STAND_IN_GAPS.get(request.node.originalname)
-        if gap is None and "\\" in str(getattr(request.node, "callspec", None) and request.node.callspec.params.get("text")):
+        if gap is None and "\\" in (callspec.params.get("text", "") if callspec is not None else ""):
             gap = BOLT_BACKSLASH_GAP
         if gap is not None:
             pytest.skip(f"FalkorDB's Bolt listener stands in for Neo4j here and cannot cover this: {gap}")
