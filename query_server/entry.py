@@ -39,6 +39,10 @@ def main() -> None:
         from pipelines.dagster.recorder import prestart
 
         prestart()
+    if not (argv and argv[0] == "mcp"):  # (`codemem mcp` imports it once its model is loading)
+        from query_server.structlog_import import import_structlog
+
+        import_structlog()  # first: without the rich modules it would load and never use
     from query_server.cli import main as cli_main
 
     sys.exit(cli_main())

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-import psutil
 import structlog
 
 from query_server import mcp_front
@@ -131,6 +130,8 @@ class Shutdown:
 def end_children() -> list[int]:
     """Terminate (then kill) every live descendant of this process: index workers, their
     forkserver, a git command. Returns their pids."""
+    import psutil  # here: a server's start, not its end, is what a user waits for
+
     try:
         children = psutil.Process().children(recursive=True)
     except psutil.Error:
@@ -214,6 +215,8 @@ def stop_graph_server(db_dir: Path | None) -> list[int]:
     if db_dir is None:
         return []
     import json
+
+    import psutil
 
     from resources.graph.falkor_server import DB_FILENAME, read_pid, server_process
 

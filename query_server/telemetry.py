@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic import BaseModel
 
 log = structlog.get_logger("codemem.tools")
@@ -22,7 +21,10 @@ class Metrics:
     """Prometheus metrics of one server (its own registry, so tests can build several)."""
 
     def __init__(self) -> None:
-        """Create the metric families."""
+        """Create the metric families (``prometheus_client`` loads here: ``codemem mcp`` has no
+        metrics and answers its first call sooner without it)."""
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "codemem_tool_seconds", "Tool call latency", ["tool"], registry=self.registry,

@@ -20,9 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import BaseModel, ValidationError
-from rich.console import Console, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from pipelines.discovery import DiscoveryError, resolve_project_root
 from resources.settings import Settings
@@ -31,11 +28,30 @@ from query_server.cli.state_files import describe_broken_state
 from query_server.paging import ToolError
 
 if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+    from rich.text import Text
+
     from query_server.ownership import ProjectHandle
     from query_server.tools import Tool
 
-console = Console(stderr=True)  # progress, summaries of index runs, errors
-out = Console()  # query results (follows sys.stdout, so pipes and test runners get them)
+console: Console  # progress, summaries of index runs, errors
+out: Console  # query results (follows sys.stdout, so pipes and test runners get them)
+
+
+def __getattr__(name: str) -> Console:
+    """``console`` and ``out``, made when first used: rich loads then (``codemem mcp`` never
+    prints, and answers its first call ~50 ms sooner without it)."""
+    if name not in ("console", "out"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _console(name)
+
+
+def _console(name: str) -> Console:
+    """The console ``name`` (``console`` or ``out``) of this module, made on first use."""
+    from rich.console import Console
+
+    return globals().setdefault(name, Console(stderr=True) if name == "console" else Console())
 PHASES = {
     "discover": "Discovering files",
     "parse": "Parsing & writing",
@@ -131,6 +147,9 @@ def structure_log_lines(level: str) -> None:
     ``level`` into the handlers ``route_log_lines`` set up."""
     import logging
 
+    from query_server.structlog_import import import_structlog
+
+    import_structlog()  # (when nothing imported it yet: `codemem mcp` does it here, its model loading)
     import structlog
 
     structlog.configure(
@@ -260,7 +279,7 @@ def make_input(model: type[BaseModel], **fields: Any) -> BaseModel:
         raise InputError(describe_validation_error(exc)) from exc
 
 
-Renderer = Callable[[Any], Iterable[RenderableType]]
+Renderer = Callable[[Any], Iterable["RenderableType"]]
 
 
 def query_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -276,7 +295,7 @@ def show(project: str, tool: Tool, request: BaseModel | None, as_json: bool, ren
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
         for renderable in render(result):
-            out.print(renderable)
+            _console("out").print(renderable)
     return result
 
 
@@ -296,6 +315,8 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 def cell(value: Any) -> Text:
     """A table cell: strings verbatim (never rich markup), other values as JSON, None empty."""
+    from rich.text import Text
+
     if value is None:
         return Text("")
     if isinstance(value, Text):
@@ -307,6 +328,9 @@ def cell(value: Any) -> Text:
 
 def result_table(*columns: str, **options: Any) -> Table:
     """A result table whose cells fold long names and paths instead of cutting them."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title_justify="left", **options)
     for column in columns:
         table.add_column(Text(column), overflow="fold")
@@ -315,11 +339,15 @@ def result_table(*columns: str, **options: Any) -> Table:
 
 def location(path: str | None, line: int | None) -> Text:
     """``path:line`` (just the path without a line)."""
+    from rich.text import Text
+
     return Text(f"{path or ''}:{line}" if line else (path or ""))
 
 
 def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     """A two-column table: the keys in bold, the values as cells."""
+    from rich.text import Text
+
     table = result_table("", "", title=Text(title), show_header=False)
     table.columns[0].style = "bold"
     for key, value in rows:

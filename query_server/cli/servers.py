@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from query_server.cli.common import configure_logging, console, main, open_handle, route_log_lines, settings_for, structure_log_lines
+from query_server.cli import common
+from query_server.cli.common import configure_logging, main, open_handle, route_log_lines, settings_for, structure_log_lines
 
 
 IMPORTS_WAIT_S = 10.0
@@ -141,9 +142,9 @@ def serve(project: str, host: str, port: int) -> None:
             handle.backend.start_background_index()  # type: ignore[union-attr]
         app = build_http_app(handle, token=token, bind_host=host)
         settle_heap()  # the stores, the app and their modules: out of the collector's walks for good
-        console.print(f"codemem on http://{host}:{port} — MCP at /mcp, API docs at /docs; Ctrl-C to stop")
+        common.console.print(f"codemem on http://{host}:{port} — MCP at /mcp, API docs at /docs; Ctrl-C to stop")
         if host in WILDCARD_BINDS:
-            console.print(
+            common.console.print(
                 "listening on every address: requests must name 127.0.0.1, localhost or a host in "
                 "CODEMEM_ALLOWED_HOSTS (others get 421, DNS-rebinding protection)"
             )

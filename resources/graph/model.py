@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from resources.graph import cypher as cy
 from resources.graph.cypher import EdgeType, NodeLabel
+from resources.schemas.base import Schema
 
 READ_ONLY_MESSAGE = (
     "graph_query is read-only: CREATE/MERGE/SET/DELETE/REMOVE/DROP/LOAD CSV/CALL of write "
@@ -116,7 +117,7 @@ def _check_properties(properties: dict[str, Any]) -> dict[str, Any]:
     return properties
 
 
-class GraphNode(BaseModel):
+class GraphNode(Schema):
     """A node of the code graph.
 
     ``properties`` always ends up holding ``id`` (equal to :attr:`id`); ``Function`` and
@@ -171,7 +172,7 @@ class GraphNode(BaseModel):
         return value if isinstance(value, str) else None
 
 
-class GraphEdge(BaseModel):
+class GraphEdge(Schema):
     """A relationship of the code graph.
 
     ``created_at`` (ISO-8601 string) is filled with the write time when absent. ``CALLS`` may carry

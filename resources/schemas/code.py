@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from resources.schemas.base import Schema
 
 SymbolKind = Literal[
     "function", "method", "constructor", "class", "record", "interface", "annotation", "struct", "trait", "enum", "type",
@@ -32,7 +34,7 @@ Language = Literal["python", "javascript", "typescript", "tsx", "java", "go", "r
 ``.h`` headers parse as ``cpp``, see ``pipelines.parsing.languages``)."""
 
 
-class ParsedSymbol(BaseModel):
+class ParsedSymbol(Schema):
     """A function, method or type definition found in one file.
 
     Attributes:
@@ -80,7 +82,7 @@ class ParsedSymbol(BaseModel):
     code: str = ""
 
 
-class ImportRef(BaseModel):
+class ImportRef(Schema):
     """One import statement (or one imported module of a multi-module statement).
 
     Attributes:
@@ -98,7 +100,7 @@ class ImportRef(BaseModel):
     line: int
 
 
-class CallSite(BaseModel):
+class CallSite(Schema):
     """A call expression inside the file.
 
     Attributes:
@@ -121,7 +123,7 @@ class CallSite(BaseModel):
     receiver_type: str | None = None
 
 
-class ParsedFile(BaseModel):
+class ParsedFile(Schema):
     """Everything extracted from one source file.
 
     Attributes:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import MAX_DIFF_CHARS, MAX_DOCUMENT_CHARS, ToolInput
 
 PatternKind = Literal["Template", "Convention"]
@@ -21,7 +22,7 @@ class CheckConsistencyInput(ToolInput):
     pattern_types: list[PatternKind] | None = Field(default=None, description="Which checks: 'Template' (methods and signatures of the base class contract) and/or 'Convention' (naming, location); default both.")
 
 
-class PatternExample(BaseModel):
+class PatternExample(Schema):
     """A conforming implementation the deviation is compared with."""
 
     name: str
@@ -30,7 +31,7 @@ class PatternExample(BaseModel):
     signature: str | None = None
 
 
-class Deviation(BaseModel):
+class Deviation(Schema):
     """One way a class departs from its pattern."""
 
     kind: Literal["missing_override", "signature_drift", "extra_public_method", "naming", "location"]
@@ -45,7 +46,7 @@ class Deviation(BaseModel):
     example: PatternExample | None = Field(default=None, description="The pattern's example implementation of the same member or convention.")
 
 
-class PatternMatch(BaseModel):
+class PatternMatch(Schema):
     """A pattern a checked class follows (or should)."""
 
     pattern_id: str | None = Field(description="The code_pattern memory's id (None until the pipeline has recorded it).")
@@ -57,7 +58,7 @@ class PatternMatch(BaseModel):
     naming: dict[str, str] | None = None
 
 
-class CheckConsistencyResult(BaseModel):
+class CheckConsistencyResult(Schema):
     """Patterns the component follows, its deviations, and a score (1 = fully consistent)."""
 
     component_id: str
@@ -77,7 +78,7 @@ class ValidateFixInput(ToolInput):
     diff: str | None = Field(default=None, max_length=200_000, description="Optional unified diff of the fix; added and removed lines are checked too.")
 
 
-class AlignmentStatement(BaseModel):
+class AlignmentStatement(Schema):
     """A design or requirement statement the fix was checked against."""
 
     memory_id: str
@@ -93,7 +94,7 @@ class AlignmentStatement(BaseModel):
     differs: str | None = Field(default=None, description="For such a conflict: what differs (the statement's value, name or step and the fix's).")
 
 
-class ValidateFixResult(BaseModel):
+class ValidateFixResult(Schema):
     """How well the fix fits the design; the statements it conflicts with, quoted."""
 
     design_alignment_score: float
@@ -120,7 +121,7 @@ class DesignContextInput(ToolInput):
         return self
 
 
-class ContextItem(BaseModel):
+class ContextItem(Schema):
     """A memory or document chunk in a design context."""
 
     id: str
@@ -132,7 +133,7 @@ class ContextItem(BaseModel):
     stale: bool = False
 
 
-class DesignContextResult(BaseModel):
+class DesignContextResult(Schema):
     """Designs, requirements, patterns, components and doc chunks around a component or feature."""
 
     component: dict[str, Any] | None
@@ -150,7 +151,7 @@ class TraceRequirementsInput(ToolInput):
     requirement_id: str = Field(min_length=1, max_length=200, description="Requirement id, e.g. REQ-MEM-FN-001.")
 
 
-class TracedSymbol(BaseModel):
+class TracedSymbol(Schema):
     """Code or a test that cites the requirement."""
 
     id: str
@@ -162,7 +163,7 @@ class TracedSymbol(BaseModel):
     latest_result: dict[str, Any] | None = Field(default=None, description="Tests: the latest recorded outcome (record_test_run).")
 
 
-class TraceRequirementsResult(BaseModel):
+class TraceRequirementsResult(Schema):
     """The requirement, what implements and verifies it, its designs, and coverage counts."""
 
     requirement: dict[str, Any]
@@ -186,7 +187,7 @@ class RecordTestRunInput(ToolInput):
         return self
 
 
-class RecordTestRunResult(BaseModel):
+class RecordTestRunResult(Schema):
     """What the report held and how it was linked."""
 
     tests: int
@@ -215,7 +216,7 @@ class ImpactOfChangeInput(ToolInput):
         return self
 
 
-class ImpactOfChangeResult(BaseModel):
+class ImpactOfChangeResult(Schema):
     """What to re-check before committing the change."""
 
     changed_symbols: list[dict[str, Any]]
@@ -229,7 +230,7 @@ class ImpactOfChangeResult(BaseModel):
     truncated: bool = False
 
 
-class MemoryHealthResult(BaseModel):
+class MemoryHealthResult(Schema):
     """The memory store's health: stale, orphaned, broken and duplicated memories, sync state."""
 
     status: Literal["healthy", "attention"]

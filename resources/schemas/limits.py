@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, ConfigDict, model_validator
+
+from resources.schemas.base import Schema
 
 MAX_TEXT_CHARS = 100_000
 """Default cap of every string of a tool input: content, queries, descriptions, code, ids, names."""
@@ -26,7 +28,7 @@ MAX_JSON_DEPTH = 16
 """Cap of a free-form JSON object's nesting, counting the object itself as level 1."""
 
 
-class ToolInput(BaseModel):
+class ToolInput(Schema):
     """Base of every tool input: strings without a cap of their own get ``MAX_TEXT_CHARS``; a field
     the tool does not have is refused with the fields it does have (a misspelt ``path`` for
     ``directory_path`` would otherwise be dropped and the call run on the defaults)."""

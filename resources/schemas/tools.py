@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import MAX_TEXT_CHARS, JsonObject, ToolInput
 
 MAX_QUERY_CHARS = MAX_TEXT_CHARS
@@ -39,7 +40,7 @@ class CodeSearchInput(ToolInput):
         return value
 
 
-class Provenance(BaseModel):
+class Provenance(Schema):
     """Where a hit comes from and whether it is still current."""
 
     content_hash: str
@@ -47,7 +48,7 @@ class Provenance(BaseModel):
     stale: bool = Field(description="True when the file changed on disk since it was indexed (re-run `codemem index`).")
 
 
-class CodeHit(BaseModel):
+class CodeHit(Schema):
     """One code search result."""
 
     id: str
@@ -66,7 +67,7 @@ class CodeHit(BaseModel):
     next: str | None = Field(default=None, description="When the snippet or docstring was cut: the call that returns the whole symbol.")
 
 
-class CodeSearchResult(BaseModel):
+class CodeSearchResult(Schema):
     """A page of code hits."""
 
     results: list[CodeHit]
@@ -84,7 +85,7 @@ class GraphQueryInput(ToolInput):
     limit: int = Field(default=100, ge=1, le=1000, description="Maximum rows returned, 1-1000.")
 
 
-class GraphQueryResult(BaseModel):
+class GraphQueryResult(Schema):
     """Rows of a graph query."""
 
     columns: list[str]
@@ -100,7 +101,7 @@ class IndexInput(ToolInput):
     reembed: bool = Field(default=False, description="Rebuild the whole index, vectors included (after a model change).")
 
 
-class IndexStatusResult(BaseModel):
+class IndexStatusResult(Schema):
     """How complete and current the index is."""
 
     project_root: str
@@ -118,7 +119,7 @@ class IndexStatusResult(BaseModel):
     job: JobState | None = Field(default=None, description="The requested background job, when job_id was given.")
 
 
-class HealthResult(BaseModel):
+class HealthResult(Schema):
     """Each dependency's state: ok, degraded (works with less) or error (does not work)."""
 
     status: Literal["ok", "degraded", "error"]
@@ -150,7 +151,7 @@ class FindDuplicatesInput(ToolInput):
         return value
 
 
-class DuplicateHit(BaseModel):
+class DuplicateHit(Schema):
     """An existing function similar to the given code."""
 
     id: str
@@ -170,7 +171,7 @@ class DuplicateHit(BaseModel):
     recommendation: str
 
 
-class FindDuplicatesResult(BaseModel):
+class FindDuplicatesResult(Schema):
     """Existing functions at or above the threshold, most similar first."""
 
     threshold: float
@@ -190,7 +191,7 @@ class GetRelatedInput(ToolInput):
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
 
 
-class RelatedEntity(BaseModel):
+class RelatedEntity(Schema):
     """A node reached from the start entity: a symbol, a file or a memory, and the edge it was reached by."""
 
     id: str
@@ -210,7 +211,7 @@ class RelatedEntity(BaseModel):
     reached_from: str | None = Field(default=None, description="The id of the node it was reached from.")
 
 
-class GetRelatedResult(BaseModel):
+class GetRelatedResult(Schema):
     """The start entity and what is related to it, nearest first."""
 
     entity: dict[str, Any]
@@ -226,7 +227,7 @@ class GetSymbolInput(ToolInput):
     include_code: bool = Field(default=False, description="Also return the full source of the symbol (read from the file).")
 
 
-class GetSymbolResult(BaseModel):
+class GetSymbolResult(Schema):
     """A symbol's summary, its callers and callees, and optionally its code."""
 
     symbol: CodeHit
@@ -242,7 +243,7 @@ class IndexFileInput(ToolInput):
     force: bool = Field(default=False, description="Re-index even if unchanged.")
 
 
-class IndexFileResult(BaseModel):
+class IndexFileResult(Schema):
     """What indexing one file extracted."""
 
     status: Literal["indexed", "unchanged", "skipped"]
@@ -277,7 +278,7 @@ class JobStatusInput(ToolInput):
     job_id: str | None = Field(default=None, description="A job id from index_directory/reindex; overall statistics when omitted.")
 
 
-class JobState(BaseModel):
+class JobState(Schema):
     """A background indexing job."""
 
     job_id: str

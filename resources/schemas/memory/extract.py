@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import MAX_DIFF_CHARS, ToolInput
 from resources.schemas.memory.kinds import (
     SCOPE_HELP,
@@ -55,7 +56,7 @@ class MemoryExtractInput(ToolInput):
     min_confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="Leave out candidates less confident than this (0-1).")
 
 
-class ExtractedMemory(BaseModel):
+class ExtractedMemory(Schema):
     """One proposed memory and where in the text it comes from."""
 
     memory_type: MemoryType = Field(description="The memory type it would be stored as.")
@@ -71,7 +72,7 @@ class ExtractedMemory(BaseModel):
     stored_id: str | None = Field(default=None, description="Id of the memory stored for it (commit=true).")
 
 
-class MemoryExtractResult(BaseModel):
+class MemoryExtractResult(Schema):
     """The candidates, and what a commit stored."""
 
     candidates: list[ExtractedMemory] = Field(default_factory=list)

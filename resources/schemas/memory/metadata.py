@@ -11,6 +11,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.memory.kinds import (
     REQUIREMENT_ID_PATTERN,
     IsoTimestamp,
@@ -47,7 +48,7 @@ def _literal_choices(annotation: Any) -> tuple[str, ...] | None:
     return get_args(annotation) if get_origin(annotation) is Literal else None
 
 
-class _MetadataBase(BaseModel):
+class _MetadataBase(Schema):
     """Lenient input: enum values in any case ('high', 'coding_style'), a single string for a list field."""
 
     model_config = ConfigDict(extra="allow")

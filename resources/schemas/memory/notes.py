@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import ToolInput
 from resources.schemas.memory.kinds import MemoryValidationError
 
@@ -125,7 +126,7 @@ class NotesSyncInput(ToolInput):
     rebuild: bool = Field(default=False, description="Re-read every note of every namespace and rewrite every note a project memory belongs to (idempotent), instead of only what changed since the last sync.")
 
 
-class NotesSyncResult(BaseModel):
+class NotesSyncResult(Schema):
     """What a sync did, in both directions."""
 
     merged_refs: list[str] = Field(default_factory=list, description="Namespaces whose fetched notes (refs/notes/remotes/<remote>/cs/*) were merged into the local ones.")
@@ -143,7 +144,7 @@ class NotesCaptureInput(ToolInput):
     since: str | None = Field(default=None, max_length=64, description="Only decisions recorded after this time (ISO 8601); default: the commit time of the commit's first parent (all untied decisions for a root commit).")
 
 
-class NotesCaptureResult(BaseModel):
+class NotesCaptureResult(Schema):
     """Which decisions were tied to the commit."""
 
     commit: str
@@ -183,7 +184,7 @@ class RecordReviewInput(ToolInput):
     request_id: str | None = Field(default=None, min_length=1, max_length=200, description="Idempotency key: a retried call with the same key stores nothing twice.")
 
 
-class RecordReviewResult(BaseModel):
+class RecordReviewResult(Schema):
     """Where the findings went."""
 
     commit: str = Field(description="The reviewed commit's full SHA.")
@@ -202,7 +203,7 @@ class ReviewFindingsInput(ToolInput):
     cursor: str | None = Field(default=None, description="The next_cursor of a previous page.")
 
 
-class StoredFinding(BaseModel):
+class StoredFinding(Schema):
     """A finding as stored (a session memory in the reviews namespace)."""
 
     id: str
@@ -219,7 +220,7 @@ class StoredFinding(BaseModel):
     created_at: str
 
 
-class ReviewFindingsResult(BaseModel):
+class ReviewFindingsResult(Schema):
     """Findings, most severe first; resolve one with memory_update (metadata status resolved, resolution)."""
 
     results: list[StoredFinding]
@@ -228,7 +229,7 @@ class ReviewFindingsResult(BaseModel):
 
 
 # -- level-3 hydration -----------------------------------------------------------------------------------
-class CommitFile(BaseModel):
+class CommitFile(Schema):
     """A file a memory concerns, as it was at the memory's commit (``git show <sha>:<path>``)."""
 
     path: str

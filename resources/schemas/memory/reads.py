@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import ToolInput
 from resources.schemas.memory.kinds import (
     SCOPES_FILTER_HELP,
@@ -33,7 +34,7 @@ class MemoryGetInput(ToolInput):
     include_files: bool = Field(default=False, description="Level-3 hydration, for a memory tied to a commit (metadata.commit_sha): also return the files it concerns as they were at that commit (git show <sha>:<path>), cut to the response budget.")
 
 
-class MemoryRelationship(BaseModel):
+class MemoryRelationship(Schema):
     """A link of a memory, seen from the memory."""
 
     type: str
@@ -44,7 +45,7 @@ class MemoryRelationship(BaseModel):
     properties: dict[str, Any] = Field(default_factory=dict)
 
 
-class MemoryRecord(BaseModel):
+class MemoryRecord(Schema):
     """A stored memory: the base fields of every memory plus its typed metadata."""
 
     id: str
@@ -103,7 +104,7 @@ class MemorySearchInput(ToolInput):
         return value
 
 
-class MemoryProvenance(BaseModel):
+class MemoryProvenance(Schema):
     """Which version of the memory a hit shows and whether it is still current."""
 
     version: int
@@ -113,7 +114,7 @@ class MemoryProvenance(BaseModel):
     stale_reason: str | None = None
 
 
-class MemoryHit(BaseModel):
+class MemoryHit(Schema):
     """One memory search result."""
 
     id: str
@@ -135,7 +136,7 @@ class MemoryHit(BaseModel):
     next: str | None = Field(default=None, description="When content was cut or metadata elided: the call that returns all of it.")
 
 
-class MemorySearchResult(BaseModel):
+class MemorySearchResult(Schema):
     """A page of memory hits, best first."""
 
     query: str
@@ -157,7 +158,7 @@ class MemoryListInput(ToolInput):
     detail: Detail = Field(default="summary", description="summary (default): the first ~300 characters of each memory; full: up to 4,000.")
 
 
-class MemoryListResult(BaseModel):
+class MemoryListResult(Schema):
     """A page of memories (content cut like search hits; memory_get returns the whole)."""
 
     results: list[MemoryHit]
@@ -186,7 +187,7 @@ class MemoryContextInput(ToolInput):
         return value
 
 
-class MemoryContextEntry(BaseModel):
+class MemoryContextEntry(Schema):
     """One memory in a context: its summary or (when the budget allows) its content."""
 
     id: str
@@ -202,7 +203,7 @@ class MemoryContextEntry(BaseModel):
     tokens: int = Field(description="Estimated tokens of this entry.")
 
 
-class MemoryContextGroup(BaseModel):
+class MemoryContextGroup(Schema):
     """The memories of one type in a context."""
 
     memory_type: MemoryType
@@ -211,7 +212,7 @@ class MemoryContextGroup(BaseModel):
     memories: list[MemoryContextEntry]
 
 
-class MemoryContextResult(BaseModel):
+class MemoryContextResult(Schema):
     """A topic's memories grouped by type (groups ordered by their best memory), with token estimates."""
 
     topic: str

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import MAX_DOCUMENT_CHARS, JsonObject, ToolInput
 from resources.schemas.memory.kinds import (
     SCOPE_HELP,
@@ -42,7 +43,7 @@ class ExportMemoryInput(ToolInput):
         return self
 
 
-class ExportMemoryResult(BaseModel):
+class ExportMemoryResult(Schema):
     """How many memories were exported, and where (or the JSONL itself)."""
 
     exported_count: int
@@ -79,7 +80,7 @@ class ImportMemoryInput(ToolInput):
         return self
 
 
-class ImportMemoryResult(BaseModel):
+class ImportMemoryResult(Schema):
     """What the import did with each line."""
 
     imported: int

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import ToolInput
 
 
-class MemoryStatisticsResult(BaseModel):
+class MemoryStatisticsResult(Schema):
     """Counts per memory type, sync state, and the health of storage, cache and outbox."""
 
     memory_counts: dict[str, dict[str, int]] = Field(description="Per memory type: total, active, deleted.")
@@ -41,7 +42,7 @@ class NormalizeStatusInput(ToolInput):
     job_id: str | None = Field(default=None, description="A job id from normalize_memory; the latest job when omitted.")
 
 
-class NormalizationJob(BaseModel):
+class NormalizationJob(Schema):
     """A normalization job: phase, percent, errors and, when done, its report."""
 
     job_id: str
@@ -61,7 +62,7 @@ class BackupInput(ToolInput):
     path: str = Field(min_length=1, max_length=4_096, description="Backup directory inside the project, e.g. backups/2026-11-22.")
 
 
-class BackupResult(BaseModel):
+class BackupResult(Schema):
     """What a backup holds."""
 
     path: str
@@ -75,7 +76,7 @@ class RestoreInput(ToolInput):
     path: str = Field(min_length=1, max_length=4_096, description="A backup directory inside the project.")
 
 
-class RestoreResult(BaseModel):
+class RestoreResult(Schema):
     """What a restore replaced and rebuilt."""
 
     restored_memories: int

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 
+from resources.schemas.base import Schema
 from resources.schemas.limits import JsonObject, ToolInput
 from resources.schemas.memory.kinds import (
     MAX_CONTENT_CHARS,
@@ -85,7 +86,7 @@ class MemoryAddInput(ToolInput):
     scope: ScopeInput | None = Field(default=None, description="Where to keep it: " + SCOPE_HELP + ". When omitted: the batch's scope in memory_bulk_add, else global for a user_preference that applies Global (metadata.scope), else project.")
 
 
-class MemoryConflict(BaseModel):
+class MemoryConflict(Schema):
     """A stored memory that the new content duplicates or contradicts."""
 
     memory_id: str
@@ -97,7 +98,7 @@ class MemoryConflict(BaseModel):
     scope: MemoryScope = Field(default="project", description="The scope of the stored memory.")
 
 
-class MemoryAddResult(BaseModel):
+class MemoryAddResult(Schema):
     """The stored memory's id, and what it may conflict with."""
 
     memory_id: str
@@ -126,7 +127,7 @@ class MemoryUpdateInput(ToolInput):
     ))
 
 
-class MemoryUpdateResult(BaseModel):
+class MemoryUpdateResult(Schema):
     """The memory's new version ('unchanged' when the update changed nothing)."""
 
     memory_id: str
@@ -146,7 +147,7 @@ class MemoryDeleteInput(ToolInput):
     hard_delete: bool = Field(default=False, description="Delete permanently now (default: a soft delete, hidden from search and restorable for 30 days).")
 
 
-class MemoryDeleteResult(BaseModel):
+class MemoryDeleteResult(Schema):
     """How the memory was deleted and until when a soft delete can be undone."""
 
     memory_id: str
@@ -164,7 +165,7 @@ class MemoryBulkAddInput(ToolInput):
     scope: ScopeInput | None = Field(default=None, description="The scope of every memory that names none (default project, whatever the types). One batch writes one scope, all or nothing. Scopes: " + SCOPE_HELP + ".")
 
 
-class MemoryBulkAddResult(BaseModel):
+class MemoryBulkAddResult(Schema):
     """The ids added, or the errors that stopped the batch (then nothing was added)."""
 
     added_count: int
