@@ -115,3 +115,30 @@ def test_every_codemem_model_is_built_on_first_use_and_then_validates() -> None:
     request = MemorySearchInput.model_validate({"query": "how are headers parsed"})
     assert request.query == "how are headers parsed" and MemorySearchInput.__pydantic_complete__
     assert "query" in MemorySearchInput.model_json_schema()["properties"]
+
+
+def test_models_first_used_by_many_threads_at_once_validate_as_built() -> None:
+    """pydantic before 2.14 rebuilt a deferred model without a lock: a thread could validate with a
+    half-built model (its parent's validator), so pyproject asks for 2.14."""
+    found = _loaded_after(
+        "import json, threading\n"
+        "from pydantic import ValidationError\n"
+        "from resources.schemas.memory.reads import MemorySearchInput\n"
+        "from resources.schemas.tools import CodeSearchInput\n"
+        "barrier, outcomes = threading.Barrier(12), []\n"
+        "def use(i):\n"
+        "    barrier.wait()\n"
+        "    model = MemorySearchInput if i % 2 else CodeSearchInput\n"
+        "    good = model.model_validate({'query': f'q{i}'})\n"
+        "    try:\n"
+        "        model.model_validate({'query': 'q', 'qurey': 'typo'})\n"
+        "        refused = False\n"
+        "    except ValidationError:\n"
+        "        refused = True\n"
+        "    outcomes.append([type(good).__name__ == model.__name__, good.query == f'q{i}', refused])\n"
+        "threads = [threading.Thread(target=use, args=(i,)) for i in range(12)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(json.dumps(outcomes))\n"
+    )
+    assert found == [[True, True, True]] * 12
