@@ -167,4 +167,19 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
 
     app.mount("/", mcp_app)  # last: serves /mcp (the routes above match first)
     app.add_middleware(RequestGuard, security=security, max_body_bytes=max_body)  # outermost: before auth
+    _build_route_models(app)
     return app
+
+
+def _build_route_models(app: FastAPI) -> None:
+    """Build every route's body and response models now (and the OpenAPI document with them), as
+    FastAPI does for models built at import: codemem's are built on first use
+    (``resources.schemas.base``), which would move each route's build to its first request, outside
+    the block where FastAPI silences pydantic's warning about the ``request`` alias of a body."""
+    import warnings
+
+    from pydantic.warnings import UnsupportedFieldAttributeWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)
+        app.openapi()

@@ -49,9 +49,12 @@ def __getattr__(name: str) -> Console:
 
 def _console(name: str) -> Console:
     """The console ``name`` (``console`` or ``out``) of this module, made on first use."""
-    from rich.console import Console
+    made = globals().get(name)
+    if made is None:
+        from rich.console import Console
 
-    return globals().setdefault(name, Console(stderr=True) if name == "console" else Console())
+        made = globals().setdefault(name, Console(stderr=True) if name == "console" else Console())
+    return made
 PHASES = {
     "discover": "Discovering files",
     "parse": "Parsing & writing",

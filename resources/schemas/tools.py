@@ -293,5 +293,3 @@ class JobState(Schema):
     report: dict[str, Any] | None = None
     error: str | None = None
 
-
-IndexStatusResult.model_rebuild()
