@@ -269,6 +269,7 @@ class ProjectHandle:
         self._server: _OwnerHTTPServer | None = None
         self._trimmer: HeapTrimmer | None = None
         self._reconnecting = threading.Lock()
+        self._stopping = threading.Lock()
         self.backend: CodeMemService | RemoteService = self._connect()
 
     @property
@@ -405,14 +406,21 @@ class ProjectHandle:
             return tool.run(backend, *args, request_id=request_id, **kwargs)
         return backend.call(tool, *args, request_id=request_id, **kwargs)
 
-    def close(self) -> None:
-        """Stop serving, close the stores and release the lock."""
-        if self._trimmer is not None:
-            self._trimmer.stop()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            still = self._server.drain(OWNER_DRAIN_S)
+    def stop_serving(self) -> None:
+        """Stop answering other processes' calls (the owner's loopback server, up to ``OWNER_POLL_S``
+        to notice, then up to ``OWNER_DRAIN_S`` for the calls it runs) and the heap trimmer. ``close``
+        does it first; a server's shutdown starts it at the stop signal, beside its own stop (``codemem
+        serve``: uvicorn's graceful shutdown), so that closing the stores does not wait for it after.
+        Once; a second call waits for the first."""
+        with self._stopping:
+            if self._trimmer is not None:
+                self._trimmer.stop()
+            server, self._server = self._server, None
+            if server is None:
+                return
+            server.shutdown()
+            server.server_close()
+            still = server.drain(OWNER_DRAIN_S)
             if still:
                 log.info("closing the stores under calls still running; their callers retry them on the next owner",
                          running=still)
@@ -422,5 +430,9 @@ class ProjectHandle:
                     (self.state_dir / OWNER_FILE).unlink(missing_ok=True)
             except OSError:
                 pass
+
+    def close(self) -> None:
+        """Stop serving, close the stores and release the lock."""
+        self.stop_serving()
         self.backend.close()
         self._lock.release()

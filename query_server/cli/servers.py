@@ -4,6 +4,7 @@ soon as it has its settings, before the rest of its imports (``query_server.warm
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,11 @@ def serve(project: str, host: str, port: int) -> None:
                 "CODEMEM_ALLOWED_HOSTS (others get 421, DNS-rebinding protection)"
             )
         shutdown.on_deadline(lambda: stop_owned_graph(handle))
+        # at the stop signal, beside uvicorn's graceful shutdown (~0.1 s): the hook relay and the
+        # owner's loopback server stop polling, so that closing after it waits for neither
+        shutdown.on_request(hooks.request_stop)
+        shutdown.on_request(lambda: threading.Thread(target=handle.stop_serving, name="codemem-stop-serving",
+                                                     daemon=True).start())
         shutdown.install()
         config = uvicorn.Config(
             app, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S,

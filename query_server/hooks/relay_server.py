@@ -108,6 +108,11 @@ class HookRelay:
         self._thread = threading.Thread(target=self._run, name="codemem-hook-relay", daemon=True)
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the relay's thread to stop at its next poll, without waiting (``close`` waits for it):
+        a server's shutdown asks at the stop signal, so the wait is over by the time it closes."""
+        self._stop.set()
+
     def close(self) -> None:
         """Stop answering: the socket file goes (when it is still this process's), the lock is
         released, and the next session's SessionStart is read ahead (``session_start.read_ahead``)."""

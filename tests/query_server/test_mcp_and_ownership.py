@@ -325,3 +325,42 @@ def test_a_call_in_flight_when_its_owner_closes_is_run_by_the_next_owner(tmp_pat
     finally:
         ledger.close()
     assert [(row.id, row.content) for row in rows] == [(answers[0].memory_id, "in flight at the owner's close")]
+
+
+def test_an_owner_stops_serving_before_it_closes_and_its_stores_stay_usable_until_then(tmp_path: Path) -> None:
+    """``stop_serving`` (``codemem serve`` starts it at the stop signal, beside uvicorn's shutdown):
+    other processes' calls go elsewhere from then on, this process's own calls still run, and
+    ``close`` after it (or beside it, from another thread) closes the stores once."""
+    import threading
+
+    from query_server.tools import tool as registered_tool
+
+    root = tmp_path / "project"
+    root.mkdir()
+    owner = ProjectHandle(Settings(project_root=root))
+    assert owner.is_owner and (root / ".codemem" / OWNER_FILE).exists()
+    port = json.loads((root / ".codemem" / OWNER_FILE).read_text())["port"]
+    stoppers = [threading.Thread(target=owner.stop_serving) for _ in range(3)]
+    for stopper in stoppers:
+        stopper.start()
+    for stopper in stoppers:
+        stopper.join(10)
+    assert not (root / ".codemem" / OWNER_FILE).exists()
+    with pytest.raises(OSError):  # the loopback server is gone: a caller would take the project over
+        http.client.HTTPConnection("127.0.0.1", port, timeout=2).request("GET", "/")
+    memory_add = registered_tool("memory_add")
+    request = memory_add.input.model_validate({"memory_type": "session", "content": "after stop_serving"})
+    added = owner.call(memory_add, request)  # this process's own calls still run on its stores
+    closing = threading.Thread(target=owner.close)
+    closing.start()
+    owner.stop_serving()  # beside close: nothing to do twice
+    closing.join(30)
+    assert not closing.is_alive()
+    second = ProjectHandle(Settings(project_root=root))  # the lock was released
+    try:
+        assert second.is_owner
+        found = second.call(registered_tool("memory_get"), registered_tool("memory_get").input.model_validate(
+            {"memory_id": added.memory_id, "memory_type": "session"}))
+        assert found.content == "after stop_serving"
+    finally:
+        second.close()
