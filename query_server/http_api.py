@@ -69,6 +69,7 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
         async with mcp_app.router.lifespan_context(mcp_app):
             yield
 
+    _quiet_request_alias_warning()
     app = FastAPI(
         title="codemem",
         description="Code search, code graph and project memory for Claude Code. The same tools as the MCP server.",
@@ -167,19 +168,17 @@ def build_http_app(handle: ProjectHandle, *, token: str | None = None, bind_host
 
     app.mount("/", mcp_app)  # last: serves /mcp (the routes above match first)
     app.add_middleware(RequestGuard, security=security, max_body_bytes=max_body)  # outermost: before auth
-    _build_route_models(app)
     return app
 
 
-def _build_route_models(app: FastAPI) -> None:
-    """Build every route's body and response models now (and the OpenAPI document with them), as
-    FastAPI does for models built at import: codemem's are built on first use
-    (``resources.schemas.base``), which would move each route's build to its first request, outside
-    the block where FastAPI silences pydantic's warning about the ``request`` alias of a body."""
+def _quiet_request_alias_warning() -> None:
+    """FastAPI gives each route's body the alias ``request`` and silences pydantic's warning that
+    the alias has no effect there, in the block where it builds the body's model; codemem's models
+    are built on first use (``resources.schemas.base``), so that build, and the warning, come at a
+    route's first request, outside that block. This filter keeps the same warning quiet then."""
     import warnings
 
     from pydantic.warnings import UnsupportedFieldAttributeWarning
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)
-        app.openapi()
+    warnings.filterwarnings("ignore", message=r"The 'alias' attribute with value 'request'",
+                            category=UnsupportedFieldAttributeWarning)

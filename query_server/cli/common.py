@@ -55,6 +55,8 @@ def _console(name: str) -> Console:
 
         made = globals().setdefault(name, Console(stderr=True) if name == "console" else Console())
     return made
+
+
 PHASES = {
     "discover": "Discovering files",
     "parse": "Parsing & writing",
