@@ -28,6 +28,13 @@ CODE_INDEXES = (
 )
 """The code collection's payload indexes: the fields code_search, find_duplicates, the design
 layer and the derivations filter on."""
+CODE_WRITE_AHEAD_LOG = False
+"""The code collection keeps no write-ahead log (qdrant-edge's: two 32 MB segments, 37 MB of the
+80 MB of a 2,000-file C tree's points, and every point written twice). Its points are derived from
+the files and the manifest records which are written: every writer flushes the collection
+(``VectorStore.flush``) before the manifest commit that records its points (a file's, a
+deletion's, a batch of dense vectors), and an interrupted write is redone from the manifest's
+in-flight rows, so a crash loses no point the manifest claims."""
 
 RUN_FAILED = "(index run)"
 """The path of a ``failed`` entry about the run as a whole rather than one file."""

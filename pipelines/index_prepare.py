@@ -26,6 +26,7 @@ from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, Manifest, SkippedState, SymbolRow
 from resources.schemas.code import CallSite, ParsedSymbol
 from resources.vectors import sparse
+from resources.vectors.points import stored_payload
 from resources.vectors.store import VectorPoint
 
 BATCH_FILES = 64
@@ -88,7 +89,9 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
     types = []
     for record in records:
         symbol = record.symbol
-        points.append(VectorPoint(id=record.id, payload=record.payload, sparse=sparse.document_vector(record.sparse_text)))
+        points.append(VectorPoint(  # its payload packed here, in the parse worker, not by the writer's thread
+            id=record.id, payload=stored_payload(record.payload), sparse=sparse.document_vector(record.sparse_text),
+        ))
         label = graph_label(symbol.kind)
         props = {
             "memory_id": record.id, "name": symbol.name, "qualified_name": record.qualified_name,

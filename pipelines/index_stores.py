@@ -11,12 +11,14 @@ from pipelines.index_context import (
     CALLABLE_LANGUAGE,
     CODE_COLLECTION,
     CODE_INDEXES,
+    CODE_WRITE_AHEAD_LOG,
     IndexContext,
     IndexReport,
     Progress,
     _no_progress,
 )
 from pipelines.records import EMBEDDING_TEXT_VERSION
+from resources.faults import fault_point
 from resources.manifest import Manifest
 from resources.schemas.code import CALLABLE_KINDS, Language
 from resources.vectors.store import PayloadFilter, VectorStore
@@ -48,7 +50,9 @@ def embed_pending(
             current = ctx.manifest.still_pending(pending)
             live = {i: v for i, v in zip(ids, vectors, strict=True) if i in current}
             ctx.vectors.set_dense(CODE_COLLECTION, live)
+            ctx.vectors.flush(CODE_COLLECTION)  # durable before the manifest says so (CODE_WRITE_AHEAD_LOG)
             ctx.manifest.mark_dense(list(live))
+            fault_point("embed:after_mark")
         done += len(live)
         progress("embed", done, total)
     return ctx.manifest.dense_counts()
@@ -72,7 +76,7 @@ def ensure_code_collection(vectors: VectorStore, dimension: int) -> bool:
                 CODE_COLLECTION, {CALLABLE_LANGUAGE: language},
                 PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": [language]}),
             )
-    vectors.ensure_collection(CODE_COLLECTION, dimension, CODE_INDEXES)
+    vectors.ensure_collection(CODE_COLLECTION, dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG)
     if migrate:
         vectors.optimize(CODE_COLLECTION)
     return migrate
@@ -85,7 +89,9 @@ def reset_index(ctx: IndexContext) -> None:
     vectors of two models are never mixed in one collection.
     """
     known = sorted(set(ctx.manifest.files()) | ctx.manifest.in_flight())
-    ctx.vectors.clear_collection(CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES)  # never missing for a concurrent search
+    ctx.vectors.clear_collection(  # never missing for a concurrent search
+        CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG,
+    )
     if known:
         ctx.graph.delete_files(known)
     with ctx.manifest.transaction() as conn:

@@ -68,6 +68,7 @@ def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previ
         [n for p in prepared for n in p.nodes],
         [e for p in prepared for e in p.edges],
     )
+    ctx.vectors.flush(CODE_COLLECTION)  # the points durable before the manifest records them (CODE_WRITE_AHEAD_LOG)
     fault_point("index:before_manifest")
     destroyed = {i for ids in previous_ids.values() for i in ids} | {file_id(p.state.path) for p in prepared}
     with ctx.manifest.transaction() as conn:
@@ -94,6 +95,7 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
     fault_point("index:deleting")
     ctx.graph.delete_files(list(paths))
+    ctx.vectors.flush(CODE_COLLECTION)  # no point of a file the manifest forgets outlives a crash
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
         ctx.manifest.mark_dirty(conn, file_node_ids(ids))

@@ -121,6 +121,7 @@ class EdgeVectorStore:
     # -- contract ------------------------------------------------------------------------
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
+        write_ahead_log: bool = True,
     ) -> None:
         """See ``VectorStore.ensure_collection``. The payload indexes named are built once the
         collection holds ``INDEXED_FROM_POINTS`` points (``payload_indexes`` lists them from the
@@ -163,13 +164,14 @@ class EdgeVectorStore:
                 hnsw_config=qe.HnswIndexConfig(
                     m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB // 2, max_indexing_threads=1
                 ),
+                wal_enabled=write_ahead_log,
             )
             shard = qe.EdgeShard.create(str(path), config)
             wanted = list(dict.fromkeys(indexes or ()))
             self._shards[name] = shard
             self._indexes[name] = wanted
             self._indexed.discard(name)
-            _write_marker(marker, {"dense_dim": dense_dim, "indexes": wanted})
+            _write_marker(marker, {"dense_dim": dense_dim, "indexes": wanted, "write_ahead_log": write_ahead_log})
 
     def payload_indexes(self, name: str) -> list[str]:
         """See ``VectorStore.payload_indexes``: the fields named, built or not yet (a collection
@@ -233,14 +235,16 @@ class EdgeVectorStore:
                 shard.close()
             shutil.rmtree(self._root / name, ignore_errors=True)
 
-    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+    def clear_collection(
+        self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
+    ) -> None:
         """See ``VectorStore.clear_collection`` (both steps under the store's lock; ``indexes`` None
         keeps the collection's own)."""
         with self._lock:
             if indexes is None:
                 indexes = self.payload_indexes(name)
             self.drop_collection(name)
-            self.ensure_collection(name, dense_dim, indexes)
+            self.ensure_collection(name, dense_dim, indexes, write_ahead_log=write_ahead_log)
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """See ``VectorStore.upsert``."""
@@ -393,9 +397,14 @@ class EdgeVectorStore:
                 limit,
             )
 
-    def flush(self) -> None:
-        """Persist pending writes of every open collection."""
+    def flush(self, collection: str | None = None) -> None:
+        """See ``VectorStore.flush`` (of every open collection when none is named)."""
         with self._lock:
+            if collection is not None:
+                shard = self._shards.get(collection)
+                if shard is not None:  # not opened by this process: nothing written to it here
+                    shard.flush()
+                return
             for shard in self._shards.values():
                 shard.flush()
 

@@ -6,7 +6,9 @@ passes its library's constructors, and the shape of the work is written once her
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,32 +19,68 @@ Page = tuple[Sequence[Any], Any]
 
 
 SHOWN_KEY = "_shown"
+"""Where an earlier release stored the shown-only fields: one JSON string (still read)."""
+PACKED_KEY = "_shown_z"
+"""Where the shown-only fields are stored: their JSON, deflated with ``SHOWN_DICTIONARY`` and
+base64-encoded, after a one-character format version (``PACKED_VERSION``)."""
 SHOWN_FIELDS = frozenset({
     "signature", "docstring", "code", "code_truncated", "is_async", "extends", "implements",
     "content_hash", "symbol_hash", "indexed_at", "local_name",
 })
 """Fields of a code or document point's payload that are only ever shown, never filtered on:
-stored together as one JSON string under ``SHOWN_KEY`` and read back as fields. qdrant-edge
+stored together as one string under ``PACKED_KEY`` and read back as fields. qdrant-edge
 converts each value of a payload on its own (~5 µs a string, a list more), which made building
-the points ~60% of an index's vector writes; one string halves it."""
+the points ~60% of an index's vector writes; one string halves it. Deflated, the string is half
+the size: on Linux's ``fs/`` the 51,465 points' shown fields take 29 MB instead of 55 MB."""
+PACKED_VERSION = "1"
+SHOWN_DICTIONARY = (
+    b" return  static  struct  const  unsigned  int  void  char  bool  if (  else  for (  while (  NULL  nil "
+    b"sizeof(  break;\\n  case  switch (  self.  def  class  function  public  private  protected  import  from "
+    b" None  true  false  this.  async  await  string  =>  !==  ===  err != nil  := \\n\\t\\t\\t\\n\\t\\t\\n\\t"
+    b"\\n            \\n        \\n    "
+    b'{"local_name": "", "signature": "", "docstring": null, "code": "", "code_truncated": false, '
+    b'"is_async": false, "extends": [], "implements": [], "content_hash": "", "symbol_hash": "", "indexed_at": "20'
+)
+"""zlib's preset dictionary for version 1 of the packed fields: what most of them share (the JSON
+keys, common code words, escaped indentation), so that a few hundred bytes compress as well as a
+long text would. Fixed for good: a stored point is read with the dictionary of its version."""
+
+
+def _deflate(text: str) -> str:
+    """``text`` packed: version, then base64 of its raw deflate stream with ``SHOWN_DICTIONARY``."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, SHOWN_DICTIONARY)
+    return PACKED_VERSION + base64.b64encode(packer.compress(text.encode("utf-8")) + packer.flush()).decode("ascii")
+
+
+def _inflate(packed: str) -> str:
+    """The text ``_deflate`` packed."""
+    if packed[:1] != PACKED_VERSION:
+        raise ValueError(f"packed payload of unknown version {packed[:1]!r}: written by a newer codemem")
+    unpacker = zlib.decompressobj(-15, SHOWN_DICTIONARY)
+    return (unpacker.decompress(base64.b64decode(packed[1:])) + unpacker.flush()).decode("utf-8")
 
 
 def stored_payload(payload: dict[str, Any]) -> dict[str, Any]:
     """The payload as written: a code or document point's (one with ``code``) shown-only fields
-    in one JSON string; any other payload as it is."""
+    packed in one string; any other payload (or one packed already) as it is. Indexing packs its
+    points in the parse workers, off the writer's thread."""
     if "code" not in payload:
         return payload
     stored = {key: value for key, value in payload.items() if key not in SHOWN_FIELDS}
-    stored[SHOWN_KEY] = json.dumps({key: value for key, value in payload.items() if key in SHOWN_FIELDS})
+    stored[PACKED_KEY] = _deflate(json.dumps({key: value for key, value in payload.items() if key in SHOWN_FIELDS}))
     return stored
 
 
 def read_payload(raw: Any) -> dict[str, Any]:
-    """A payload as read back: the fields ``stored_payload`` packed, as fields again."""
+    """A payload as read back: the fields ``stored_payload`` packed (or an earlier release stored
+    as one JSON string), as fields again."""
     payload = dict(raw or {})
-    packed = payload.pop(SHOWN_KEY, None)
+    packed = payload.pop(PACKED_KEY, None)
     if isinstance(packed, str):
-        payload = {**json.loads(packed), **payload}
+        payload = {**json.loads(_inflate(packed)), **payload}
+    shown = payload.pop(SHOWN_KEY, None)
+    if isinstance(shown, str):
+        payload = {**json.loads(shown), **payload}
     return payload
 
 

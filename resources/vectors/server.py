@@ -87,10 +87,12 @@ class ServerVectorStore:
 
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
+        write_ahead_log: bool = True,
     ) -> None:
         """See ``VectorStore.ensure_collection``: a server may be shared (another codemem version, an
         operator's own indexes), so missing indexes are added and none is dropped. A server keeps
-        its collections open: ``dense_on_disk`` (a saving at each embedded open) is not applied."""
+        its collections open: ``dense_on_disk`` (a saving at each embedded open) is not applied;
+        its write-ahead log is the server's own (``write_ahead_log`` is not applied either)."""
         from qdrant_client import models
 
         wanted = list(dict.fromkeys(indexes or ()))
@@ -133,7 +135,9 @@ class ServerVectorStore:
         """Delete a collection."""
         self._client.delete_collection(name)
 
-    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
+    def clear_collection(
+        self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
+    ) -> None:
         """See ``VectorStore.clear_collection``: deletes every point of a collection of the right
         dimension (it never goes missing); drops and recreates one of another dimension."""
         from qdrant_client import models
@@ -257,7 +261,7 @@ class ServerVectorStore:
             limit,
         )
 
-    def flush(self) -> None:
+    def flush(self, collection: str | None = None) -> None:
         """Nothing to do: the server persists on write."""
 
     def optimize(self, collection: str) -> None:

@@ -88,6 +88,7 @@ class VectorStore(Protocol):
 
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
+        write_ahead_log: bool = True,
     ) -> None:
         """Create the collection (dense + sparse vectors, payload ``indexes``) if it is missing; an
         existing one gets the missing ``indexes`` (the embedded store also drops the ones not
@@ -96,6 +97,10 @@ class VectorStore(Protocol):
         ``dense_on_disk``: a new embedded collection reads its dense vectors from disk (the page
         cache) instead of loading them all when it opens — for small collections, searched a few
         times a session (an existing collection keeps how it was made; a server ignores it).
+        ``write_ahead_log`` False: a new embedded collection keeps no write-ahead log (two 32 MB
+        segments on disk, and every write written twice); its writes are durable only once
+        ``flush(name)`` returns — for a collection whose writer records what it wrote elsewhere
+        and flushes first (the code index and its manifest). A server ignores it.
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs
@@ -158,8 +163,9 @@ class VectorStore(Protocol):
         """Points matching the filter with their payloads (score 0), at most ``limit``, in id order."""
         ...
 
-    def flush(self) -> None:
-        """Persist pending writes."""
+    def flush(self, collection: str | None = None) -> None:
+        """Persist pending writes (of one collection, or of all); when it returns they survive a
+        crash, whatever the collection's write-ahead log."""
         ...
 
     def optimize(self, collection: str) -> None:
@@ -170,10 +176,13 @@ class VectorStore(Protocol):
         """Delete a collection and its data."""
         ...
 
-    def clear_collection(self, name: str, dense_dim: int, indexes: Sequence[str] | None = None) -> None:
-        """Empty a collection: drop and create it again (with payload ``indexes``), with no moment
-        in which it is missing for a concurrent reader (a full reindex clears it while the server
-        answers searches)."""
+    def clear_collection(
+        self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
+    ) -> None:
+        """Empty a collection: drop and create it again (with payload ``indexes`` and
+        ``write_ahead_log`` as ``ensure_collection`` takes them), with no moment in which it is
+        missing for a concurrent reader (a full reindex clears it while the server answers
+        searches)."""
         ...
 
     def ranked_lists(

@@ -330,3 +330,38 @@ def test_sigkilled_cli_runs_converge(fault: str, plain: bool, tmp_path: Path) ->
         assert_equal_indexes(got, clean_index(root, tmp_path))
     finally:
         stop_graph_servers(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "args"),
+    [pytest.param("index:before_resolve", ["--plain"], id="plain-after-manifest"),
+     pytest.param("index:before_resolve", [], id="dagster-after-manifest"),
+     pytest.param("embed:after_mark", ["--plain"], id="plain-after-dense-marked")],
+)
+def test_points_the_manifest_records_survive_a_kill(fault: str, args: list[str], tmp_path: Path) -> None:
+    """The code collection keeps no write-ahead log (``CODE_WRITE_AHEAD_LOG``): ``codemem index``
+    SIGKILLed once the manifest has recorded an edited file's points and a deleted file's absence
+    (or a batch of dense vectors), the tree left as it is, then one complete run: the stores equal
+    a clean index. Without the flush
+    before each manifest commit the points were lost while the manifest said they were there, and
+    the next run, finding the files unchanged, never wrote them again."""
+    root = tmp_path / "repo"
+    apply(root, [("write", path, spec((imp,), **{name: ["alpha"]}))
+                 for path, imp, name in zip(FILES, IMPORTS, FUNCTIONS * 2, strict=False)])
+    command = [*CODEMEM, "index", str(root), "--json", *args]
+    try:
+        if fault.startswith("index:"):  # a first complete run; the killed one then writes an edit, kept afterwards
+            done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
+            assert done.returncode == 0, done.stderr[-2000:]
+            apply(root, [("write", FILES[1], spec(("import json",), beta=["alpha"], epsilon=[])), ("delete", FILES[3], None)])
+        killed = subprocess.run(command, capture_output=True, text=True, env=child_env(fault), cwd=REPO_ROOT, timeout=300)
+        assert killed.returncode == -9, (killed.returncode, killed.stderr[-2000:])
+        stop_graph_servers(root)
+        done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        with opened(root) as svc:
+            got = code_index(svc)
+        assert_equal_indexes(got, clean_index(root, tmp_path))
+    finally:
+        stop_graph_servers(tmp_path)

@@ -82,3 +82,33 @@ def test_calls_are_read_only_for_the_files_a_resolution_asks_for(tmp_path: Path)
     assert manifest.all_refs(calls_of=["pkg/b.py"])["pkg/b.py"] == ("python", REFS)
     assert manifest.refs_of(["pkg/b.py"]) == {"pkg/b.py": REFS}
     manifest.close()
+
+
+def test_edge_tables_of_an_earlier_release_are_rebuilt_without_rowid(tmp_path: Path) -> None:
+    """The edge tables are ``WITHOUT ROWID`` (a rowid table keeps its whole-row key twice); a
+    manifest whose tables an earlier release made with a rowid gets them rebuilt on open, every
+    row kept, and reads and writes them as before."""
+    Manifest(tmp_path / "index.db").close()
+    raw = sqlite3.connect(tmp_path / "index.db")  # the tables as an earlier release made them
+    for table, columns in (("resolved_edges", "properties TEXT NOT NULL,"), ("unsettled_edges", "")):
+        raw.execute(f"DROP TABLE {table}")
+        raw.execute(f"CREATE TABLE {table} (source TEXT NOT NULL, type TEXT NOT NULL, target TEXT NOT NULL, "
+                    f"{columns} PRIMARY KEY (source, type, target))")
+    raw.executemany("INSERT INTO resolved_edges VALUES (?, 'CALLS', ?, ?)",
+                    [(f"s{i}", f"t{i}", json.dumps({"line_number": i})) for i in range(50)])
+    raw.execute("INSERT INTO unsettled_edges VALUES ('s1', 'CALLS', 't1')")
+    raw.commit()
+    raw.close()
+
+    manifest = Manifest(tmp_path / "index.db")
+    assert manifest.resolved_edges() == {(f"s{i}", "CALLS", f"t{i}") for i in range(50)}
+    assert ("s3", "t3", {"line_number": 3}) in manifest.resolved_edges_of_type("CALLS")
+    assert manifest.unsettled_edges() == {("s1", "CALLS", "t1")}
+    manifest.replace_resolved_edges([("s50", "CALLS", "t50", {"line_number": 50})], [("s0", "CALLS", "t0")])
+    assert ("s50", "CALLS", "t50") in manifest.resolved_edges() and ("s0", "CALLS", "t0") not in manifest.resolved_edges()
+    manifest.close()
+    raw = sqlite3.connect(tmp_path / "index.db")
+    declared = dict(raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+    raw.close()
+    assert "WITHOUT ROWID" in declared["resolved_edges"] and "WITHOUT ROWID" in declared["unsettled_edges"]
+    assert not any(name.endswith("_with_rowid") for name in declared)

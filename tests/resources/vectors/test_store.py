@@ -4,6 +4,7 @@ set) a Qdrant server."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -184,7 +185,7 @@ def test_an_edge_collection_of_an_older_codemem_loses_its_surplus_indexes(tmp_pa
 def test_a_code_points_shown_fields_come_back_as_written_and_its_filters_still_match(store) -> None:
     """A code point's shown-only fields are stored as one string (``points.stored_payload``):
     every read gives the payload as written, and the fields filtered on stay fields."""
-    from resources.vectors.points import SHOWN_KEY, read_payload
+    from resources.vectors.points import PACKED_KEY, SHOWN_FIELDS, SHOWN_KEY, read_payload, stored_payload
 
     c = store.test_collection
     a, b, m = ids(3)
@@ -206,11 +207,14 @@ def test_a_code_points_shown_fields_come_back_as_written_and_its_filters_still_m
     assert store.count(c, PayloadFilter({"id": [b]})) == 1
     assert read_payload({**{k: v for k, v in code.items() if k != "code"}}) == {k: v for k, v in code.items() if k != "code"}  # an older point
     assert SHOWN_KEY not in read_payload({SHOWN_KEY: "{}", "name": "x"})
+    assert stored_payload(stored_payload(code)) == stored_payload(code)  # packed once (in a parse worker), kept as it is
+    older = {k: v for k, v in code.items() if k not in SHOWN_FIELDS} | {SHOWN_KEY: json.dumps({k: v for k, v in code.items() if k in SHOWN_FIELDS})}
+    assert read_payload(older) == code  # as an earlier release stored it: one JSON string
     if isinstance(store, EdgeVectorStore):  # as stored: one string for the shown fields
         with store._locked(c) as shard:
             raw = dict(shard.retrieve([a], with_payload=True, with_vector=False)[0].payload)
         assert set(raw) == {"id", "kind", "name", "qualified_name", "file_path", "path_prefixes", "language", "start_line",
-                            "end_line", "is_test", "requirement_ids", SHOWN_KEY}
+                            "end_line", "is_test", "requirement_ids", PACKED_KEY}
 
 
 def test_set_payload_adds_a_field_where_the_filter_matches_and_keeps_the_rest(store) -> None:
