@@ -84,12 +84,12 @@ def make_corpus(dest: Path, n_files: int) -> list[str]:
 # -- memory sampling -------------------------------------------------------------------------
 
 class PeakRSS:
-    """Samples the RSS of this process and its children every ``interval`` seconds."""
+    """Samples the RSS of this process (or of process ``pid``) and its children every ``interval`` seconds."""
 
-    def __init__(self, interval: float = 0.02) -> None:
+    def __init__(self, interval: float = 0.02, pid: int | None = None) -> None:
         import psutil
 
-        self.proc = psutil.Process()
+        self.proc = psutil.Process(pid)
         self.interval = interval
         self.peak = 0
         self._stop = threading.Event()
