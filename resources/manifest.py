@@ -100,6 +100,8 @@ class SymbolRow:
     container: str | None
     language: str
     embed_text: str
+    """What the dense model reads of the symbol; kept only until its vector is stored (a stored
+    vector's text is never read again: ~0.34 KB a symbol, 18 MB on Linux's ``fs/``)."""
     has_dense: bool
     path_qualified_name: str = ""
     """The path-based name of earlier releases (``pipelines.qualified_names``), still looked up."""
@@ -281,7 +283,7 @@ class Manifest:
                 [
                     (
                         s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
-                        s.embed_text, int(s.has_dense), s.path_qualified_name,
+                        "" if s.has_dense else s.embed_text, int(s.has_dense), s.path_qualified_name,
                     )
                     for s in _last_of_each_id(symbols)
                 ],
@@ -486,14 +488,10 @@ class Manifest:
         return found
 
     def mark_dense(self, ids: Sequence[str]) -> None:
-        """Record that these symbols have their dense vector."""
+        """Record that these symbols have their dense vector (their text is no longer kept: a
+        model change rebuilds the index from the files, ``pipelines.index_stores.reset_index``)."""
         with self.transaction() as conn:
-            conn.executemany("UPDATE symbols SET has_dense = 1 WHERE id = ?", [(i,) for i in ids])
-
-    def reset_dense(self) -> None:
-        """Forget every dense vector (after a model change)."""
-        with self.transaction() as conn:
-            conn.execute("UPDATE symbols SET has_dense = 0")
+            conn.executemany("UPDATE symbols SET has_dense = 1, embed_text = '' WHERE id = ?", [(i,) for i in ids])
 
     def dense_counts(self) -> tuple[int, int]:
         """(symbols with a dense vector, all symbols)."""
