@@ -15,6 +15,10 @@ from resources.faults import fault_point
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import REF_NAMES_COMPLETE
 
+EDGE_WRITE_CHUNK = 50_000
+"""Resolved edges sent to the graph at a time: each chunk's edge objects and query rows exist only
+while it is written (all of a kernel's 2.5 million at once took GBs of memory)."""
+
 
 def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
     """Give points their dense vector now when the embedding cache already has it."""
@@ -141,15 +145,19 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
             ]
         )
     created_at = _now()
-    ctx.graph.remove_edges(
-        [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in to_remove]  # type: ignore[arg-type]
-    )
-    ctx.graph.add_edges(
-        [
-            GraphEdge(source_id=s, target_id=d, type=t, properties={**resolution.edges[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
-            for s, t, d in to_add
-        ]
-    )
+    removing = sorted(to_remove)
+    for start in range(0, len(removing), EDGE_WRITE_CHUNK):
+        ctx.graph.remove_edges(
+            [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in removing[start:start + EDGE_WRITE_CHUNK]]  # type: ignore[arg-type]
+        )
+    adding = sorted(to_add)
+    for start in range(0, len(adding), EDGE_WRITE_CHUNK):
+        ctx.graph.add_edges(
+            [
+                GraphEdge(source_id=s, target_id=d, type=t, properties={**resolution.edges[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
+                for s, t, d in adding[start:start + EDGE_WRITE_CHUNK]
+            ]
+        )
     # Module nodes stand for external imports, shared by every file that makes them: the graph
     # holds exactly those some file still imports (a deleted file, or one that stopped importing a
     # module, leaves no orphan, as a clean index of the same tree would have none).

@@ -264,6 +264,29 @@ def test_a_deleted_or_edited_file_takes_the_modules_only_it_imported(tmp_path: P
     assert_equal_indexes(got, clean_index(root, tmp_path))
 
 
+def test_edges_written_in_chunks_end_as_written_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolved edges go to the graph in chunks (``EDGE_WRITE_CHUNK``, bounded memory on large
+    trees): with chunks of 2, a first index and an edit that removes and adds edges end equal to a
+    clean index written in one chunk."""
+    import pipelines.index_writes as index_writes
+
+    root = tmp_path / "repo"
+    apply(root, [("write", path, spec((imp, "import os"), ("Base", "Child") if i == 2 else (), **{name: ["alpha", "beta"]}))
+                 for i, (path, imp, name) in enumerate(zip(FILES, IMPORTS[5:], FUNCTIONS * 2, strict=False))])
+    monkeypatch.setattr(index_writes, "EDGE_WRITE_CHUNK", 2)
+    project = Incremental(root, dense=False)
+    try:
+        project.run()
+        apply(root, [("write", FILES[1], spec(("import json",), beta=["gamma"]))])
+        project.run()
+        got = code_index(project.svc)
+    finally:
+        project.close()
+    monkeypatch.undo()
+    assert len(got["graph_edges"]) > 10
+    assert_equal_indexes(got, clean_index(root, tmp_path, dense=False))
+
+
 def test_the_dagster_run_ends_equal_to_a_clean_index(tmp_path: Path) -> None:
     """The default ``codemem index`` path (the Dagster asset run) over adds, an edit that drops an
     import and a call, a delete and a file turned binary, against a clean index of the final tree."""
