@@ -173,6 +173,24 @@ def _walk_candidates(root: Path, unreadable: list[SkippedFile] | None = None) ->
                 yield rel
 
 
+def ignored_source_file(root: Path, extensions: Iterable[str], *, budget: int = 50_000) -> str | None:
+    """A file under ``root`` with an indexed extension, looked for without any ignore file (vendored
+    and generated folders still left out): when ``discover`` found none, one here means the ignore
+    files excluded them all (Debian's kernel source ignores ``/*``). None after ``budget`` entries."""
+    allowed = {ext.lower() for ext in extensions}
+    seen = 0
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in DEFAULT_EXCLUDED_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            seen += 1
+            if PurePosixPath(name).suffix.lower() in allowed:
+                return Path(directory, name).relative_to(root).as_posix()
+        seen += len(dirnames)
+        if seen > budget:
+            return None
+    return None
+
+
 def _default_skip_reason(rel: str) -> str | None:
     parts = PurePosixPath(rel).parts
     for part in parts[:-1]:

@@ -149,8 +149,16 @@ def total_report(settings: Settings, manifest: Manifest, report: IndexReport, st
     """The totals of a run's report (symbols, edges, dense vectors, seconds) from the manifest, and
     what its counts say is wrong (no source file found, files unaccounted for)."""
     if report.files_seen == 0:
+        from pipelines.discovery import ignored_source_file
+
         extensions = ", ".join(settings.extensions)
+        ignored = ignored_source_file(settings.resolved_root(), settings.extensions)
         report.notes.append(
+            f"no source file to index under {report.root}: every one is excluded by a .gitignore or the "
+            f".codememignore (e.g. {ignored}) — codemem indexes what git would list: take "
+            f"the pattern out (in a git repository `git check-ignore -v {ignored}` names it; Debian's kernel source "
+            "ignores `/*` at its top)"
+            if ignored else
             f"no source files found under {report.root} (indexed extensions: {extensions}) — check the path, "
             "or set CODEMEM_EXTENSIONS"
         )

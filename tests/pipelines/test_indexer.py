@@ -297,6 +297,18 @@ def test_an_empty_project_says_what_to_check(project, service_factory) -> None: 
     assert any(note.startswith("no source files found under") and "CODEMEM_EXTENSIONS" in note for note in report["notes"])
 
 
+def test_a_project_its_ignore_files_exclude_whole_says_so(project, service_factory) -> None:  # noqa: ANN001
+    """Debian's kernel source ignores ``/*`` at its top: nothing to index, and the note names a
+    source file excluded and says how to find the pattern, not "check the path"."""
+    from resources.schemas.tools import IndexInput
+
+    write_files(project, {".gitignore": "/*\n!/debian/\n", "src/app.py": "def main():\n    return 1\n"})
+    report = service_factory(project).index(IndexInput(embed=False))
+    assert report["files_seen"] == 0
+    (note,) = [n for n in report["notes"] if n.startswith("no source file")]
+    assert "excluded by a .gitignore" in note and "src/app.py" in note and "git check-ignore -v src/app.py" in note, note
+
+
 def test_skip_records_hold_what_was_read_and_leave_nothing_stale(project: Path, service_factory, monkeypatch) -> None:
     """A file the parsers skip is recorded at the content that was read (issue 18's skip records):
     a run stopped after skipping an indexed file turned binary does not keep its old symbols; a file
