@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
 STDLIB = Path(f"/root/.pyenv/versions/3.12.1/lib/python{sys.version_info.major}.{sys.version_info.minor}")
@@ -84,31 +85,54 @@ def make_corpus(dest: Path, n_files: int) -> list[str]:
 # -- memory sampling -------------------------------------------------------------------------
 
 class PeakRSS:
-    """Samples the RSS of this process (or of process ``pid``) and its children every ``interval`` seconds."""
+    """Samples the RSS of this process (or of process ``pid``) and its children every ``interval``
+    seconds, with the processes ``extra_pids()`` names (a daemonized server the run started, which
+    is no longer its child). ``peak``: resident bytes; ``peak_anon``: of them, anonymous memory
+    (``RssAnon``, Linux; 0 elsewhere) — what cannot be dropped and read back from a file, as the
+    pages of qdrant's memory-mapped files can."""
 
-    def __init__(self, interval: float = 0.02, pid: int | None = None) -> None:
+    def __init__(
+        self, interval: float = 0.02, pid: int | None = None, extra_pids: Callable[[], Iterable[int]] | None = None,
+    ) -> None:
         import psutil
 
         self.proc = psutil.Process(pid)
         self.interval = interval
+        self.extra_pids = extra_pids
         self.peak = 0
+        self.peak_anon = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _processes(self) -> list[Any]:
+        import psutil
+
+        found = {self.proc.pid: self.proc}
+        for child in self.proc.children(recursive=True):
+            found[child.pid] = child
+        for pid in self.extra_pids() if self.extra_pids is not None else ():
+            try:
+                found.setdefault(pid, psutil.Process(pid))
+            except psutil.Error:
+                pass
+        return list(found.values())
 
     def _sample(self) -> None:
         import psutil
 
-        total = 0
+        total = anon = 0
         try:
-            total = self.proc.memory_info().rss
-            for child in self.proc.children(recursive=True):
-                try:
-                    total += child.memory_info().rss
-                except psutil.Error:
-                    pass
+            processes = self._processes()
         except psutil.Error:
             return
+        for proc in processes:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            anon += _rss_anon(proc.pid)
         self.peak = max(self.peak, total)
+        self.peak_anon = max(self.peak_anon, anon)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -123,6 +147,18 @@ class PeakRSS:
         self._sample()
         self._stop.set()
         self._thread.join()
+
+
+def _rss_anon(pid: int) -> int:
+    """Anonymous resident bytes of a process (``RssAnon`` of ``/proc/PID/status``; 0 where there is none)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _self_maxrss_mb() -> float:
