@@ -245,11 +245,12 @@ def phase_index(project: Path, state: Path, dense: bool) -> dict[str, Any]:
 
 
 def _embed_texts(state: Path) -> list[str]:
+    """The texts codemem still has to embed in this state (a symbol's text goes once its vector is stored)."""
     import sqlite3
 
     db = sqlite3.connect(state / "index.db")
     try:
-        return [row[0] for row in db.execute("SELECT embed_text FROM symbols ORDER BY path, id")]
+        return [row[0] for row in db.execute("SELECT embed_text FROM symbols WHERE embed_text != '' ORDER BY path, id")]
     finally:
         db.close()
 
