@@ -12,6 +12,7 @@ from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
 from pipelines.resolution_scope import affected_paths, record_writes, referenced_names
 from resources.faults import fault_point
+from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import REF_NAMES_COMPLETE
 
@@ -145,17 +146,15 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
             ]
         )
     created_at = _now()
-    removing = sorted(to_remove)
-    for start in range(0, len(removing), EDGE_WRITE_CHUNK):
+    for chunk in chunked(sorted(to_remove), EDGE_WRITE_CHUNK):
         ctx.graph.remove_edges(
-            [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in removing[start:start + EDGE_WRITE_CHUNK]]  # type: ignore[arg-type]
+            [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in chunk]  # type: ignore[arg-type]
         )
-    adding = sorted(to_add)
-    for start in range(0, len(adding), EDGE_WRITE_CHUNK):
+    for chunk in chunked(sorted(to_add), EDGE_WRITE_CHUNK):
         ctx.graph.add_edges(
             [
                 GraphEdge(source_id=s, target_id=d, type=t, properties={**resolution.edges[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
-                for s, t, d in adding[start:start + EDGE_WRITE_CHUNK]
+                for s, t, d in chunk
             ]
         )
     # Module nodes stand for external imports, shared by every file that makes them: the graph

@@ -319,6 +319,14 @@ def test_the_dagster_run_ends_equal_to_a_clean_index(tmp_path: Path) -> None:
     assert_equal_indexes(got, clean_index(root, tmp_path))
 
 
+def run_codemem(args: list[str], fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``codemem ARGS`` as a child, to its end (exit 0) or, with ``fault``, to its SIGKILL there."""
+    done = subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=child_env(fault), cwd=REPO_ROOT, timeout=300)
+    expected = -9 if fault else 0
+    assert done.returncode == expected, (done.returncode, done.stderr[-2000:])
+    return done
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "plain"),
@@ -337,17 +345,14 @@ def test_sigkilled_cli_runs_converge(fault: str, plain: bool, tmp_path: Path) ->
                  for i, (path, imp, name) in enumerate(zip(FILES, IMPORTS[1:], FUNCTIONS * 2, strict=False))])
     args = ["index", str(root), "--json", *(["--plain"] if plain else [])]
     try:
-        done = subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_codemem(args)
         # the killed run writes points of a function the manifest never records (delta), in a file
         # deleted before the next run
         apply(root, [("delete", FILES[0], None), ("write", FILES[1], spec(("import json",), delta=[]))])
-        killed = subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=child_env(fault), cwd=REPO_ROOT, timeout=300)
-        assert killed.returncode == -9, (killed.returncode, killed.stderr[-2000:])
+        run_codemem(args, fault)
         stop_graph_servers(root)  # the daemonized graph server outlives its owner; a restart finds the AOF
         apply(root, [("delete", FILES[1], None), ("write", FILES[2], spec(("import html",)))])
-        done = subprocess.run([*CODEMEM, *args], capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_codemem(args)
         with opened(root) as svc:
             got = code_index(svc)
         assert_equal_indexes(got, clean_index(root, tmp_path))
@@ -366,23 +371,20 @@ def test_points_the_manifest_records_survive_a_kill(fault: str, args: list[str],
     """The code collection keeps no write-ahead log (``CODE_WRITE_AHEAD_LOG``): ``codemem index``
     SIGKILLed once the manifest has recorded an edited file's points and a deleted file's absence
     (or a batch of dense vectors), the tree left as it is, then one complete run: the stores equal
-    a clean index. Without the flush
-    before each manifest commit the points were lost while the manifest said they were there, and
-    the next run, finding the files unchanged, never wrote them again."""
+    a clean index. Without the flush before each manifest commit the points were lost while the
+    manifest said they were there, and the next run, finding the files unchanged, never wrote them
+    again."""
     root = tmp_path / "repo"
     apply(root, [("write", path, spec((imp,), **{name: ["alpha"]}))
                  for path, imp, name in zip(FILES, IMPORTS, FUNCTIONS * 2, strict=False)])
-    command = [*CODEMEM, "index", str(root), "--json", *args]
+    command = ["index", str(root), "--json", *args]
     try:
         if fault.startswith("index:"):  # a first complete run; the killed one then writes an edit, kept afterwards
-            done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
-            assert done.returncode == 0, done.stderr[-2000:]
+            run_codemem(command)
             apply(root, [("write", FILES[1], spec(("import json",), beta=["alpha"], epsilon=[])), ("delete", FILES[3], None)])
-        killed = subprocess.run(command, capture_output=True, text=True, env=child_env(fault), cwd=REPO_ROOT, timeout=300)
-        assert killed.returncode == -9, (killed.returncode, killed.stderr[-2000:])
+        run_codemem(command, fault)
         stop_graph_servers(root)
-        done = subprocess.run(command, capture_output=True, text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_codemem(command)
         with opened(root) as svc:
             got = code_index(svc)
         assert_equal_indexes(got, clean_index(root, tmp_path))
