@@ -279,7 +279,7 @@ class CodeMemService:
         try:
             with self.manifest.alone(INDEX_RUN, stop=self._stop):  # (server mode: no other replica refreshes or syncs meanwhile)
                 if not through_dagster and record is None:
-                    self._refresh_design(report)
+                    self._refresh_design(report, embed=embed)
                 self._sync_notes(report)
         except ManifestError as exc:  # the index is written: say what was not done after it
             report.notes.append(f"design layer and git notes not refreshed after this run: {exc} (the code index is up to date)")
@@ -334,10 +334,11 @@ class CodeMemService:
         return [f"repair: removed {fixed['stray_points']} stray points, {fixed['stray_nodes']} stray graph nodes, "
                 f"{fixed['dangling_edges']} dangling edges; every file re-indexed"]
 
-    def _refresh_design(self, report: IndexReport) -> None:
-        """After an index run: documents, requirement links, patterns, components and anchors."""
+    def _refresh_design(self, report: IndexReport, *, embed: bool) -> None:
+        """After an index run: documents, requirement links, patterns, components and anchors
+        (the doc chunks' dense vectors with ``embed``, else in the background)."""
         try:
-            design = self.design.refresh()
+            design = self.design.refresh(embed=embed)
         except Exception as exc:  # noqa: BLE001 - the code index stands; the design layer says what failed
             log.exception("design step failed", operation="design")
             report.notes.append(f"design layer not refreshed: {type(exc).__name__}: {exc} (the code index is up to date)")

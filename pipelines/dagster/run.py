@@ -15,6 +15,7 @@ comes from the manifest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -28,7 +29,8 @@ from pipelines.dagster.project import ProjectStores
 from pipelines.dagster.recorder import earlier_background_note
 from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
 from pipelines.design.derive import DesignReport, derive_when_changed, design_unchanged, ingest_documents
-from pipelines.design.memories import DesignSources
+from pipelines.design.ingest import pending_document_chunks
+from pipelines.design.memories import DesignSources, DesignStores
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress, remember_report, total_report
 from pipelines.index_stores import extraction_outdated
@@ -116,18 +118,21 @@ def index_messages(project: ProjectStores, send: Send, *, embed: bool, force: bo
     }
     send({"kind": "asset", "asset": "normalized_graph",
           "metadata": summary_metadata(numbers, report.notes, report.seconds + time.perf_counter() - started)})
-    _design(project, report, send)
+    _design(project, report, send, embed=embed)
     return report
 
 
-def _design(project: ProjectStores, report: IndexReport, send: Send) -> None:
-    """The design assets: documents, then links, patterns, components and anchors."""
+def _design(project: ProjectStores, report: IndexReport, send: Send, *, embed: bool) -> None:
+    """The design assets: documents (their chunks' dense vectors with ``embed``), then links,
+    patterns, components and anchors."""
     stores = project.design_stores()
     if stores is None:
         return
     design = DesignReport()
     try:
-        for asset, step in (("design_documents", ingest_documents), ("design_links", derive_when_changed)):
+        steps: tuple[tuple[str, Callable[[DesignStores], DesignReport]], ...] = (
+            ("design_documents", functools.partial(ingest_documents, embed=embed)), ("design_links", derive_when_changed))
+        for asset, step in steps:
             started = time.perf_counter()
             done = step(stores)
             send({"kind": "asset", "asset": asset, "metadata": summary_metadata(done.as_dict(), done.notes, time.perf_counter() - started)})
@@ -160,19 +165,22 @@ class LocalIndexSource:
         yield {"kind": "end", "error": None}
 
 
-def _nothing_to_do(project: ProjectStores, force: bool) -> IndexReport | None:
+def _nothing_to_do(project: ProjectStores, force: bool, embed: bool) -> IndexReport | None:
     """The report of a run with nothing to index and the design inputs unchanged (None when
     there is work): answered from the manifest, without Dagster."""
     ctx = project.index_context()
     assert ctx is not None
-    return unchanged_report(ctx.settings, ctx.manifest, project.design_stores(), force=force)
+    return unchanged_report(ctx.settings, ctx.manifest, project.design_stores(), force=force, embed=embed)
 
 
-def unchanged_report(settings: Settings, manifest: Manifest, design: DesignSources, *, force: bool) -> IndexReport | None:
+def unchanged_report(settings: Settings, manifest: Manifest, design: DesignSources, *, force: bool, embed: bool) -> IndexReport | None:
     """The report of an index with nothing to do (None when there is work): no file to parse
     again or delete, no edge left to resolve, extraction rules unchanged, the design step's inputs
-    and documents unchanged. Reads the manifest, the ledgers and the files (each file's stats, then
-    only a tree whose stats all match is hashed: an edit is told from its stats at once)."""
+    and documents unchanged, no doc chunk's dense vector left to compute (with ``embed``). Reads
+    the manifest, the ledgers and the files (each file's stats, then only a tree whose stats all
+    match is hashed: an edit is told from its stats at once)."""
+    if embed and settings.dense_embeddings and pending_document_chunks(design.ledger):
+        return None
     if force or any(plan.pending for plan in plan_buckets(settings, manifest, trust_mtime=True).values()):
         return None
     plans = plan_buckets(settings, manifest)
@@ -230,7 +238,7 @@ def answer_from_manifest(settings: Settings, *, embed: bool) -> IndexReport | No
             opened.callback(local.close)
         if any(store.outbox_stats()["pending"] for store in (ledger, local) if store is not None):
             return None
-        report = unchanged_report(settings, manifest, _LedgersAndManifest(settings, ledger, local, manifest), force=False)
+        report = unchanged_report(settings, manifest, _LedgersAndManifest(settings, ledger, local, manifest), force=False, embed=embed)
         if report is None:
             return None
         report.notes += _earlier_notes(dagster_home(state))
@@ -301,7 +309,7 @@ def materialize_index(
         recorder = take_prestarted() or Recorder.start()
         earlier = _earlier_notes(home)
     progress("discover", 0, 1)
-    idle = _nothing_to_do(project, force)
+    idle = _nothing_to_do(project, force, embed)
     if idle is not None:
         if recorder is not None:
             recorder.discard()

@@ -143,7 +143,7 @@ def design_unchanged(stores: DesignSources) -> DesignReport | None:
     """The design step's report when it would do nothing (no document added, changed or removed,
     and the derivation's inputs are the ones of the last derivation), else None. Reads what
     ``ingest_documents`` and ``derive_when_changed`` compare, writes nothing."""
-    from pipelines.design.ingest import DOC_STATE_KEY, discover_documents
+    from pipelines.design.ingest import DOC_STATE_KEY, discover_documents, pending_document_chunks
     from pipelines.design.memories import _hash
 
     inputs = derivation_inputs(stores)
@@ -156,12 +156,13 @@ def design_unchanged(stores: DesignSources) -> DesignReport | None:
     for rel, path in documents:
         if _hash(path.read_text(encoding="utf-8", errors="replace")) != state[rel]:
             return None
-    return DesignReport(documents_seen=len(documents), derivation_skipped=True)
+    return DesignReport(documents_seen=len(documents), derivation_skipped=True, chunks_dense_pending=pending_document_chunks(stores.ledger))
 
 
-def run_design_step(stores: DesignStores, *, force: bool = False) -> DesignReport:
-    """Documents, then links, then anchors: the whole design layer brought up to date."""
-    report = ingest_documents(stores, force=force)
+def run_design_step(stores: DesignStores, *, force: bool = False, embed: bool = True) -> DesignReport:
+    """Documents, then links, then anchors: the whole design layer brought up to date (the doc
+    chunks' dense vectors with ``embed``, else left pending: ``ingest.embed_pending_documents``)."""
+    report = ingest_documents(stores, force=force, embed=embed)
     report.merge(derive_when_changed(stores, force=force))
     log.info("design layer refreshed", **{k: v for k, v in report.as_dict().items() if k != "notes"})
     return report

@@ -1,13 +1,23 @@
 """The project's documents (``settings.doc_globs``) as requirements and design memories (ADRs,
 design sections) in the ledger and as searchable doc chunks in the ``docs`` collection, incremental
-by document hash; a removed document's memories are soft-deleted."""
+by document hash; a removed document's memories are soft-deleted.
+
+A run without dense vectors (``codemem index --no-embed``, the server's own runs) writes the chunks
+with their sparse vectors only and records their documents as pending (``DOC_DENSE_PENDING_KEY``):
+``embed_pending_documents`` computes their dense vectors later (the server's background embedding,
+the next run that embeds), as ``pipelines.index_stores.embed_pending`` does for symbols.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
@@ -23,7 +33,8 @@ from pipelines.design.memories import (
 )
 from pipelines.discovery import _default_skip_reason, _git_candidates, _walk_candidates, resolve_project_root
 from pipelines.records import path_prefixes
-from resources.memory.ledger import Relationship
+from resources.faults import fault_point
+from resources.memory.ledger import Ledger, Relationship
 from resources.schemas.memory import MemoryValidationError
 from resources.settings import Settings
 from resources.vectors import sparse
@@ -35,6 +46,9 @@ DOCS_INDEXES = ("file_path",)
 DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 MAX_DOC_BYTES = 2_000_000
 DOC_STATE_KEY = "design_documents"
+DOC_DENSE_PENDING_KEY = "design_documents_dense_pending"
+"""Ledger meta: ``{path: [document hash, chunks]}`` for the documents whose chunks were written
+without dense vectors."""
 _ID_NAMESPACE = uuid.UUID("0f4e5d8a-7c1b-4e22-9d3a-5c6b7a8e9f10")
 
 
@@ -63,15 +77,24 @@ def discover_documents(settings: Settings) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def _chunk_points(stores: DesignStores, doc: ParsedDocument, doc_hash: str, indexed_at: str) -> list[VectorPoint]:
+def _chunk_texts(doc: ParsedDocument) -> list[str]:
+    """What a document's chunks embed (dense and sparse)."""
+    return [f"{c.title}\n{c.text}" for c in doc.chunks]
+
+
+def _chunk_id(key: str) -> str:
+    return str(uuid.uuid5(_ID_NAMESPACE, key))
+
+
+def _chunk_points(stores: DesignStores, doc: ParsedDocument, doc_hash: str, indexed_at: str, *, embed: bool) -> list[VectorPoint]:
     if not doc.chunks:
         return []
-    texts = [f"{c.title}\n{c.text}" for c in doc.chunks]
-    dense = stores.embedder.embed_documents(texts) if stores.settings.dense_embeddings else None
+    texts = _chunk_texts(doc)
+    dense = stores.embedder.embed_documents(texts) if embed else None
     points = []
     for index, (chunk, text) in enumerate(zip(doc.chunks, texts, strict=True)):
         payload = {
-            "id": str(uuid.uuid5(_ID_NAMESPACE, chunk.key)), "kind": "doc_chunk", "name": chunk.title,
+            "id": _chunk_id(chunk.key), "kind": "doc_chunk", "name": chunk.title,
             "qualified_name": f"{doc.path}#{chunk.title}", "local_name": chunk.title, "container": doc.title,
             "file_path": doc.path, "path_prefixes": path_prefixes(doc.path), "language": "markdown",
             "start_line": chunk.start_line, "end_line": chunk.end_line, "signature": chunk.title, "docstring": None,
@@ -96,12 +119,24 @@ def _delete_chunks(stores: DesignStores, paths: Sequence[str]) -> None:
         stores.vectors.delete(DOCS_COLLECTION, [h.id for h in hits])
 
 
-def ingest_documents(stores: DesignStores, *, force: bool = False) -> DesignReport:
+def _pending(ledger: Ledger) -> dict[str, list[Any]]:
+    return json.loads(ledger.meta(DOC_DENSE_PENDING_KEY) or "{}")
+
+
+def pending_document_chunks(ledger: Ledger) -> int:
+    """Doc chunks of the project (``ledger``) written without their dense vector: searchable by
+    words until ``embed_pending_documents`` computes it."""
+    return sum(chunks for _, chunks in _pending(ledger).values())
+
+
+def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool = True) -> DesignReport:
     """Bring requirements, designs and doc chunks in line with the documents on disk.
 
     Args:
         stores: The ledger, its projector and the vector store.
         force: Re-parse every document, changed or not.
+        embed: Compute the chunks' dense vectors now, and those earlier runs left pending; without
+            it the written chunks are searchable by words and pending (``embed_pending_documents``).
 
     Returns:
         Counts of what changed; a duplicated requirement id is reported in ``notes``.
@@ -199,9 +234,67 @@ def ingest_documents(stores: DesignStores, *, force: bool = False) -> DesignRepo
     if parsed or removed:  # loading the collection costs ~80 ms: only when it changes
         stores.vectors.ensure_collection(DOCS_COLLECTION, stores.embedder.dimension, DOCS_INDEXES)
     _delete_chunks(stores, [d.path for d in parsed] + removed)
-    points = [p for doc in parsed for p in _chunk_points(stores, doc, current[doc.path], indexed_at)]
+    dense = embed and settings.dense_embeddings
+    points = [p for doc in parsed for p in _chunk_points(stores, doc, current[doc.path], indexed_at, embed=dense)]
     for start in range(0, len(points), 256):
         stores.vectors.upsert(DOCS_COLLECTION, points[start:start + 256])
     report.chunks_written = len(points)
+    pending = {path: entry for path, entry in _pending(stores.ledger).items() if path in current and path not in changed_paths}
+    if not dense:
+        pending |= {doc.path: [current[doc.path], len(doc.chunks)] for doc in parsed if doc.chunks}
+    if pending != _pending(stores.ledger):  # before the state: a crash between them re-ingests, and nothing is left unembedded
+        stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
     stores.ledger.set_meta(DOC_STATE_KEY, json.dumps(current, sort_keys=True))
+    report.chunks_dense_pending = embed_pending_documents(stores) if dense and pending else pending_document_chunks(stores.ledger)
     return report
+
+
+def embed_pending_documents(
+    stores: DesignStores,
+    *,
+    stop: threading.Event | None = None,
+    guard: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Compute the dense vectors of the doc chunks written without them, a document at a time;
+    resumable and interruptible.
+
+    A document changed on disk since it was ingested is left to the next ingest (which writes its
+    chunks again). ``guard`` returns what a document's write holds: the lock the runs that ingest
+    documents hold, when they may run meanwhile (the server's index lock).
+
+    Returns:
+        The chunks still pending when it stops.
+    """
+    if not stores.settings.dense_embeddings:
+        return pending_document_chunks(stores.ledger)
+    ids = RequirementIds(stores.settings.requirement_id_patterns)
+    root = resolve_project_root(stores.settings.resolved_root())
+    total = pending_document_chunks(stores.ledger)
+    done = 0
+    for path, (doc_hash, _) in sorted(_pending(stores.ledger).items()):
+        if stop is not None and stop.is_set():
+            break
+        try:
+            text = (root / path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # gone: the next ingest removes its chunks
+        if _hash(text) != doc_hash:
+            continue
+        doc = parse_document(path, text, ids)
+        vectors = stores.embedder.embed_documents(_chunk_texts(doc)) if doc.chunks else []
+        with guard():
+            pending = _pending(stores.ledger)
+            if pending.get(path, [None])[0] != doc_hash:
+                continue  # ingested again meanwhile
+            wanted = {_chunk_id(c.key): list(map(float, v)) for c, v in zip(doc.chunks, vectors, strict=True)}
+            live = {hit.id for hit in stores.vectors.retrieve(DOCS_COLLECTION, list(wanted))}
+            stores.vectors.set_dense(DOCS_COLLECTION, {i: v for i, v in wanted.items() if i in live})
+            stores.vectors.flush(DOCS_COLLECTION)
+            fault_point("design:docs_dense_written")
+            del pending[path]
+            stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
+        done += len(doc.chunks)
+        if progress is not None:
+            progress(done, total)
+    return pending_document_chunks(stores.ledger)

@@ -58,6 +58,8 @@ class DesignReport:
     requirements: int = 0
     designs: int = 0
     chunks_written: int = 0
+    chunks_dense_pending: int = 0
+    """Doc chunks searchable by words only: their dense vectors are left to the background."""
     memories_written: int = 0
     memories_deleted: int = 0
     requirement_links: int = 0

@@ -82,6 +82,8 @@ def print_summary(report: dict[str, Any]) -> None:
     table.add_row("cross-file edges (+added / -removed / total)", f"+{report['edges_added']} / -{report['edges_removed']} / {report['edges_total']}")
     table.add_row("dense vectors", f"{report['dense_done']} / {report['dense_total']}")
     design = report.get("design")
+    if design and design.get("chunks_dense_pending"):
+        table.add_row("doc chunks searched by words only", f"{design['chunks_dense_pending']} (dense vectors: the server computes them, or `codemem index`)")
     if design:
         table.add_row(
             "design layer",

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from pipelines.design.ingest import embed_pending_documents
 from pipelines.discovery import DiscoveryError, confine_path
 from pipelines.indexer import embed_pending
 from query_server.code.lookups import CodeLookups
@@ -72,6 +73,10 @@ class IndexJobs(CodeLookups):
         def run() -> None:
             try:
                 embed_pending(self.ctx, progress=lambda *_: self.foreground.pause_for_foreground(), stop=self._stop)
+                embed_pending_documents(
+                    self.service.design.stores(), stop=self._stop, guard=lambda: self.service._index_lock,  # noqa: SLF001 - the lock document ingests hold
+                    progress=lambda *_: self.foreground.pause_for_foreground(),
+                )
             except Exception:  # noqa: BLE001 - background work logs and stops
                 log.exception("background embedding failed", operation="embed_pending")
 

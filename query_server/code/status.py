@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipelines.design.ingest import pending_document_chunks
 from pipelines.index_context import LAST_INDEX_KEY
 from pipelines.indexer import CODE_COLLECTION
 from query_server.code.lookups import CodeLookups
@@ -85,6 +86,7 @@ class StatusReports(CodeLookups):
             resolved_edges=counts["resolved_edges"],
             dense_vectors=done,
             dense_coverage=round(coverage, 4),
+            doc_chunks_dense_pending=pending_document_chunks(self.service.memory.ledger),
             search_mode=mode,
             embedder=self.embedder_status.message,
             vector_store="qdrant server" if self.settings.server_mode_vectors else "qdrant-edge (embedded)",

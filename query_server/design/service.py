@@ -64,9 +64,10 @@ class DesignService(DesignLookups):
             manifest=self.service.manifest,
         )
 
-    def refresh(self, *, force: bool = False) -> DesignReport:
-        """Run the pipeline's design step (documents, links, anchors) on this process's stores."""
-        return run_design_step(self.stores(), force=force)
+    def refresh(self, *, force: bool = False, embed: bool = True) -> DesignReport:
+        """Run the pipeline's design step (documents, links, anchors) on this process's stores;
+        without ``embed`` the doc chunks' dense vectors are left to the background embedding."""
+        return run_design_step(self.stores(), force=force, embed=embed)
 
     # -- the tools ---------------------------------------------------------------------------------
     def check_consistency(self, request: CheckConsistencyInput) -> CheckConsistencyResult:

@@ -110,6 +110,7 @@ class IndexStatusResult(Schema):
     resolved_edges: int
     dense_vectors: int
     dense_coverage: float
+    doc_chunks_dense_pending: int = Field(default=0, description="Doc chunks still searched by words only: their dense vectors are computed in the background.")
     search_mode: str
     embedder: str
     vector_store: str
