@@ -4,6 +4,7 @@ in the manifest first so that an interrupted write is finished or redone by the 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from pipelines.index_context import CODE_COLLECTION, IndexContext
@@ -124,20 +125,24 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     current = ctx.manifest.resolved_edges()
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
     only = None if unsettled else affected_paths(ctx.manifest, touched_ids, symbols, current)
-    refs = ctx.manifest.all_refs(calls_of=only)  # every file's imports and bases; the calls resolved
+    refs = ctx.manifest.all_refs(calls_of=())  # every file's imports and bases; the calls a file at a time
     if only is None and ctx.manifest.get_meta(REF_NAMES_COMPLETE) != "1":
-        ctx.manifest.fill_ref_names({path: referenced_names(file_refs) for path, (_, file_refs) in refs.items()})
-    resolution = resolve(symbols, refs, only)
+        ctx.manifest.fill_ref_names(
+            {path: referenced_names({**refs[path][1], "calls": calls}) for path, calls in ctx.manifest.calls_by_file()})
+    resolution = resolve(symbols, refs, only, calls=ctx.manifest.calls_by_file)
+    del refs
+    wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
-    still_in_graph = current - destroyed - unsettled
-    wanted = set(resolution.edges)
-    to_add = wanted - still_in_graph
+    still_in_graph = current  # (the set itself, less what is gone: a copy is ~0.2 GB on the Linux kernel)
+    still_in_graph -= destroyed
+    still_in_graph -= unsettled
+    to_add = sorted(e for e in wanted if e not in still_in_graph)
     if only is None:
-        to_remove = (still_in_graph | unsettled) - wanted
+        to_remove = sorted(e for e in itertools.chain(still_in_graph, unsettled) if e not in wanted)
     else:  # the edges of files out of scope stay as they are
         in_scope = {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
-        to_remove = {e for e in still_in_graph if e[0] in in_scope} - wanted
-    ctx.manifest.begin_edge_changes(to_add | to_remove)
+        to_remove = sorted(e for e in still_in_graph if e[0] in in_scope and e not in wanted)
+    ctx.manifest.begin_edge_changes(itertools.chain(to_add, to_remove))
     if resolution.external_modules:
         ctx.graph.merge_nodes(
             [
@@ -146,26 +151,28 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
             ]
         )
     created_at = _now()
-    for chunk in chunked(sorted(to_remove), EDGE_WRITE_CHUNK):
+    for chunk in chunked(to_remove, EDGE_WRITE_CHUNK):
         ctx.graph.remove_edges(
             [GraphEdge(source_id=s, target_id=d, type=t, properties={}) for s, t, d in chunk]  # type: ignore[arg-type]
         )
-    for chunk in chunked(sorted(to_add), EDGE_WRITE_CHUNK):
+    for chunk in chunked(to_add, EDGE_WRITE_CHUNK):
         ctx.graph.add_edges(
             [
-                GraphEdge(source_id=s, target_id=d, type=t, properties={**resolution.edges[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
+                GraphEdge(source_id=s, target_id=d, type=t, properties={**wanted[(s, t, d)], "created_at": created_at})  # type: ignore[arg-type]
                 for s, t, d in chunk
             ]
         )
     # Module nodes stand for external imports, shared by every file that makes them: the graph
     # holds exactly those some file still imports (a deleted file, or one that stopped importing a
     # module, leaves no orphan, as a clean index of the same tree would have none).
-    imported = {d for s, t, d in (still_in_graph - to_remove) | to_add if t == "IMPORTS"}
+    removed = set(to_remove)
+    imported = {d for s, t, d in still_in_graph if t == "IMPORTS" and (s, t, d) not in removed}
+    imported |= {d for _, t, d in to_add if t == "IMPORTS"}
     unreferenced = ctx.graph.node_ids("Module") - imported - resolution.external_modules.keys()
     ctx.graph.delete_nodes("Module", sorted(unreferenced))
     fault_point("index:resolving")
     ctx.manifest.replace_resolved_edges(
-        [(s, t, d, resolution.edges[(s, t, d)]) for s, t, d in to_add], list(destroyed | to_remove), touched_ids
+        ((s, t, d, wanted[(s, t, d)]) for s, t, d in to_add), [*destroyed, *to_remove], touched_ids
     )
     return len(to_add), len(to_remove)
 

@@ -455,10 +455,27 @@ class Manifest:
         ``calls_of``, the calls of those files only (what a resolution scoped to them reads: the
         calls of every file are ~90% of the references)."""
         wanted = None if calls_of is None else set(calls_of)
+        if wanted is not None and not wanted:  # the structure only: no file's calls read at all
+            with self.store.reading() as conn:
+                return {path: (language, _refs(refs, None)) for path, language, refs in conn.execute("SELECT path, language, refs FROM files")}
         with self.store.reading() as conn:
-            rows = conn.execute("SELECT path, language, refs, calls FROM files").fetchall()
-        return {path: (language, _refs(refs, calls if wanted is None or path in wanted else None))
-                for path, language, refs, calls in rows}
+            return {path: (language, _refs(refs, calls if wanted is None or path in wanted else None))
+                    for path, language, refs, calls in conn.execute("SELECT path, language, refs, calls FROM files")}
+
+    def calls_by_file(self, paths: Iterable[str] | None = None, chunk: int = 500) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Each file's calls (of ``paths``, or of every file), read ``chunk`` files at a time: a
+        whole-repository resolution holds one chunk's calls at once, not every file's (on the
+        Linux kernel ~2 GB decoded)."""
+        if paths is None:
+            with self.store.reading() as conn:
+                paths = [row[0] for row in conn.execute("SELECT path FROM files ORDER BY path")]
+        wanted = sorted(set(paths))
+        for start in range(0, len(wanted), chunk):
+            part = wanted[start:start + chunk]
+            with self.store.reading() as conn:
+                rows = conn.execute(f"SELECT path, refs, calls FROM files WHERE path IN ({', '.join('?' * len(part))}) ORDER BY path", part).fetchall()
+            for path, refs, calls in rows:
+                yield path, json.loads(unpack(calls)) if calls is not None else json.loads(unpack(refs)).get("calls", [])
 
     def pending_dense(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` (id, embed_text) pairs that have no dense vector yet."""
@@ -538,22 +555,23 @@ class Manifest:
 
     def replace_resolved_edges(
         self,
-        added: Sequence[tuple[str, str, str, dict[str, Any]]],
+        added: Iterable[tuple[str, str, str, dict[str, Any]]],
         removed: Sequence[tuple[str, str, str]],
         resolved_ids: Iterable[str] = (),
     ) -> None:
         """Apply a diff to the resolved edge set (and forget the dirty ids it resolved, the edges
-        recorded as unsettled and the changed names: the graph now holds the set)."""
+        recorded as unsettled and the changed names: the graph now holds the set). ``added`` is
+        written as it comes (in key order it writes each page once: give it sorted)."""
         with self.transaction() as conn:
             self.clear_dirty(conn, resolved_ids)
             conn.execute("DELETE FROM unsettled_edges")
             conn.execute("DELETE FROM changed_names")
             conn.execute("DELETE FROM meta WHERE key = ?", (RESOLVE_EVERYTHING,))
             conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", sorted(removed))
-            conn.executemany(  # in key order, as in begin_edge_changes
+            conn.executemany(
                 "INSERT INTO resolved_edges VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (source, type, target) DO UPDATE SET properties = excluded.properties",
-                sorted((s, t, d, json.dumps(p)) for s, t, d, p in added),
+                ((s, t, d, json.dumps(p)) for s, t, d, p in added),
             )
 
     def forget_content_hashes(self) -> int:

@@ -47,9 +47,9 @@ def scopes(monkeypatch: pytest.MonkeyPatch) -> list[set[str] | None]:
     """The ``only`` of every resolution the indexer runs."""
     seen: list[set[str] | None] = []
 
-    def recording(symbols, refs, only=None):  # noqa: ANN001, ANN202
+    def recording(symbols, refs, only=None, calls=None):  # noqa: ANN001, ANN202
         seen.append(None if only is None else set(only))
-        return resolve(symbols, refs, only)
+        return resolve(symbols, refs, only, calls)
 
     monkeypatch.setattr(index_writes, "resolve", recording)
     return seen
@@ -168,3 +168,20 @@ def _id(svc, qualified: str, path: str | None = None) -> str:  # noqa: ANN001
     found = [s for s in svc.ctx.manifest.all_symbols() if s.qualified_name == qualified and (path is None or s.path == path)]
     assert len(found) == 1, (qualified, found)
     return found[0].id
+
+
+@pytest.mark.parametrize("files", [PYTHON, C], ids=["python", "c"])
+def test_calls_read_a_few_files_at_a_time_resolve_as_calls_read_at_once(indexed, files) -> None:  # noqa: ANN001
+    """What the indexer runs (the structure of every file, the calls streamed from the manifest a
+    chunk of files at a time) gives the edges, with their properties, of a resolution over every
+    file's references read at once, and of one scoped to a few files."""
+    manifest = indexed(files).svc.ctx.manifest
+    symbols = manifest.all_symbols()
+    streamed = resolve(symbols, manifest.all_refs(calls_of=()), None, calls=lambda paths: manifest.calls_by_file(paths, chunk=2))
+    at_once = resolve(symbols, manifest.all_refs(), None)
+    assert streamed.edges == at_once.edges and streamed.external_modules == at_once.external_modules
+    assert any(t == "CALLS" for _, t, _ in streamed.edges) and manifest.resolved_edges() == set(streamed.edges)
+    some = set(sorted(manifest.files())[:2])
+    assert resolve(symbols, manifest.all_refs(calls_of=()), some, calls=manifest.calls_by_file).edges == resolve(
+        symbols, manifest.all_refs(calls_of=some), some).edges
+    assert [path for path, _ in manifest.calls_by_file(chunk=2)] == sorted(manifest.files())
