@@ -250,9 +250,20 @@ def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(p
 
 
 def test_many_changed_files_are_prepared_in_worker_processes(project: Path, service_factory, monkeypatch) -> None:
+    """... by pools of workers that hand over every FILES_PER_POOL files (py-tree-sitter keeps what
+    a worker parsed), the results still complete and in order."""
     from pipelines import index_prepare, indexer
 
     monkeypatch.setattr(indexer, "OPTIMIZE_MIN_REWRITES", 100)
+    monkeypatch.setattr(index_prepare, "FILES_PER_POOL", 60)
+    pools: list[object] = []
+
+    class CountedPool(index_prepare.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
+    monkeypatch.setattr(index_prepare, "ProcessPoolExecutor", CountedPool)
     count = index_prepare.PARALLEL_THRESHOLD + 20
     files = {f"pkg{i % 7}/m{i}.py": f"def work_{i}(x):\n    return helper_{(i + 1) % count}(x)\n\n\ndef helper_{i}(x):\n    return x\n" for i in range(count)}
     files["pkg0/binary.py"] = b"\x00\x01" * 50
@@ -261,6 +272,7 @@ def test_many_changed_files_are_prepared_in_worker_processes(project: Path, serv
     report = svc.index(IndexInput(embed=False))
     assert report["failed"] == [] and report["files_indexed"] == count
     assert [s["path"] for s in report["skipped"]] == ["pkg0/binary.py"]
+    assert len(pools) == -(-(count + 1) // 60)  # 221 files: 4 pools
     assert len(assert_consistent(svc)) == 2 * count
     calls = svc.graph_query(GraphQueryInput(cypher="MATCH (:Function)-[r:CALLS]->(:Function) RETURN count(r) AS n")).results
     assert calls == [{"n": count}]
