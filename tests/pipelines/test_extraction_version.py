@@ -47,8 +47,8 @@ def test_codemem_index_does_not_answer_nothing_changed_for_an_outdated_index(tmp
     service = _service(tmp_path)
     try:
         service.index(IndexInput(embed=False))
-        assert _nothing_to_do(service.owned_stores(), force=False) is not None
+        assert _nothing_to_do(service.owned_stores(), force=False, embed=True) is not None
         service.ctx.manifest.set_meta(EXTRACTION_KEY, "1")
-        assert _nothing_to_do(service.owned_stores(), force=False) is None
+        assert _nothing_to_do(service.owned_stores(), force=False, embed=True) is None
     finally:
         service.close()
