@@ -11,7 +11,7 @@ from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
-from pipelines.resolution_scope import affected_paths, record_writes, referenced_names
+from pipelines.resolution_scope import affected_paths, kept_edges, record_writes, referenced_names
 from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
@@ -124,7 +124,7 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     symbols = ctx.manifest.all_symbols()
     current = ctx.manifest.resolved_edges()
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
-    only = None if unsettled else affected_paths(ctx.manifest, touched_ids, symbols, current)
+    only = None if unsettled else affected_paths(ctx.manifest, touched_ids)
     refs = ctx.manifest.all_refs(calls_of=())  # every file's imports and bases; the calls a file at a time
     if only is None and ctx.manifest.get_meta(REF_NAMES_COMPLETE) != "1":
         ctx.manifest.fill_ref_names(
@@ -133,13 +133,16 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     del refs
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
+    if only is not None:  # the edges into rewritten files from files out of scope: back as they were
+        kept = kept_edges(destroyed, only, symbols, ctx.manifest.files())
+        wanted.update(ctx.manifest.resolved_edge_properties(kept))
     still_in_graph = current  # (the set itself, less what is gone: a copy is ~0.2 GB on the Linux kernel)
     still_in_graph -= destroyed
     still_in_graph -= unsettled
     to_add = sorted(e for e in wanted if e not in still_in_graph)
     if only is None:
         to_remove = sorted(e for e in itertools.chain(still_in_graph, unsettled) if e not in wanted)
-    else:  # the edges of files out of scope stay as they are
+    else:  # the edges of files out of scope stay as they are (or are put back: kept_edges)
         in_scope = {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
         to_remove = sorted(e for e in still_in_graph if e[0] in in_scope and e not in wanted)
     ctx.manifest.begin_edge_changes(itertools.chain(to_add, to_remove))

@@ -6,8 +6,9 @@ includes, or the only one in the repository. So a file's edges can change only w
 references mention is defined, removed or redefined somewhere, or when what every lookup rests on
 changes. Each write records, with the files (``Manifest.set_ref_names``), the identifiers their
 references mention, and the names whose definitions it changed (``Manifest.note_changed_names``);
-the next resolution re-resolves the changed files, every file that mentions one of those names
-and every file with an edge into a replaced symbol, and keeps every other file's edges as they are.
+the next resolution re-resolves the changed files and every file that mentions one of those names,
+and keeps every other file's edges as they are — an edge into a rewritten file's symbol included
+(``kept_edges``): its target is the same definition, and nothing its source looks up changed.
 
 The whole repository is resolved again when the set of files changes (imports and includes
 resolve to paths), when a type's bases or fields change (inherited members are found through
@@ -66,8 +67,8 @@ def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | N
                         after: list[SymbolRow], after_refs: dict[str, Any]) -> set[str]:
     """The names whose definitions in a file differ between two versions of it: a name defined
     the same way in both (same ids, kinds, containers and qualified names, declaration or not)
-    cannot change another file's resolution. (Calls into the file's symbols are re-resolved
-    anyway: their targets were replaced; see ``affected_paths``.)"""
+    cannot change another file's resolution (an edge into such a symbol from a file out of scope is
+    kept: ``kept_edges``)."""
     def by_name(rows: list[SymbolRow], refs: dict[str, Any] | None) -> dict[str, set[tuple[Any, ...]]]:
         declared = set((refs or {}).get("declarations", []))
         found: dict[str, set[tuple[Any, ...]]] = {}
@@ -103,15 +104,22 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
     manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 
-def affected_paths(manifest: Manifest, touched: set[str], symbols: list[SymbolRow], current: set[Edge]) -> set[str] | None:
-    """The files whose cross-file edges may differ from ``current`` after the writes that left
-    ``touched`` dirty; None when every file must be resolved again."""
+def affected_paths(manifest: Manifest, touched: set[str]) -> set[str] | None:
+    """The files whose cross-file edges may differ after the writes that left ``touched`` dirty:
+    the rewritten files and the files that mention a name whose definition changed; None when
+    every file must be resolved again."""
     everything, names = manifest.resolution_scope()
     if everything:
         return None
-    path_of_file = {file_id(path): path for path in manifest.files()}
-    changed = {path for fid, path in path_of_file.items() if fid in touched}
-    affected = changed | manifest.paths_mentioning(names)
-    path_of = {s.id: s.path for s in symbols} | path_of_file
-    affected |= {path_of[source] for source, _, target in current if target in touched and source in path_of}
-    return affected
+    changed = {path for fid, path in ((file_id(path), path) for path in manifest.files()) if fid in touched}
+    return changed | manifest.paths_mentioning(names)
+
+
+def kept_edges(destroyed: set[Edge], only: set[str], symbols: list[SymbolRow], files: Iterable[str]) -> set[Edge]:
+    """Of the edges a rewrite took out of the graph (their source or target was rewritten), those to
+    put back as they were: from a file out of ``only`` into a node that still exists. Their source
+    mentions no name whose definition changed (or it would be in scope), so its lookups find what
+    they found: the same node."""
+    in_scope = {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
+    existing = {s.id for s in symbols} | {file_id(path) for path in files}
+    return {e for e in destroyed if e[0] not in in_scope and e[2] in existing}

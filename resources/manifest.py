@@ -532,6 +532,21 @@ class Manifest:
         with self.transaction() as conn:  # in key order: a B-tree filled in order writes each page once
             conn.executemany("INSERT INTO unsettled_edges VALUES (?, ?, ?) ON CONFLICT DO NOTHING", sorted(edges))
 
+    def resolved_edge_properties(self, edges: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """The properties of these cross-file edges, as recorded (an edge not recorded is absent)."""
+        wanted = set(edges)
+        sources = sorted({source for source, _, _ in wanted})
+        found: dict[tuple[str, str, str], dict[str, Any]] = {}
+        with self.store.reading() as conn:
+            for start in range(0, len(sources), 500):
+                part = sources[start:start + 500]
+                rows = conn.execute(
+                    f"SELECT source, type, target, properties FROM resolved_edges WHERE source IN ({', '.join('?' * len(part))})", part)
+                for source, edge_type, target, properties in rows:
+                    if (source, edge_type, target) in wanted:
+                        found[(source, edge_type, target)] = json.loads(properties)
+        return found
+
     def resolved_edges_of_type(self, edge_type: str) -> list[tuple[str, str, dict[str, Any]]]:
         """(source, target, properties) of every cross-file edge of ``edge_type`` in the graph."""
         with self.store.reading() as conn:

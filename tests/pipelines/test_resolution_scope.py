@@ -96,7 +96,11 @@ def test_an_edit_resolves_the_files_that_mention_its_names(indexed, scopes) -> N
 
     assert scopes == [None]  # a first index: every file
 
-    assert p.edit({"pkg/m1.py": "def alpha():\n    return 10\n"}) == {"pkg/m1.py", "pkg/m2.py"}  # m2 imports and calls alpha
+    # alpha is defined as it was: m2's import of m1 and call of alpha are put back, not resolved again
+    assert p.edit({"pkg/m1.py": "def alpha():\n    return 10\n"}) == {"pkg/m1.py"}
+    alpha_call = (_id(p.svc, "pkg.m2.uses_alpha"), "CALLS", _id(p.svc, "pkg.m1.alpha"))
+    assert alpha_call in p.svc.ctx.manifest.resolved_edges()
+    assert p.svc.ctx.manifest.resolved_edge_properties([alpha_call]) == {alpha_call: {"line_number": 5}}
 
     two_betas = {"pkg/m5.py": "def gamma():\n    return 3\n\n\ndef beta():\n    return 4\n"}
     assert p.edit(two_betas) == {"pkg/m5.py", "pkg/m3.py"}  # beta() in m3 is ambiguous now: its edge goes
@@ -127,7 +131,7 @@ def test_c_definitions_and_the_files_that_call_them(indexed) -> None:  # noqa: A
     assert (run, "CALLS", helper) in p.svc.ctx.manifest.resolved_edges()  # the definition, not the prototype
 
     assert p.edit({"lib/helper.c": '#include "helper.h"\n\nint helper(int x) { return x + 2; }\n'}) == {
-        "lib/helper.c", "app/main.c"}  # the same definitions: only main.c, whose call reached the replaced helper
+        "lib/helper.c"}  # the same definitions: main.c's call into the rewritten helper is put back as it was
     assert (run, "CALLS", helper) in p.svc.ctx.manifest.resolved_edges()
 
     side = {"app/side.c": "static int quiet(void) { return 1; }\nint side(void) { return quiet(); }\n"}
@@ -161,7 +165,7 @@ def test_a_manifest_without_recorded_names_is_resolved_whole_once(indexed) -> No
         conn.execute("DELETE FROM meta WHERE key = ?", (REF_NAMES_COMPLETE,))
     assert p.edit({"pkg/m1.py": "def alpha():\n    return 11\n"}) is None
     assert p.svc.ctx.manifest.get_meta(REF_NAMES_COMPLETE) == "1"
-    assert p.edit({"pkg/m1.py": "def alpha():\n    return 12\n"}) == {"pkg/m1.py", "pkg/m2.py"}
+    assert p.edit({"pkg/m1.py": "def alpha():\n    return 12\n"}) == {"pkg/m1.py"}
 
 
 def _id(svc, qualified: str, path: str | None = None) -> str:  # noqa: ANN001
