@@ -50,6 +50,23 @@ def test_discovery_respects_ignores_and_default_skips(project: Path, use_git: bo
     assert reasons.get("web/app.min.js") == "minified file"
 
 
+def test_nested_ignore_files_apply_to_their_own_folder_as_git_applies_them(project: Path) -> None:
+    """The walk (no git) lists what git lists: a .gitignore applies to its folder and below, not to
+    a sibling's; a deeper one can re-include what an ancestor's excluded."""
+    write_files(project, {
+        ".gitignore": "*.gen.py\nbuild/\n",
+        "a/.gitignore": "secret.py\n!keep.gen.py\n",
+        "a/secret.py": "x = 1\n", "a/deeper/secret.py": "x = 1\n", "a/keep.gen.py": "x = 1\n", "a/drop.gen.py": "x = 1\n",
+        "b/secret.py": "x = 1\n", "b/c/.gitignore": "/only_here.py\n", "b/c/only_here.py": "x = 1\n", "b/c/d/only_here.py": "x = 1\n",
+        "b/build/out.py": "x = 1\n", "main.py": "x = 1\n", "z.gen.py": "x = 1\n",
+    })
+    walked = [f.path for f in run(project).files]
+    git_init(project)
+    listed = run(project)
+    assert listed.git_aware and sorted(walked) == sorted(f.path for f in listed.files)
+    assert sorted(walked) == ["a/keep.gen.py", "b/c/d/only_here.py", "b/secret.py", "main.py"]
+
+
 def test_git_listing_reports_vendored_trees_committed_to_git(project: Path) -> None:
     write_files(project, {"vendor/lib.go": "package lib\n", "main.go": "package main\n"})
     git_init(project)
