@@ -277,7 +277,8 @@ class CodeMemService:
                 report = self._index_plain(progress, embed=embed, **options)
         report.notes = repaired + report.notes
         try:
-            with self.manifest.alone(INDEX_RUN, stop=self._stop):  # (server mode: no other replica refreshes or syncs meanwhile)
+            # the index lock too: the background filler of doc chunks' vectors holds both (no ingest meanwhile)
+            with self._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop):  # (server mode: no other replica refreshes or syncs meanwhile)
                 if not through_dagster and record is None:
                     self._refresh_design(report, embed=embed)
                 self._sync_notes(report)

@@ -152,11 +152,14 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     existing = _pipeline_rows(stores.ledger, ["requirements", "design"])
     current: dict[str, str] = {}
     parsed: list[ParsedDocument] = []
+    pending_before = _pending(stores.ledger)
     for rel, path in documents:
         text = path.read_text(encoding="utf-8", errors="replace")
         digest = _hash(text)
         current[rel] = digest
-        if not force and state.get(rel) == digest:
+        # (a document pending at another content — a run killed between the two records, the file
+        # reverted since — is read again: its stored chunks may be of that other content)
+        if not force and state.get(rel) == digest and pending_before.get(rel, [digest])[0] == digest:
             continue
         parsed.append(parse_document(rel, text, ids))
     report.documents_changed = len(parsed)
@@ -239,10 +242,12 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     for start in range(0, len(points), 256):
         stores.vectors.upsert(DOCS_COLLECTION, points[start:start + 256])
     report.chunks_written = len(points)
-    pending = {path: entry for path, entry in _pending(stores.ledger).items() if path in current and path not in changed_paths}
-    if not dense:
+    pending = {path: entry for path, entry in pending_before.items() if path in current and path not in changed_paths}
+    if not settings.dense_embeddings:  # no dense vectors at all: nothing is waiting for one
+        pending = {}
+    elif not dense:
         pending |= {doc.path: [current[doc.path], len(doc.chunks)] for doc in parsed if doc.chunks}
-    if pending != _pending(stores.ledger):  # before the state: a crash between them re-ingests, and nothing is left unembedded
+    if pending != pending_before:  # before the state: a crash between them re-ingests, and nothing is left unembedded
         stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
     stores.ledger.set_meta(DOC_STATE_KEY, json.dumps(current, sort_keys=True))
     report.chunks_dense_pending = embed_pending_documents(stores) if dense and pending else pending_document_chunks(stores.ledger)
@@ -260,8 +265,9 @@ def embed_pending_documents(
     resumable and interruptible.
 
     A document changed on disk since it was ingested is left to the next ingest (which writes its
-    chunks again). ``guard`` returns what a document's write holds: the lock the runs that ingest
-    documents hold, when they may run meanwhile (the server's index lock).
+    chunks again). ``guard`` returns what a document's write holds: the locks every run that
+    ingests documents holds, when one may run meanwhile (the server's index lock and index-run
+    lock); documents made pending meanwhile are taken too.
 
     Returns:
         The chunks still pending when it stops.
@@ -270,31 +276,36 @@ def embed_pending_documents(
         return pending_document_chunks(stores.ledger)
     ids = RequirementIds(stores.settings.requirement_id_patterns)
     root = resolve_project_root(stores.settings.resolved_root())
-    total = pending_document_chunks(stores.ledger)
-    done = 0
-    for path, (doc_hash, _) in sorted(_pending(stores.ledger).items()):
-        if stop is not None and stop.is_set():
+    done, tried = 0, set()
+    while stop is None or not stop.is_set():  # until no document is pending that was not tried (runs meanwhile add some)
+        todo = sorted((path, doc_hash) for path, (doc_hash, _) in _pending(stores.ledger).items() if (path, doc_hash) not in tried)
+        if not todo:
             break
-        try:
-            text = (root / path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue  # gone: the next ingest removes its chunks
-        if _hash(text) != doc_hash:
-            continue
-        doc = parse_document(path, text, ids)
-        vectors = stores.embedder.embed_documents(_chunk_texts(doc)) if doc.chunks else []
-        with guard():
-            pending = _pending(stores.ledger)
-            if pending.get(path, [None])[0] != doc_hash:
-                continue  # ingested again meanwhile
-            wanted = {_chunk_id(c.key): list(map(float, v)) for c, v in zip(doc.chunks, vectors, strict=True)}
-            live = {hit.id for hit in stores.vectors.retrieve(DOCS_COLLECTION, list(wanted))}
-            stores.vectors.set_dense(DOCS_COLLECTION, {i: v for i, v in wanted.items() if i in live})
-            stores.vectors.flush(DOCS_COLLECTION)
-            fault_point("design:docs_dense_written")
-            del pending[path]
-            stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
-        done += len(doc.chunks)
-        if progress is not None:
-            progress(done, total)
+        total = done + pending_document_chunks(stores.ledger)
+        for path, doc_hash in todo:
+            if stop is not None and stop.is_set():
+                break
+            tried.add((path, doc_hash))
+            try:
+                text = (root / path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue  # gone: the next ingest removes its chunks
+            if _hash(text) != doc_hash:
+                continue  # changed: the next ingest writes its chunks again
+            doc = parse_document(path, text, ids)
+            vectors = stores.embedder.embed_documents(_chunk_texts(doc)) if doc.chunks else []
+            with guard():  # no ingest meanwhile: the pending record and the chunks are the ones read
+                pending = _pending(stores.ledger)
+                if pending.get(path, [None])[0] != doc_hash:
+                    continue  # ingested again meanwhile
+                wanted = {_chunk_id(c.key): list(map(float, v)) for c, v in zip(doc.chunks, vectors, strict=True)}
+                live = {hit.id for hit in stores.vectors.retrieve(DOCS_COLLECTION, list(wanted))}
+                stores.vectors.set_dense(DOCS_COLLECTION, {i: v for i, v in wanted.items() if i in live})
+                stores.vectors.flush(DOCS_COLLECTION)
+                fault_point("design:docs_dense_written")
+                del pending[path]
+                stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
+            done += len(doc.chunks)
+            if progress is not None:
+                progress(done, total)
     return pending_document_chunks(stores.ledger)

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
+from collections.abc import Iterator
 from typing import Any
 
 import structlog
@@ -74,7 +75,7 @@ class IndexJobs(CodeLookups):
             try:
                 embed_pending(self.ctx, progress=lambda *_: self.foreground.pause_for_foreground(), stop=self._stop)
                 embed_pending_documents(
-                    self.service.design.stores(), stop=self._stop, guard=lambda: self.service._index_lock,  # noqa: SLF001 - the lock document ingests hold
+                    self.service.design.stores(), stop=self._stop, guard=self._as_an_index_run,
                     progress=lambda *_: self.foreground.pause_for_foreground(),
                 )
             except Exception:  # noqa: BLE001 - background work logs and stops
@@ -82,6 +83,15 @@ class IndexJobs(CodeLookups):
 
         self._dense_thread = threading.Thread(target=run, name="codemem-dense", daemon=True)
         self._dense_thread.start()
+
+    @contextlib.contextmanager
+    def _as_an_index_run(self) -> Iterator[None]:
+        """What every run that ingests documents holds: the service's index lock and, in server
+        mode, the project's index-run lock among replicas."""
+        from query_server.service import INDEX_RUN
+
+        with self.service._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop):  # noqa: SLF001 - the service's own lock
+            yield
 
     @property
     def background_index_running(self) -> bool:

@@ -113,3 +113,32 @@ def test_codemem_index_no_embed_leaves_doc_chunks_to_the_next_run_that_embeds(tm
     assert second["design"]["chunks_dense_pending"] == 0 and second["dense_done"] == second["dense_total"] > 0
     third = json.loads(run_codemem(["index", str(root), "--json"]).stdout)
     assert third["files_indexed"] == 0 and third["design"]["chunks_dense_pending"] == 0
+
+
+def test_a_pending_record_of_other_content_is_read_again_and_no_vectors_means_nothing_pending(tmp_path: Path) -> None:
+    """A run killed between the pending record and the document state, the file reverted since:
+    the record names content the file no longer has, and the document is read again (not left
+    pending for good). Without dense vectors at all, nothing waits for one."""
+    import json as _json
+
+    from pipelines.design.ingest import DOC_DENSE_PENDING_KEY
+    from query_server.service import CodeMemService
+
+    service = CodeMemService(Settings(project_root=_project(tmp_path / "p")))
+    try:
+        stores = service.design.stores()
+        ingest_documents(stores, embed=False)
+        pending = _json.loads(stores.ledger.meta(DOC_DENSE_PENDING_KEY))
+        pending["docs/guide.md"][0] = "0" * 64  # as the killed run left it
+        stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, _json.dumps(pending))
+        again = ingest_documents(stores, embed=False)
+        assert again.documents_changed == 1
+        assert _json.loads(stores.ledger.meta(DOC_DENSE_PENDING_KEY))["docs/guide.md"][0] != "0" * 64
+    finally:
+        service.close()
+    plain = CodeMemService(Settings(project_root=_project(tmp_path / "q"), dense_embeddings=False))
+    try:
+        report = ingest_documents(plain.design.stores(), embed=False)
+        assert report.chunks_written >= 4 and report.chunks_dense_pending == 0
+    finally:
+        plain.close()
