@@ -283,8 +283,8 @@ def _prepare_all(
         return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with_parent, initargs=(os.getpid(),))
 
     pool, submitted = new_pool(), 0
+    in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
     try:
-        in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
         for source, _ in changed:
             if submitted == FILES_PER_POOL:
                 pool.shutdown(wait=False)  # its workers prepare what they were given, then exit
@@ -298,4 +298,6 @@ def _prepare_all(
             head, future = in_flight.popleft()
             yield head, future.result()
     finally:
+        for _, future in in_flight:  # stopped early: what an earlier pool was given is not prepared either
+            future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)

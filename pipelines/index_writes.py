@@ -11,7 +11,7 @@ from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
-from pipelines.resolution_scope import affected_paths, kept_edges, record_writes, referenced_names
+from pipelines.resolution_scope import affected_paths, hierarchy_moved, kept_edges, record_writes, referenced_names
 from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
@@ -130,6 +130,11 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
         ctx.manifest.fill_ref_names(
             {path: referenced_names({**refs[path][1], "calls": calls}) for path, calls in ctx.manifest.calls_by_file()})
     resolution = resolve(symbols, refs, only, calls=ctx.manifest.calls_by_file)
+    if only is not None and hierarchy_moved(resolution.edges, current, only, symbols):
+        # a class's resolved base changed (a base name became ambiguous, or found another class):
+        # members are looked up through the hierarchy, by files that need not mention the name
+        only = None
+        resolution = resolve(symbols, refs, None, calls=ctx.manifest.calls_by_file)
     del refs
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}

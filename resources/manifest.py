@@ -107,9 +107,10 @@ class SymbolRow:
     """The path-based name of earlier releases (``pipelines.qualified_names``), still looked up."""
 
 
-REF_NAMES_COMPLETE = "ref_names_complete"
+REF_NAMES_COMPLETE = "ref_names_complete_v2"
 """Meta key set once ``ref_names`` holds every indexed file's names (a manifest of an earlier
-release gets them at its next whole-repository resolution)."""
+release gets them at its next whole-repository resolution; v2: identifiers in any script, not
+ASCII only)."""
 RESOLVE_EVERYTHING = "resolve_everything"
 """Meta key set when a change can affect the resolution of any file (see ``resolution_scope``)."""
 

@@ -189,3 +189,27 @@ def test_calls_read_a_few_files_at_a_time_resolve_as_calls_read_at_once(indexed,
     assert resolve(symbols, manifest.all_refs(calls_of=()), some, calls=manifest.calls_by_file).edges == resolve(
         symbols, manifest.all_refs(calls_of=some), some).edges
     assert [path for path, _ in manifest.calls_by_file(chunk=2)] == sorted(manifest.files())
+
+
+def test_a_name_in_any_script_puts_its_callers_in_scope(indexed) -> None:  # noqa: ANN001
+    """计算 defined a second time (the last definition is the one that runs): its caller, which
+    mentions no ASCII name the edit changed, is resolved again and links to the new one."""
+    p = indexed({
+        "m.py": "def 计算():\n    return 1\n",
+        "f.py": "from m import 计算\n\n\ndef g():\n    return 计算()\n",
+    })
+    assert p.edit({"m.py": "def 计算():\n    return 1\n\n\ndef 计算():\n    return 2\n"}) == {"m.py", "f.py"}
+
+
+def test_a_base_resolved_otherwise_resolves_everything_again(indexed) -> None:  # noqa: ANN001
+    """Base redefined in its file: Child (which names it) now extends the new one, so Grand's
+    inherited self.run() no longer reaches Base.run, though grand.py mentions neither Base nor
+    anything else the edit changed."""
+    p = indexed({
+        "base.py": "class Base:\n    def run(self):\n        return 1\n",
+        "child.py": "from base import Base\n\n\nclass Child(Base):\n    pass\n",
+        "grand.py": "from child import Child\n\n\nclass Grand(Child):\n    def go(self):\n        return self.run()\n",
+    })
+    go, run = _id(p.svc, "grand.Grand.go"), _id(p.svc, "base.Base.run")
+    assert (go, "CALLS", run) in p.svc.ctx.manifest.resolved_edges()
+    assert p.edit({"base.py": "class Base:\n    def run(self):\n        return 1\n\n\nclass Base:\n    pass\n"}) is None
