@@ -24,7 +24,7 @@ import structlog
 from pipelines.index_context import IndexContext, remember_report
 from query_server.foreground import ForegroundGate
 from query_server.paging import ToolError
-from resources.manifest import open_manifest
+from resources.manifest import INDEX_RUN, open_manifest
 from resources.manifest_store import ManifestError
 from resources.private_files import make_private_dir
 from resources.schemas.tools import (
@@ -63,8 +63,6 @@ if TYPE_CHECKING:
 __all__ = ["CodeMemService", "ToolError"]
 
 log = structlog.get_logger("codemem.service")
-INDEX_RUN = "index run"
-"""What one process of a project does at a time (``Manifest.alone``): index runs and design refreshes."""
 
 
 class CodeMemService:

@@ -111,6 +111,9 @@ REF_NAMES_COMPLETE = "ref_names_complete_v2"
 """Meta key set once ``ref_names`` holds every indexed file's names (a manifest of an earlier
 release gets them at its next whole-repository resolution; v2: identifiers in any script, not
 ASCII only)."""
+INDEX_RUN = "index run"
+"""What one process of a project does at a time (``Manifest.alone``): index runs and design refreshes
+(and the background embedding's writes of doc chunks' vectors)."""
 RESOLVE_EVERYTHING = "resolve_everything"
 """Meta key set when a change can affect the resolution of any file (see ``resolution_scope``)."""
 

@@ -21,7 +21,7 @@ from pipelines.indexer import embed_pending
 from query_server.code.lookups import CodeLookups
 from query_server.import_phase import wait_for_end
 from query_server.paging import ToolError, cap_report
-from resources.manifest import JOBS_KEPT
+from resources.manifest import INDEX_RUN, JOBS_KEPT
 from resources.manifest_store import ManifestError
 from resources.schemas.code import CALLABLE_KINDS
 from resources.schemas.tools import (
@@ -88,8 +88,6 @@ class IndexJobs(CodeLookups):
     def _as_an_index_run(self) -> Iterator[None]:
         """What every run that ingests documents holds: the service's index lock and, in server
         mode, the project's index-run lock among replicas."""
-        from query_server.service import INDEX_RUN
-
         with self.service._index_lock, self.manifest.alone(INDEX_RUN, stop=self._stop):  # noqa: SLF001 - the service's own lock
             yield
 
