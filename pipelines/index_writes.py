@@ -11,7 +11,7 @@ from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
-from pipelines.resolution_scope import affected_paths, hierarchy_moved, kept_edges, record_writes, referenced_names
+from pipelines.resolution_scope import affected_paths, hierarchy_moved, kept_edges, record_writes, referenced_names, scope_ids
 from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
@@ -130,7 +130,8 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
         ctx.manifest.fill_ref_names(
             {path: referenced_names({**refs[path][1], "calls": calls}) for path, calls in ctx.manifest.calls_by_file()})
     resolution = resolve(symbols, refs, only, calls=ctx.manifest.calls_by_file)
-    if only is not None and hierarchy_moved(resolution.edges, current, only, symbols):
+    in_scope = scope_ids(only, symbols) if only is not None else set()
+    if only is not None and hierarchy_moved(resolution.edges, current, in_scope):
         # a class's resolved base changed (a base name became ambiguous, or found another class):
         # members are looked up through the hierarchy, by files that need not mention the name
         only = None
@@ -139,7 +140,7 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
     if only is not None:  # the edges into rewritten files from files out of scope: back as they were
-        kept = kept_edges(destroyed, only, symbols, ctx.manifest.files())
+        kept = kept_edges(destroyed, in_scope, symbols, ctx.manifest.files())
         wanted.update(ctx.manifest.resolved_edge_properties(kept))
     still_in_graph = current  # (the set itself, less what is gone: a copy is ~0.2 GB on the Linux kernel)
     still_in_graph -= destroyed
@@ -148,7 +149,6 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     if only is None:
         to_remove = sorted(e for e in itertools.chain(still_in_graph, unsettled) if e not in wanted)
     else:  # the edges of files out of scope stay as they are (or are put back: kept_edges)
-        in_scope = {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
         to_remove = sorted(e for e in still_in_graph if e[0] in in_scope and e not in wanted)
     ctx.manifest.begin_edge_changes(itertools.chain(to_add, to_remove))
     if resolution.external_modules:

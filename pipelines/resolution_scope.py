@@ -112,29 +112,28 @@ def affected_paths(manifest: Manifest, touched: set[str]) -> set[str] | None:
     everything, names = manifest.resolution_scope()
     if everything:
         return None
-    changed = {path for fid, path in ((file_id(path), path) for path in manifest.files()) if fid in touched}
+    changed = {path for path in manifest.files() if file_id(path) in touched}
     return changed | manifest.paths_mentioning(names)
 
 
-def _in_scope(only: set[str], symbols: list[SymbolRow]) -> set[str]:
+def scope_ids(only: set[str], symbols: list[SymbolRow]) -> set[str]:
+    """The node ids of the files in ``only`` and of their symbols (the sources of their edges)."""
     return {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
 
 
-def hierarchy_moved(resolved: dict[Edge, Any], current: set[Edge], only: set[str], symbols: list[SymbolRow]) -> bool:
+def hierarchy_moved(resolved: dict[Edge, Any], current: set[Edge], in_scope: set[str]) -> bool:
     """True when a resolution scoped to ``only`` resolved some class's bases (EXTENDS, IMPLEMENTS)
     otherwise than they are recorded: members are found through the hierarchy, by files that need
     not mention any name the edit changed, so everything must be resolved again."""
     hierarchy = ("EXTENDS", "IMPLEMENTS")
-    scope = _in_scope(only, symbols)
-    before = {e for e in current if e[1] in hierarchy and e[0] in scope}
+    before = {e for e in current if e[1] in hierarchy and e[0] in in_scope}
     return before != {e for e in resolved if e[1] in hierarchy}
 
 
-def kept_edges(destroyed: set[Edge], only: set[str], symbols: list[SymbolRow], files: Iterable[str]) -> set[Edge]:
+def kept_edges(destroyed: set[Edge], in_scope: set[str], symbols: list[SymbolRow], files: Iterable[str]) -> set[Edge]:
     """Of the edges a rewrite took out of the graph (their source or target was rewritten), those to
-    put back as they were: from a file out of ``only`` into a node that still exists. Their source
+    put back as they were: from a node out of ``in_scope`` into a node that still exists. Their source
     mentions no name whose definition changed (or it would be in scope), so its lookups find what
     they found: the same node."""
-    in_scope = _in_scope(only, symbols)
     existing = {s.id for s in symbols} | {file_id(path) for path in files}
     return {e for e in destroyed if e[0] not in in_scope and e[2] in existing}
