@@ -53,7 +53,8 @@ class EmbedderStatus:
             model = self.model_id.removeprefix("voyage/").rsplit("@", 1)[0]
             text = f"using Voyage {model} ({self.dimension} dims)"
         else:
-            text = f"using local {MODEL_NAME} ({self.dimension} dims, {self.runtime} runtime)"
+            precision = ", int8" if "-int8@" in self.model_id else ""
+            text = f"using local {MODEL_NAME} ({self.dimension} dims, {self.runtime} runtime{precision})"
         if self.degraded:
             text = f"voyage unavailable: {self.reason}; {text}"
         return "; ".join((text, *self.notes))
@@ -71,6 +72,7 @@ def _local_embedder(settings: object) -> LocalMiniLMEmbedder:
         runtime=getattr(settings, "embed_runtime", "auto") or "auto",  # type: ignore[arg-type]  # validated by the constructor
         model_path=getattr(settings, "embedding_model_path", None),
         batch_size=getattr(settings, "embed_batch_size", 32),
+        precision=getattr(settings, "embed_precision", "auto") or "auto",  # type: ignore[arg-type]  # validated by the constructor
     )
 
 
