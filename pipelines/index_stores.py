@@ -102,13 +102,24 @@ def reset_index(ctx: IndexContext) -> None:
 
 
 def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
-    """Rebuild the index when the active embedding model is not the one that made its vectors."""
+    """Rebuild the index when the active embedding model is not the one that made its vectors
+    (an index with no dense vector yet, of the same dimension and text recipe, only records the
+    new model: its symbols still hold the texts to embed, as the new model wants them)."""
     model = f"{getattr(ctx.embedder, 'model_id', 'unknown')} text-v{EMBEDDING_TEXT_VERSION}"
     previous = ctx.manifest.get_meta("embedding_model")
     if previous is not None and previous != model:
-        reset_index(ctx)
-        report.notes.append(f"embedding model or text recipe changed from {previous} to {model}: the index was rebuilt")
+        same_texts = previous.partition(" ")[2] == model.partition(" ")[2]
+        if same_texts and _dimension_of(previous) == _dimension_of(model) and ctx.manifest.dense_counts()[0] == 0:
+            report.notes.append(f"embedding model or text recipe changed from {previous} to {model}: no dense vector was computed yet, nothing to rebuild")
+        else:
+            reset_index(ctx)
+            report.notes.append(f"embedding model or text recipe changed from {previous} to {model}: the index was rebuilt")
     ctx.manifest.set_meta("embedding_model", model)
+
+
+def _dimension_of(model: str) -> str:
+    """The vector length in a recorded model (``local/all-MiniLM-L6-v2@384 text-v3`` → ``384``)."""
+    return model.split(" ", 1)[0].rpartition("@")[2]
 
 
 EXTRACTION_VERSION = "4"

@@ -47,6 +47,8 @@ DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 MAX_DOC_BYTES = 2_000_000
 DOC_STATE_KEY = "design_documents"
 DOC_DENSE_PENDING_KEY = "design_documents_dense_pending"
+DOC_MODEL_KEY = "design_documents_model"
+"""The embedding model of the doc chunks' dense vectors: another one reads every document again."""
 """Ledger meta: ``{path: [document hash, chunks]}`` for the documents whose chunks were written
 without dense vectors."""
 _ID_NAMESPACE = uuid.UUID("0f4e5d8a-7c1b-4e22-9d3a-5c6b7a8e9f10")
@@ -147,6 +149,11 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     settings = stores.settings
     ids = RequirementIds(settings.requirement_id_patterns)
     state: dict[str, str] = json.loads(stores.ledger.meta(DOC_STATE_KEY) or "{}")
+    model = str(getattr(stores.embedder, "model_id", "") or "")
+    recorded = stores.ledger.meta(DOC_MODEL_KEY)
+    if model and state and recorded != model and settings.dense_embeddings and not force:
+        force = True  # vectors of two models are never mixed in one collection
+        report.notes.append(f"doc chunks were embedded by {recorded or 'an earlier model'}: every document is read and embedded again by {model}")
     documents = discover_documents(settings)
     report.documents_seen = len(documents)
     existing = _pipeline_rows(stores.ledger, ["requirements", "design"])
@@ -250,6 +257,8 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     if pending != pending_before:  # before the state: a crash between them re-ingests, and nothing is left unembedded
         stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
     stores.ledger.set_meta(DOC_STATE_KEY, json.dumps(current, sort_keys=True))
+    if model and recorded != model:
+        stores.ledger.set_meta(DOC_MODEL_KEY, model)
     report.chunks_dense_pending = embed_pending_documents(stores) if dense and pending else pending_document_chunks(stores.ledger)
     return report
 

@@ -234,6 +234,32 @@ def test_model_change_rebuilds_instead_of_mixing_vector_spaces(project: Path, se
     assert_consistent(svc)
 
 
+def test_a_model_change_before_any_dense_vector_keeps_the_index(project: Path, service_factory) -> None:
+    """An index made with `--no-embed` (the Linux kernel: 28 minutes) holds no vector of the old
+    model: a new model of the same dimension and text recipe only records itself, and embeds the
+    texts the symbols hold; a recipe or dimension change still rebuilds."""
+    from pipelines.index_stores import EMBEDDING_TEXT_VERSION
+
+    write_files(project, PY_FILES)
+    first = service_factory(project, dense_embeddings=False)  # no background embedding meanwhile
+    first.index(IndexInput(embed=False))
+    first.manifest.set_meta("embedding_model", f"local/another-model@384 text-v{EMBEDDING_TEXT_VERSION}")
+    first.close()
+    svc = service_factory(project)
+    report = svc.index(IndexInput())
+    assert any("no dense vector was computed yet" in note for note in report["notes"])
+    assert report["files_indexed"] == 0 and report["dense_done"] == report["dense_total"] == 7
+    assert svc.manifest.get_meta("embedding_model").startswith(svc.embedder.model_id)
+    assert_consistent(svc)
+
+    with svc.manifest.transaction() as conn:  # back to no vector, made under an older text recipe
+        conn.execute("UPDATE symbols SET has_dense = 0, embed_text = 'old recipe'")
+    svc.manifest.set_meta("embedding_model", f"{svc.embedder.model_id} text-v0")
+    report = svc.index(IndexInput())
+    assert any("the index was rebuilt" in note for note in report["notes"]) and report["files_indexed"] == 3
+    assert_consistent(svc)
+
+
 def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(project: Path, service_factory) -> None:
     write_files(project, PY_FILES)
     svc = service_factory(project)

@@ -142,3 +142,30 @@ def test_a_pending_record_of_other_content_is_read_again_and_no_vectors_means_no
         assert report.chunks_written >= 4 and report.chunks_dense_pending == 0
     finally:
         plain.close()
+
+
+def test_doc_chunks_of_another_model_are_embedded_again(tmp_path: Path) -> None:
+    """A model change (fp32 → the int8 default, Voyage → local) re-reads every document: its chunks'
+    vectors come from the active model, never a mix of two in one collection."""
+    from pipelines.design.ingest import DOC_MODEL_KEY
+    from query_server.service import CodeMemService
+
+    service = CodeMemService(Settings(project_root=_project(tmp_path / "p")))
+    try:
+        stores = service.design.stores()
+        ingest_documents(stores)
+        model = stores.ledger.meta(DOC_MODEL_KEY)
+        assert model == stores.embedder.model_id
+        assert ingest_documents(stores).documents_changed == 0  # same model: nothing read again
+        vectors = stores.vectors
+        ids = sorted(vectors.ids(DOCS_COLLECTION))
+        vectors.set_dense(DOCS_COLLECTION, {i: [1.0] + [0.0] * (stores.embedder.dimension - 1) for i in ids})
+        stores.ledger.set_meta(DOC_MODEL_KEY, "local/another-model@384")  # what the old model left
+        report = ingest_documents(stores, embed=False)
+        assert any("embedded again" in note for note in report.notes)
+        assert report.chunks_dense_pending == len(ids) and stores.ledger.meta(DOC_MODEL_KEY) == model
+        assert embed_pending_documents(stores) == 0
+        fresh = _dense(stores)
+        assert fresh.keys() == set(ids) and all(abs(v[0] - 1.0) > 1e-3 for v in fresh.values())
+    finally:
+        service.close()
