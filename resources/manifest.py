@@ -156,6 +156,7 @@ class Manifest:
             store = SqliteManifestStore(path)
         self.store = store
         self._held = threading.local()  # per thread: the locks its writes check (``alone(guard=True)``)
+        self._dense_counts: tuple[object, tuple[int, int]] | None = None  # (the store's change marker, the counts)
         if self.get_meta(REF_NAMES_COMPLETE) is None and not self.has_files():
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
 
@@ -515,12 +516,21 @@ class Manifest:
             conn.executemany("UPDATE symbols SET has_dense = 1, embed_text = '' WHERE id = ?", [(i,) for i in ids])
 
     def dense_counts(self) -> tuple[int, int]:
-        """(symbols with a dense vector, all symbols)."""
+        """(symbols with a dense vector, all symbols): counted again only when the manifest may have
+        changed since the last count (a scan of every symbol: ~85 ms at a million, which every
+        ``code_search`` asks for), where the store can tell (SQLite); always counted otherwise."""
+        marker = getattr(self.store, "change_marker", None)
+        before = marker() if marker is not None else None
+        cached = self._dense_counts
+        if before is not None and cached is not None and cached[0] == before:
+            return cached[1]
         with self.store.reading() as conn:
             done, total = conn.execute(
                 "SELECT COALESCE(SUM(has_dense), 0), COUNT(*) FROM symbols"
             ).fetchone()
-        return int(done), int(total)
+        counts = (int(done), int(total))
+        self._dense_counts = (before, counts) if before is not None else None
+        return counts
 
     def resolved_edges(self) -> set[tuple[str, str, str]]:
         """The cross-file edges currently in the graph as (source, type, target)."""

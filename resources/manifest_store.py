@@ -169,6 +169,7 @@ class SqliteManifestStore:
         self.location = str(path)
         self._conn = open_database(path, synchronous="NORMAL")
         self._lock = threading.RLock()
+        self._commits = 0  # this connection's write transactions (``change_marker``)
         self._conn.executescript(SQLITE_SCHEMA.replace(_PATH_QUALIFIED_INDEX, ""))
         self._add_column("symbols", "path_qualified_name", "TEXT NOT NULL DEFAULT ''")
         self._conn.execute(_PATH_QUALIFIED_INDEX)
@@ -223,8 +224,18 @@ class SqliteManifestStore:
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` under the store's lock."""
-        with immediate_transaction(self._conn, self._lock) as conn:
-            yield conn
+        try:
+            with immediate_transaction(self._conn, self._lock) as conn:
+                yield conn
+        finally:
+            self._commits += 1  # a rollback too: the marker may change more often than the rows, never less
+
+    def change_marker(self) -> tuple[int, int]:
+        """Changes whenever the database may have changed: a write transaction of this connection,
+        or a commit of another connection (another process) since (SQLite's ``data_version``).
+        A value read from the database stays valid as long as the marker read before it does."""
+        with self._lock:
+            return self._commits, int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     @contextmanager
     def alone(self, what: str, *, wait: bool = True, stop: threading.Event | None = None) -> Iterator[None]:

@@ -232,6 +232,24 @@ def test_a_second_connection_sees_committed_writes(open_manifest_under_test: Ope
     assert two.symbol_ids() == {"s1"} and two.files().keys() == {"a.py"}
 
 
+def test_dense_counts_follow_every_write_of_any_connection(open_manifest_under_test: Opener) -> None:
+    """The counts are kept between writes (every code_search asks; a million symbols take ~85 ms to
+    count), never past one: this connection's, another connection's (another process), a rollback."""
+    one, two = open_manifest_under_test(), open_manifest_under_test()
+    _write(one, "a.py", [_symbol("s1", "a.py"), _symbol("s2", "a.py", "b")])
+    assert one.dense_counts() == two.dense_counts() == (0, 2)
+    one.mark_dense(["s1"])
+    assert one.dense_counts() == two.dense_counts() == (1, 2)  # the writer's own cache and the other's
+    _write(two, "b.py", [_symbol("s3", "b.py", dense=True)])
+    assert one.dense_counts() == (2, 3)  # a commit by another connection
+    with pytest.raises(RuntimeError), two.transaction() as conn:
+        conn.execute("DELETE FROM symbols")
+        raise RuntimeError("rolled back")
+    assert one.dense_counts() == two.dense_counts() == (2, 3)
+    if hasattr(one.store, "change_marker"):  # SQLite: counted once, then answered from the cache while nothing changes
+        assert one.dense_counts() is one.dense_counts()
+
+
 # -- PostgreSQL only: what a database shared by replicas and workers adds ----------------------
 
 
