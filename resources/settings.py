@@ -61,9 +61,10 @@ class Settings(BaseSettings):
         embed_runtime: Local model runtime: ``auto`` (onnxruntime when installed, else numpy),
             ``onnx`` or ``numpy``.
         embed_threads: Threads for the local model (1 is measured best under query load).
-        embed_precision: Local model weights: ``auto`` (int8 on the onnx runtime, else fp32),
-            ``int8`` (matrix multiplications quantized per channel: ~1.7-1.9x the rate, search
-            quality within 0.5%: ``bench/embed_rate.py``) or ``fp32``. A change re-embeds the index.
+        embed_precision: Local model weights: ``fp32`` (the published weights), ``int8``
+            (matrix multiplications quantized per channel, onnx runtime: ~2x the rate, code search
+            MRR within 1%, memory search MRR 1.4% lower: ``bench/embed_rate.py``, docs/benchmarks.md)
+            or ``auto`` (int8 on the onnx runtime, else fp32). A change re-embeds the index.
         duplicate_threshold: Default similarity for duplicate detection.
         parse_timeout_s: Per-file parser time limit.
         api_token: Bearer token the HTTP API requires (mandatory when bound beyond loopback).
@@ -144,7 +145,7 @@ class Settings(BaseSettings):
     embedding_model_path: Path | None = None
     embed_runtime: str = "auto"
     embed_threads: int = 1
-    embed_precision: str = "auto"
+    embed_precision: str = "fp32"
     embed_batch_size: int = 32
     embedding_cache_max_entries: int = 500_000
     embedding_cache_ttl_days: int = 30

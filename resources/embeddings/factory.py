@@ -72,7 +72,7 @@ def _local_embedder(settings: object) -> LocalMiniLMEmbedder:
         runtime=getattr(settings, "embed_runtime", "auto") or "auto",  # type: ignore[arg-type]  # validated by the constructor
         model_path=getattr(settings, "embedding_model_path", None),
         batch_size=getattr(settings, "embed_batch_size", 32),
-        precision=getattr(settings, "embed_precision", "auto") or "auto",  # type: ignore[arg-type]  # validated by the constructor
+        precision=getattr(settings, "embed_precision", "fp32") or "fp32",  # type: ignore[arg-type]  # validated by the constructor
     )
 
 

@@ -90,10 +90,10 @@ class LocalMiniLMEmbedder:
             for numpy); ``None`` picks the measured best for the runtime.
         max_tokens: Truncation length in word pieces (the model was trained with 256).
         precision: ``"fp32"`` (the model's weights as published), ``"int8"`` (its matrix
-            multiplications quantized per channel, onnx runtime only: ~1.7-1.9x the rate, cosine
-            0.995 with fp32, code search MRR within 0.5%: ``bench/embed_rate.py``; vectors of
-            another model id, so an index re-embeds on a change) or ``"auto"`` (int8 on the onnx
-            runtime, fp32 on numpy).
+            multiplications quantized per channel, onnx runtime only: ~2x the rate, cosine 0.995
+            with fp32, code search MRR within 1%, memory search MRR 1.4% lower:
+            ``bench/embed_rate.py``; vectors of another model id, so an index re-embeds on a
+            change) or ``"auto"`` (int8 on the onnx runtime, fp32 on numpy).
     """
 
     dimension: int = DIMENSION

@@ -145,7 +145,7 @@ def test_a_pending_record_of_other_content_is_read_again_and_no_vectors_means_no
 
 
 def test_doc_chunks_of_another_model_are_embedded_again(tmp_path: Path) -> None:
-    """A model change (fp32 → the int8 default, Voyage → local) re-reads every document: its chunks'
+    """A model change (fp32 ↔ int8, Voyage → local) re-reads every document: its chunks'
     vectors come from the active model, never a mix of two in one collection."""
     from pipelines.design.ingest import DOC_MODEL_KEY
     from query_server.service import CodeMemService

@@ -39,13 +39,12 @@ def test_local_without_key(tmp_path: Path) -> None:
     assert not embedder.inner.loaded  # start-up does not load the model
     assert (status.backend, status.model_id, status.dimension, status.degraded) == (
         "local",
-        "local/all-MiniLM-L6-v2-int8@384" if RUNTIME == "onnx" else "local/all-MiniLM-L6-v2@384",  # precision auto
+        "local/all-MiniLM-L6-v2@384",
         384,
         False,
     )
     assert status.runtime == RUNTIME
-    precision = ", int8" if RUNTIME == "onnx" else ""
-    assert status.message == f"using local all-MiniLM-L6-v2 (384 dims, {RUNTIME} runtime{precision})"
+    assert status.message == f"using local all-MiniLM-L6-v2 (384 dims, {RUNTIME} runtime)"
     assert status.cache_path == str(tmp_path.resolve() / ".codemem" / "embedding_cache.sqlite3")
     assert Path(status.cache_path).exists()
 
@@ -73,8 +72,7 @@ def test_bad_key_degrades_to_local(tmp_path: Path, server: FakeVoyage) -> None:
     assert isinstance(embedder, LocalMiniLMEmbedder)
     assert status.backend == "local" and status.degraded and status.cache_path is None
     assert status.message.startswith("voyage unavailable: Voyage rejected the API key")
-    precision = ", int8" if RUNTIME == "onnx" else ""
-    assert status.message.endswith(f"; using local all-MiniLM-L6-v2 (384 dims, {RUNTIME} runtime{precision})")
+    assert status.message.endswith(f"; using local all-MiniLM-L6-v2 (384 dims, {RUNTIME} runtime)")
 
 
 def test_unreachable_voyage_degrades_to_local(tmp_path: Path) -> None:

@@ -118,16 +118,18 @@ def test_the_settings_choose_the_precision(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
-    settings = Settings(project_root=tmp_path, state_dir=tmp_path / "state")
-    _, status = create_embedder(settings, use_cache=False)
-    assert status.model_id == "local/all-MiniLM-L6-v2-int8@384" and "int8" in status.message  # the default: auto
-    monkeypatch.setenv("CODEMEM_EMBED_PRECISION", "fp32")
     _, status = create_embedder(Settings(project_root=tmp_path, state_dir=tmp_path / "state"), use_cache=False)
-    assert status.model_id == "local/all-MiniLM-L6-v2@384" and "int8" not in status.message
+    assert status.model_id == "local/all-MiniLM-L6-v2@384" and "int8" not in status.message  # the default: fp32
+    monkeypatch.setenv("CODEMEM_EMBED_PRECISION", "int8")
+    _, status = create_embedder(Settings(project_root=tmp_path, state_dir=tmp_path / "state"), use_cache=False)
+    assert status.model_id == "local/all-MiniLM-L6-v2-int8@384" and "int8" in status.message
     monkeypatch.setenv("CODEMEM_EMBED_PRECISION", "auto")
     monkeypatch.setenv("CODEMEM_EMBED_RUNTIME", "numpy")
     _, status = create_embedder(Settings(project_root=tmp_path, state_dir=tmp_path / "state"), use_cache=False)
     assert status.model_id == "local/all-MiniLM-L6-v2@384" and status.runtime == "numpy"  # auto: fp32 on numpy
+    monkeypatch.setenv("CODEMEM_EMBED_RUNTIME", "auto")
+    _, status = create_embedder(Settings(project_root=tmp_path, state_dir=tmp_path / "state"), use_cache=False)
+    assert status.model_id == "local/all-MiniLM-L6-v2-int8@384"  # auto: int8 on onnxruntime
 
 
 def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

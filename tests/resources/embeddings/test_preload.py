@@ -65,5 +65,4 @@ def test_the_factory_preloads_only_the_model_the_settings_will_use() -> None:
     preload_local_model(SimpleNamespace(voyage_api_key=SecretStr("key"), embed_runtime="auto"))
     assert not local_module._preloads  # Voyage will embed
     preload_local_model(SimpleNamespace(voyage_api_key=None, embed_runtime="auto", embed_threads=1))
-    precision = "int8" if local_module.onnx_available() else "fp32"  # precision auto
-    assert list(local_module._preloads) == [(None, "auto", 1, local_module.MAX_TOKENS, precision)]
+    assert list(local_module._preloads) == [(None, "auto", 1, local_module.MAX_TOKENS, "fp32")]
