@@ -224,11 +224,12 @@ class SqliteManifestStore:
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` under the store's lock."""
-        try:
-            with immediate_transaction(self._conn, self._lock) as conn:
-                yield conn
-        finally:
-            self._commits += 1  # a rollback too: the marker may change more often than the rows, never less
+        with self._lock:  # the count moves under the lock that orders the transactions it counts
+            try:
+                with immediate_transaction(self._conn, self._lock) as conn:
+                    yield conn
+            finally:
+                self._commits += 1  # a rollback too: the marker may change more often than the rows, never less
 
     def change_marker(self) -> tuple[int, int]:
         """Changes whenever the database may have changed: a write transaction of this connection,

@@ -47,10 +47,10 @@ DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 MAX_DOC_BYTES = 2_000_000
 DOC_STATE_KEY = "design_documents"
 DOC_DENSE_PENDING_KEY = "design_documents_dense_pending"
-DOC_MODEL_KEY = "design_documents_model"
-"""The embedding model of the doc chunks' dense vectors: another one reads every document again."""
 """Ledger meta: ``{path: [document hash, chunks]}`` for the documents whose chunks were written
 without dense vectors."""
+DOC_MODEL_KEY = "design_documents_model"
+"""The embedding model of the doc chunks' dense vectors: another one reads every document again."""
 _ID_NAMESPACE = uuid.UUID("0f4e5d8a-7c1b-4e22-9d3a-5c6b7a8e9f10")
 
 

@@ -40,12 +40,17 @@ def test_int8_vectors_are_close_to_fp32_under_their_own_model_id(tmp_path: Path,
     np.testing.assert_allclose(np.linalg.norm(int8, axis=1), 1.0, rtol=1e-5)
 
 
-def test_the_int8_graph_is_quantized_once_and_loaded_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path))
+def _built_in_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, Path, Path]:
+    """The int8 model built once with ``home`` as HOME: its vectors, the fp32 and the int8 cached graphs."""
+    monkeypatch.setenv("HOME", str(home))
     first, _ = _vectors("int8")
     cached = graph_cache_path(model_source())
     assert cached is not None
-    int8 = int8_graph_path(cached)
+    return first, cached, int8_graph_path(cached)
+
+
+def test_the_int8_graph_is_quantized_once_and_loaded_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, cached, int8 = _built_in_home(tmp_path, monkeypatch)
     optimized = _bert_onnx.optimized_graph_path(int8)
     assert int8.is_file() and optimized.is_file() and not list(cached.parent.glob(".*.tmp"))
 
@@ -67,11 +72,7 @@ def test_the_int8_graph_is_quantized_once_and_loaded_from_the_cache(tmp_path: Pa
 
 
 def test_a_damaged_int8_graph_is_quantized_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    first, _ = _vectors("int8")
-    cached = graph_cache_path(model_source())
-    assert cached is not None
-    int8 = int8_graph_path(cached)
+    first, _, int8 = _built_in_home(tmp_path, monkeypatch)
     _bert_onnx.optimized_graph_path(int8).unlink()
     int8.write_bytes(b"damaged")
     again, _ = _vectors("int8")
