@@ -98,15 +98,15 @@ def reset_index(ctx: IndexContext) -> None:
         ctx.manifest.remove_files(conn, known)
         ctx.manifest.forget_skipped(conn)
         ctx.manifest.forget_resolved_edges(conn)
-        ctx.manifest.write_meta(conn, "embedding_model", None)
+        ctx.manifest.write_meta(conn, EMBEDDING_MODEL_KEY, None)
 
 
 def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
     """Rebuild the index when the active embedding model is not the one that made its vectors
     (an index with no dense vector yet, of the same dimension and text recipe, only records the
     new model: its symbols still hold the texts to embed, as the new model wants them)."""
-    model = f"{getattr(ctx.embedder, 'model_id', 'unknown')} text-v{EMBEDDING_TEXT_VERSION}"
-    previous = ctx.manifest.get_meta("embedding_model")
+    model = index_model_key(str(getattr(ctx.embedder, "model_id", "unknown")))
+    previous = ctx.manifest.get_meta(EMBEDDING_MODEL_KEY)
     if previous is not None and previous != model:
         same_texts = previous.partition(" ")[2] == model.partition(" ")[2]
         if same_texts and _dimension_of(previous) == _dimension_of(model) and ctx.manifest.dense_counts()[0] == 0:
@@ -114,7 +114,16 @@ def _check_embedding_model(ctx: IndexContext, report: IndexReport) -> None:
         else:
             reset_index(ctx)
             report.notes.append(f"embedding model or text recipe changed from {previous} to {model}: the index was rebuilt")
-    ctx.manifest.set_meta("embedding_model", model)
+    ctx.manifest.set_meta(EMBEDDING_MODEL_KEY, model)
+
+
+EMBEDDING_MODEL_KEY = "embedding_model"
+"""Manifest meta: the model and text recipe of the code index's vectors (``index_model_key``)."""
+
+
+def index_model_key(model_id: str) -> str:
+    """What the manifest records of an index made by ``model_id`` with today's text recipe."""
+    return f"{model_id} text-v{EMBEDDING_TEXT_VERSION}"
 
 
 def _dimension_of(model: str) -> str:

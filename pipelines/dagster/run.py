@@ -29,13 +29,14 @@ from pipelines.dagster.project import ProjectStores
 from pipelines.dagster.recorder import earlier_background_note
 from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
 from pipelines.design.derive import DesignReport, derive_when_changed, design_unchanged, ingest_documents
-from pipelines.design.ingest import pending_document_chunks
+from pipelines.design.ingest import DOC_MODEL_KEY, doc_vectors_key, pending_document_chunks
 from pipelines.design.memories import DesignSources, DesignStores
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress, remember_report, total_report
-from pipelines.index_stores import extraction_outdated
+from pipelines.index_stores import EMBEDDING_MODEL_KEY, extraction_outdated, index_model_key
 from pipelines.indexer import finish_report, index_project
 from pipelines.stages import plan_buckets
+from resources.embeddings.factory import configured_model_id
 from resources.manifest import MANIFEST_FILE, Manifest, open_manifest
 from resources.memory.ledger import Ledger
 from resources.memory.scopes import LEDGER_NAME, local_ledger_path, open_project_ledger
@@ -170,15 +171,24 @@ def _nothing_to_do(project: ProjectStores, force: bool, embed: bool) -> IndexRep
     there is work): answered from the manifest, without Dagster."""
     ctx = project.index_context()
     assert ctx is not None
-    return unchanged_report(ctx.settings, ctx.manifest, project.design_stores(), force=force, embed=embed)
+    model_id = getattr(ctx.embedder, "model_id", None)
+    return unchanged_report(ctx.settings, ctx.manifest, project.design_stores(), force=force, embed=embed, model_id=model_id)
 
 
-def unchanged_report(settings: Settings, manifest: Manifest, design: DesignSources, *, force: bool, embed: bool) -> IndexReport | None:
-    """The report of an index with nothing to do (None when there is work): no file to parse
-    again or delete, no edge left to resolve, extraction rules unchanged, the design step's inputs
-    and documents unchanged, no doc chunk's dense vector left to compute (with ``embed``). Reads
-    the manifest, the ledgers and the files (each file's stats, then only a tree whose stats all
-    match is hashed: an edit is told from its stats at once)."""
+def unchanged_report(
+    settings: Settings, manifest: Manifest, design: DesignSources, *, force: bool, embed: bool, model_id: str | None = None,
+) -> IndexReport | None:
+    """The report of an index with nothing to do (None when there is work): the index and the doc
+    chunks made by the active embedding model (``model_id``; None: the one the settings configure)
+    and dense setting, no file to parse again or delete, no edge left to resolve, extraction rules
+    unchanged, the design step's inputs and documents unchanged, no doc chunk's dense vector left
+    to compute (with ``embed``). Reads the manifest, the ledgers and the files (each file's stats,
+    then only a tree whose stats all match is hashed: an edit is told from its stats at once)."""
+    model_id = model_id or configured_model_id(settings)
+    if model_id is None or manifest.get_meta(EMBEDDING_MODEL_KEY) != index_model_key(model_id):
+        return None
+    if design.ledger.meta(DOC_MODEL_KEY) != doc_vectors_key(model_id, settings.dense_embeddings):
+        return None
     if embed and settings.dense_embeddings and pending_document_chunks(design.ledger):
         return None
     if force or any(plan.pending for plan in plan_buckets(settings, manifest, trust_mtime=True).values()):

@@ -50,8 +50,14 @@ DOC_DENSE_PENDING_KEY = "design_documents_dense_pending"
 """Ledger meta: ``{path: [document hash, chunks]}`` for the documents whose chunks were written
 without dense vectors."""
 DOC_MODEL_KEY = "design_documents_model"
-"""The embedding model of the doc chunks' dense vectors: another one reads every document again."""
+"""Ledger meta: what made the docs collection (``doc_vectors_key``): another model, or dense vectors
+turned on or off, empties it and reads every document again."""
 _ID_NAMESPACE = uuid.UUID("0f4e5d8a-7c1b-4e22-9d3a-5c6b7a8e9f10")
+
+
+def doc_vectors_key(model: str, dense: bool) -> str:
+    """What ``DOC_MODEL_KEY`` records for chunks written by ``model`` with dense vectors or without."""
+    return model if dense else f"{model} words-only"
 
 
 def discover_documents(settings: Settings) -> list[tuple[str, Path]]:
@@ -150,10 +156,13 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     ids = RequirementIds(settings.requirement_id_patterns)
     state: dict[str, str] = json.loads(stores.ledger.meta(DOC_STATE_KEY) or "{}")
     model = str(getattr(stores.embedder, "model_id", "") or "")
+    vectors_key = doc_vectors_key(model, settings.dense_embeddings) if model else ""
     recorded = stores.ledger.meta(DOC_MODEL_KEY)
-    if model and state and recorded != model and settings.dense_embeddings and not force:
-        force = True  # vectors of two models are never mixed in one collection
-        report.notes.append(f"doc chunks were embedded by {recorded or 'an earlier model'}: every document is read and embedded again by {model}")
+    remade = bool(vectors_key) and recorded != vectors_key and (bool(state) or recorded is not None)
+    if remade:  # two models' vectors (or dimensions) never mixed in one collection, none left unembedded
+        force = True
+        report.notes.append(f"doc chunks were written by {recorded or 'an earlier model'}: the docs collection is emptied "
+                            f"and every document read again ({vectors_key})")
     documents = discover_documents(settings)
     report.documents_seen = len(documents)
     existing = _pipeline_rows(stores.ledger, ["requirements", "design"])
@@ -241,9 +250,12 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     if written or deleted:
         stores.projector.project(written + deleted)
     indexed_at = now_iso()
-    if parsed or removed:  # loading the collection costs ~80 ms: only when it changes
+    if remade:  # (another dimension, perhaps: the collection is made again)
+        stores.vectors.clear_collection(DOCS_COLLECTION, stores.embedder.dimension, DOCS_INDEXES)
+    elif parsed or removed:  # loading the collection costs ~80 ms: only when it changes
         stores.vectors.ensure_collection(DOCS_COLLECTION, stores.embedder.dimension, DOCS_INDEXES)
-    _delete_chunks(stores, [d.path for d in parsed] + removed)
+    if not remade:
+        _delete_chunks(stores, [d.path for d in parsed] + removed)
     dense = embed and settings.dense_embeddings
     points = [p for doc in parsed for p in _chunk_points(stores, doc, current[doc.path], indexed_at, embed=dense)]
     for start in range(0, len(points), 256):
@@ -257,8 +269,8 @@ def ingest_documents(stores: DesignStores, *, force: bool = False, embed: bool =
     if pending != pending_before:  # before the state: a crash between them re-ingests, and nothing is left unembedded
         stores.ledger.set_meta(DOC_DENSE_PENDING_KEY, json.dumps(pending, sort_keys=True))
     stores.ledger.set_meta(DOC_STATE_KEY, json.dumps(current, sort_keys=True))
-    if model and recorded != model:
-        stores.ledger.set_meta(DOC_MODEL_KEY, model)
+    if vectors_key and recorded != vectors_key:
+        stores.ledger.set_meta(DOC_MODEL_KEY, vectors_key)
     report.chunks_dense_pending = embed_pending_documents(stores) if dense and pending else pending_document_chunks(stores.ledger)
     return report
 

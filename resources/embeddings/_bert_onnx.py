@@ -192,33 +192,43 @@ def quantize_graph(graph: bytes | Path, target: Path | None) -> bytes | Path:
     activations quantized at run time (onnxruntime's dynamic quantization; ~4 s, once per model
     install): ~1.6-1.9x the fp32 rate on one core, cosine 0.995 with the fp32 vectors on average
     (per-tensor scales give 0.94: ``bench/embed_rate.py``). Kept at ``target`` (atomically) and
-    returned as that path; returned as bytes when it cannot be kept there."""
+    returned as that path; returned as bytes when it cannot be kept there (no folder, a full disk:
+    quantized again in a scratch folder). An ``OSError`` means no scratch folder could hold it
+    either; a ``graph`` onnx cannot read raises onnx's own error."""
     import tempfile
 
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
+    load = (lambda: onnx.load_from_string(graph)) if isinstance(graph, bytes) else (lambda: onnx.load(str(graph)))
+    model = load()  # (a damaged graph fails here, before anything is written)
     written = _writable_temp(target) if target is not None else None
-    with tempfile.TemporaryDirectory(prefix="codemem-int8-") as scratch:
-        out = written if written is not None else Path(scratch) / "int8.onnx"
-        quiet = _QuietRootWarnings()  # "consider pre-processing": advice for image models, on stderr
-        logging.getLogger().addFilter(quiet)
+    if written is not None and target is not None:
         try:
-            quantize_dynamic(model, out, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True)
-        finally:
-            logging.getLogger().removeFilter(quiet)
-        if written is None or target is None:
-            return out.read_bytes()
-        try:
+            _quantize(model, written)
             os.replace(written, target)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                written.unlink(missing_ok=True)
             logging.getLogger(__name__).warning("cannot cache the int8 embedding graph at %s: %s", target, exc)
-            data = written.read_bytes()
-            written.unlink(missing_ok=True)
-            return data
-    prune_graph_cache(target.parent)
-    return target
+            model = load()  # (the quantizer may have changed the one it was given)
+        else:
+            prune_graph_cache(target.parent)
+            return target
+    with tempfile.TemporaryDirectory(prefix="codemem-int8-") as scratch:
+        out = Path(scratch) / "int8.onnx"
+        _quantize(model, out)
+        return out.read_bytes()
+
+
+def _quantize(model: Any, out: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quiet = _QuietRootWarnings()  # "consider pre-processing": advice for image models, on stderr
+    logging.getLogger().addFilter(quiet)
+    try:
+        quantize_dynamic(model, out, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True)
+    finally:
+        logging.getLogger().removeFilter(quiet)
 
 
 class _QuietRootWarnings(logging.Filter):

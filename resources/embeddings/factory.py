@@ -76,6 +76,22 @@ def _local_embedder(settings: object) -> LocalMiniLMEmbedder:
     )
 
 
+def configured_model_id(settings: object) -> str | None:
+    """The ``model_id`` the embedder these settings configure would have, without building it (no
+    model load, no Voyage probe): what an index made under these settings records. A Voyage key
+    means Voyage (its fallback to the local model is decided only by a probe); None when the
+    settings name no model this can tell (an unknown Voyage model, a bad local setting)."""
+    if _voyage_key(settings):
+        from resources.embeddings.voyage import KNOWN_DIMENSIONS
+
+        model = getattr(settings, "voyage_model", "voyage-code-3")
+        return f"voyage/{model}@{KNOWN_DIMENSIONS[model]}" if model in KNOWN_DIMENSIONS else None
+    try:
+        return _local_embedder(settings).model_id
+    except EmbeddingError:
+        return None
+
+
 def preload_local_model(settings: object) -> None:
     """Start loading the local model in the background when these settings will use it (no Voyage
     key): the embedder ``create_embedder`` builds later takes it over. Problems are left to that

@@ -113,9 +113,10 @@ class LocalMiniLMEmbedder:
             raise EmbeddingError(f"Unknown local embedding runtime {runtime!r}; use 'auto', 'onnx' or 'numpy'.")
         if precision not in ("auto", "fp32", "int8"):
             raise EmbeddingError(f"Unknown local embedding precision {precision!r}; use 'auto', 'fp32' or 'int8'.")
-        if precision == "int8" and runtime == "numpy":
+        if precision == "int8" and resolved_runtime(runtime) != "onnx":
             raise EmbeddingError(
-                "The int8 local model runs on onnxruntime only: set CODEMEM_EMBED_RUNTIME=onnx (or auto), "
+                "The int8 local model runs on onnxruntime only: set CODEMEM_EMBED_RUNTIME=onnx (or auto) with "
+                "the packages onnx and onnxruntime installed (`pip install onnx onnxruntime`), "
                 "or CODEMEM_EMBED_PRECISION=fp32 for the numpy runtime."
             )
         if precision == "auto":
@@ -329,6 +330,8 @@ class LocalMiniLMEmbedder:
         if self.precision == "int8" and cached is not None and cached.is_file():
             try:
                 return quantize_graph(cached, self._graph_file(cached))
+            except OSError:  # no room to quantize anywhere: the fp32 entry is not at fault
+                raise
             except Exception as exc:  # noqa: BLE001 - a damaged fp32 entry: build both again
                 log.warning("cannot quantize the cached embedding graph %s (%s); rebuilding it", cached, exc)
                 with contextlib.suppress(OSError):

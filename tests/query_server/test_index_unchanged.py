@@ -82,9 +82,11 @@ def test_a_changed_file_goes_to_the_full_run(project: Path) -> None:
 def test_work_the_answer_does_not_cover_goes_to_the_full_run(project: Path) -> None:
     settings = _settings(project)
     assert answer_unchanged(settings, embed=False) is not None
-    # dense vectors to compute: the run that embeds computes them
+    # dense vectors turned on, or another model: the full run records it (and embeds, with embed)
     assert answer_unchanged(_settings(project, dense_embeddings=True), embed=True) is None
-    assert answer_unchanged(_settings(project, dense_embeddings=True), embed=False) is not None
+    assert answer_unchanged(_settings(project, dense_embeddings=True), embed=False) is None
+    assert answer_unchanged(_settings(project, embed_precision="int8"), embed=False) is None
+    assert answer_unchanged(settings, embed=False) is not None
     # another process owns the stores: that server indexes
     owner = OwnerLock(project / ".codemem")
     assert owner.try_acquire()

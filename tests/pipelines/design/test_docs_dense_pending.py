@@ -162,10 +162,66 @@ def test_doc_chunks_of_another_model_are_embedded_again(tmp_path: Path) -> None:
         vectors.set_dense(DOCS_COLLECTION, {i: [1.0] + [0.0] * (stores.embedder.dimension - 1) for i in ids})
         stores.ledger.set_meta(DOC_MODEL_KEY, "local/another-model@384")  # what the old model left
         report = ingest_documents(stores, embed=False)
-        assert any("embedded again" in note for note in report.notes)
+        assert any("every document read again" in note for note in report.notes)
         assert report.chunks_dense_pending == len(ids) and stores.ledger.meta(DOC_MODEL_KEY) == model
         assert embed_pending_documents(stores) == 0
         fresh = _dense(stores)
         assert fresh.keys() == set(ids) and all(abs(v[0] - 1.0) > 1e-3 for v in fresh.values())
     finally:
         service.close()
+
+
+def test_doc_chunks_of_a_model_of_another_dimension_are_made_again(tmp_path: Path) -> None:
+    """Voyage (1024 dims) → the local model (384): the docs collection is made again at the new
+    dimension (it would refuse the new vectors), every chunk embedded by the active model."""
+    from pipelines.design.ingest import DOC_MODEL_KEY, DOCS_INDEXES
+    from resources.vectors import sparse
+    from resources.vectors.store import VectorPoint
+
+    from query_server.service import CodeMemService
+
+    service = CodeMemService(Settings(project_root=_project(tmp_path / "p")))
+    try:
+        stores = service.design.stores()
+        ingest_documents(stores)
+        ids = sorted(stores.vectors.ids(DOCS_COLLECTION))
+        stores.vectors.clear_collection(DOCS_COLLECTION, 1024, DOCS_INDEXES)  # what Voyage left
+        stale = VectorPoint(id=ids[0], payload={"file_path": "docs/guide.md"}, dense=[1.0] + [0.0] * 1023,
+                            sparse=sparse.document_vector("stale"))
+        stores.vectors.upsert(DOCS_COLLECTION, [stale])
+        stores.ledger.set_meta(DOC_MODEL_KEY, "voyage/voyage-code-3@1024")
+        report = ingest_documents(stores)
+        assert report.documents_changed == 2 and report.chunks_dense_pending == 0
+        assert stores.ledger.meta(DOC_MODEL_KEY) == stores.embedder.model_id
+        fresh = _dense(stores)
+        assert fresh.keys() == set(ids)
+        assert all(len(v) == stores.embedder.dimension and abs(np.linalg.norm(v) - 1.0) < 1e-3 for v in fresh.values())
+        assert ingest_documents(stores).documents_changed == 0  # recorded: nothing read again
+    finally:
+        service.close()
+
+
+def test_doc_chunks_written_without_dense_vectors_are_embedded_once_dense_vectors_are_on(tmp_path: Path) -> None:
+    """Chunks written with dense vectors off carry none; turning them on reads every document
+    again and embeds it (nothing is left searchable by words only)."""
+    from pipelines.design.ingest import DOC_MODEL_KEY
+
+    from query_server.service import CodeMemService
+
+    root = _project(tmp_path / "p")
+    words = CodeMemService(Settings(project_root=root, dense_embeddings=False))
+    try:
+        ingest_documents(words.design.stores())
+        assert words.design.stores().ledger.meta(DOC_MODEL_KEY).endswith(" words-only")
+    finally:
+        words.close()
+    dense = CodeMemService(Settings(project_root=root))
+    try:
+        stores = dense.design.stores()
+        report = ingest_documents(stores)
+        assert report.documents_changed == 2 and report.chunks_dense_pending == 0
+        fresh = _dense(stores)
+        assert fresh and all(abs(np.linalg.norm(v) - 1.0) < 1e-3 for v in fresh.values())
+        assert stores.ledger.meta(DOC_MODEL_KEY) == stores.embedder.model_id
+    finally:
+        dense.close()

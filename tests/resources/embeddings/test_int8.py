@@ -94,6 +94,29 @@ def test_int8_is_built_from_the_weights_when_no_fp32_graph_is_cached(tmp_path: P
     assert cached.stat().st_size > 1_000_000 and int8_graph_path(cached).is_file()
 
 
+def test_an_int8_graph_that_cannot_be_written_keeps_the_fp32_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writing the int8 graph fails (its temporary file cannot be made, as on a full disk): it is
+    quantized in a scratch folder instead, and the valid fp32 graph in the cache is kept; when no
+    scratch folder can hold it either, the error is the disk's, the fp32 graph still kept."""
+    import os
+    import tempfile
+    import threading
+
+    first, cached, int8 = _built_in_home(tmp_path, monkeypatch)
+    for path in (int8, _bert_onnx.optimized_graph_path(int8)):
+        path.unlink()
+    fp32 = cached.read_bytes()
+    blocked = int8.with_name(f".{int8.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    blocked.mkdir()  # the int8 graph's temporary name: writing it fails
+    again, _ = _vectors("int8")
+    np.testing.assert_allclose(again, first, atol=1e-6)
+    assert cached.read_bytes() == fp32 and not int8.exists() and blocked.is_dir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-scratch"))  # nowhere to quantize at all
+    with pytest.raises((EmbeddingError, OSError)):
+        _vectors("int8")
+    assert cached.read_bytes() == fp32 and not int8.exists()
+
+
 def test_int8_loads_when_nothing_can_be_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "normal"))
     expected, _ = _vectors("int8")
@@ -111,6 +134,15 @@ def test_bad_precisions_say_what_to_do() -> None:
         local.LocalMiniLMEmbedder(precision="int4")  # type: ignore[arg-type]
     with pytest.raises(EmbeddingError, match="CODEMEM_EMBED_PRECISION=fp32"):
         local.LocalMiniLMEmbedder(runtime="numpy", precision="int8")
+
+
+def test_int8_without_onnxruntime_is_refused_before_it_names_an_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` runtime without onnx installed resolves to numpy: an int8 model id there would
+    rebuild an index its embedder then cannot fill."""
+    monkeypatch.setattr(local, "onnx_available", lambda: False)  # what a machine without the packages answers
+    with pytest.raises(EmbeddingError, match="pip install onnx onnxruntime"):
+        local.LocalMiniLMEmbedder(runtime="auto", precision="int8")
+    assert local.LocalMiniLMEmbedder(runtime="auto", precision="auto").model_id == "local/all-MiniLM-L6-v2@384"
 
 
 def test_the_settings_choose_the_precision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
