@@ -11,6 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,7 @@ from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, Manifest, SkippedState, SymbolRow
 from resources.schemas.code import CallSite, ParsedSymbol
 from resources.vectors import sparse
+from resources.settings import Settings
 from resources.vectors.points import stored_payload
 from resources.vectors.store import VectorPoint
 
@@ -39,6 +41,64 @@ never frees the bytes a read callback returns, which the parse budget needs (a p
 is ignored when parsing a bytestring): each worker kept the source of every file it parsed, ~0.6 GB
 apiece by the end of the Linux kernel. A fresh pool costs ~0.4 s of imports a worker.
 (``max_tasks_per_child`` would do it, but deadlocks on the Pythons supported here: CPython gh-115634.)"""
+
+
+MIN_WORKER_MEMORY_MB = 128
+"""The least a parse worker is held to, whatever the budget (a worker with its parsers loaded uses
+~45 MB; a 1 MB source, ``max_file_bytes``' default, takes ~100 MB to parse)."""
+PARSE_BYTES_PER_SOURCE_BYTE = 200
+"""Memory a parse may take per byte of source, at the worst measured (a 3 MB one-line list: 600 MB
+inside tree-sitter): a file that may need half its worker's limit is parsed in a worker even by a
+run that parses in-process, so that a file over the budget cannot take the indexing process down."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParseLimits:
+    """What parsing one file may take: ``timeout_s`` seconds, and ``memory_mb`` of its parse
+    worker's memory (None: no limit, as where no budget applies)."""
+
+    timeout_s: float
+    memory_mb: int | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> ParseLimits:
+        """The limits ``settings`` set (``parse_timeout_s``; ``index_memory_mb``'s share per worker)."""
+        return cls(settings.parse_timeout_s, worker_memory_mb(settings.index_memory_mb))
+
+    @property
+    def tag(self) -> str:
+        """What skip records are made under: a file skipped under other limits is read again."""
+        return f"{self.timeout_s:g}" if self.memory_mb is None else f"{self.timeout_s:g} {self.memory_mb}MB"
+
+    def isolate(self, size: int) -> bool:
+        """Whether a file of ``size`` bytes is parsed in a worker held to the limit, when the run
+        parses in-process."""
+        return self.memory_mb is not None and size * PARSE_BYTES_PER_SOURCE_BYTE >= (self.memory_mb << 20) // 2
+
+
+def parse_workers() -> int:
+    """How many processes parse a large change."""
+    return min(os.cpu_count() or 1, MAX_WORKERS)
+
+
+def machine_memory_mb() -> int:
+    """The memory this process may use, in MB: the machine's, or its container's (cgroup v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``) when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")):
+        try:
+            total = min(total, int(limit.read_text().strip()))
+        except (OSError, ValueError):  # absent, or "max"
+            continue
+    return total >> 20
+
+
+def worker_memory_mb(budget_mb: int) -> int:
+    """A parse worker's share of an index run's memory budget (0: half of ``machine_memory_mb``):
+    the budget over the workers plus two shares (the indexing process, the graph server), at least
+    ``MIN_WORKER_MEMORY_MB``."""
+    budget = budget_mb if budget_mb > 0 else machine_memory_mb() // 2
+    return max(MIN_WORKER_MEMORY_MB, budget // (parse_workers() + 2))
 
 
 def _now() -> str:
@@ -165,29 +225,29 @@ def _hash_file(path: Path) -> str:
 
 
 SKIP_TIMEOUT_KEY = "skipped_under_parse_timeout_s"
-"""Manifest meta key: the parser time limit the skip records were made under (another limit may
-parse what timed out, so records made under one are not trusted under another)."""
+"""Manifest meta key: the parse limits the skip records were made under (``ParseLimits.tag``:
+other limits may parse what timed out or ran out of memory, so records made under one are not
+trusted under another)."""
 
 
-def skip_records(manifest: Manifest, timeout_s: float) -> dict[str, SkippedState]:
-    """The files earlier runs could not index, by path: none when they ran under another parser
-    time limit."""
-    if manifest.get_meta(SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
+def skip_records(manifest: Manifest, limits: ParseLimits) -> dict[str, SkippedState]:
+    """The files earlier runs could not index, by path: none when they ran under other parse limits."""
+    if manifest.get_meta(SKIP_TIMEOUT_KEY) != limits.tag:
         return {}
     return manifest.skipped_files()
 
 
-def record_skipped(manifest: Manifest, states: Sequence[SkippedState], timeout_s: float, gone: Iterable[str] = ()) -> None:
-    """Record files this run could not index (``timeout_s``: the run's parser time limit), and drop
-    the records of files ``gone`` from the tree, in one transaction."""
+def record_skipped(manifest: Manifest, states: Sequence[SkippedState], limits: ParseLimits, gone: Iterable[str] = ()) -> None:
+    """Record files this run could not index (``limits``: the run's parse limits), and drop the
+    records of files ``gone`` from the tree, in one transaction."""
     gone = list(gone)
     if not states and not gone:
         return
     with manifest.transaction() as conn:
         manifest.forget_skipped(conn, gone)
-        if states and manifest.read_meta(conn, SKIP_TIMEOUT_KEY) != f"{timeout_s:g}":
+        if states and manifest.read_meta(conn, SKIP_TIMEOUT_KEY) != limits.tag:
             manifest.forget_skipped(conn)
-            manifest.write_meta(conn, SKIP_TIMEOUT_KEY, f"{timeout_s:g}")
+            manifest.write_meta(conn, SKIP_TIMEOUT_KEY, limits.tag)
         manifest.remember_skipped(conn, states)
 
 
@@ -241,8 +301,82 @@ def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, 
     except ParseTimeout:
         reason = f"parser exceeded the {timeout_s:g}s time limit"
         return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
+    except MemoryError:  # a parse worker at its limit (another process's memory error: the same words)
+        held = f"the {_held_to} MB a parse worker may use" if _held_to is not None else "the memory available"
+        reason = f"parsing it needs more than {held}{_RAISE_BUDGET}"
+        return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
         return ("fail", f"{type(exc).__name__}: {exc}")
+
+
+_RAISE_BUDGET = " (CODEMEM_INDEX_MEMORY_MB sets the run's budget)"
+_held_to: int | None = None
+"""In a parse worker: the MB its data segment is held to (``_start_worker``)."""
+
+
+def _start_worker(parent_pid: int, memory_mb: int | None) -> None:
+    """Parse worker initializer: leave with the indexing process; hold the worker's memory (its
+    data segment: heap and private mappings, ``RLIMIT_DATA``) to ``memory_mb``, so that a file
+    that needs more fails alone (a ``MemoryError``, or the worker ends: ``_Isolated``) instead of
+    taking the machine's memory."""
+    global _held_to
+    _exit_with_parent(parent_pid)
+    if memory_mb is None:
+        return
+    try:
+        import resource
+
+        limit = memory_mb << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+        _held_to = memory_mb
+    except (ImportError, ValueError, OSError):  # no such limit here, or a lower hard limit already
+        return
+
+
+def _died(source: SourceFile, limits: ParseLimits) -> Outcome:
+    """The outcome of a file whose parse worker ended while parsing it alone: skipped, with the
+    content it was given (read again here)."""
+    try:
+        stat = source.absolute_path.stat()
+        data = source.absolute_path.read_bytes()
+    except FileNotFoundError:
+        return ("vanished", None)
+    except OSError as exc:
+        return ("fail", f"cannot read: {exc.strerror or exc}")
+    held = f"its {limits.memory_mb} MB limit{_RAISE_BUDGET}" if limits.memory_mb is not None else "memory"
+    reason = f"the parse worker died parsing it: out of {held}, or a crash in the parser"
+    return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
+
+
+class _Isolated:
+    """Files parsed one at a time in a worker of their own, held to the memory limit: a file that
+    ends its worker is skipped (a fresh worker takes the next)."""
+
+    def __init__(self, limits: ParseLimits, doc_globs: tuple[str, ...]) -> None:
+        self._limits, self._doc_globs = limits, doc_globs
+        self._pool: ProcessPoolExecutor | None = None
+
+    def prepare(self, source: SourceFile) -> Outcome:
+        if self._pool is None:
+            self._pool = _pool(1, self._limits)
+        try:
+            return self._pool.submit(_prepare_safely, source, self._limits.timeout_s, self._doc_globs).result()
+        except BrokenProcessPool:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+            return _died(source, self._limits)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _pool(workers: int, limits: ParseLimits) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("forkserver"),
+        initializer=_start_worker, initargs=(os.getpid(), limits.memory_mb),
+    )
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -263,40 +397,76 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _prepare_all(
-    changed: Sequence[tuple[SourceFile, str]], timeout_s: float, doc_globs: tuple[str, ...] = (),
+    changed: Sequence[tuple[SourceFile, str]], limits: ParseLimits, doc_globs: tuple[str, ...] = (),
 ) -> Iterator[tuple[SourceFile, Outcome]]:
     """Prepare changed files, in worker processes when there are many (results in order);
     ``doc_globs``: the project's, for the files' design digests.
 
     Parsing, extraction and sparse vectors are CPU-bound Python; the store writes stay in this
-    process, so the workers prepare the next files while the current batch is written.
+    process, so the workers prepare the next files while the current batch is written. Workers are
+    held to ``limits.memory_mb``: when one ends (a file over it, a crash in a parser), the files
+    it had not finished are prepared again one at a time, and the one that ends a worker alone is
+    skipped with the reason; the run goes on.
     """
     clear_module_cache()  # go.mod / Cargo.toml may have changed since the last run (workers start empty)
-    workers = min(os.cpu_count() or 1, MAX_WORKERS)
-    if len(changed) < PARALLEL_THRESHOLD or workers < 2:
-        for source, _ in changed:
-            yield source, _prepare_safely(source, timeout_s, doc_globs)
-        return
-    context = multiprocessing.get_context("forkserver")
+    workers = parse_workers()
+    isolated = _Isolated(limits, doc_globs)
+    try:
+        if len(changed) < PARALLEL_THRESHOLD or workers < 2:
+            for source, _ in changed:
+                if limits.isolate(source.size):
+                    yield source, isolated.prepare(source)
+                else:
+                    yield source, _prepare_safely(source, limits.timeout_s, doc_globs)
+            return
+        yield from _prepare_in_pools(changed, limits, doc_globs, workers, isolated)
+    finally:
+        isolated.close()
 
-    def new_pool() -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with_parent, initargs=(os.getpid(),))
 
-    pool, submitted = new_pool(), 0
+def _prepare_in_pools(
+    changed: Sequence[tuple[SourceFile, str]], limits: ParseLimits, doc_globs: tuple[str, ...], workers: int,
+    isolated: _Isolated,
+) -> Iterator[tuple[SourceFile, Outcome]]:
+    pool, submitted = _pool(workers, limits), 0
     in_flight: deque[tuple[SourceFile, Future[Outcome]]] = deque()
+
+    def after_a_break() -> Iterator[tuple[SourceFile, Outcome]]:
+        """A worker ended: what is finished stands, the rest is prepared alone; then a fresh pool."""
+        nonlocal pool, submitted
+        pool.shutdown(wait=False, cancel_futures=True)
+        while in_flight:
+            source, future = in_flight.popleft()
+            finished = future.done() and not future.cancelled() and future.exception() is None
+            yield source, future.result() if finished else isolated.prepare(source)
+        pool, submitted = _pool(workers, limits), 0
+
+    def oldest() -> Iterator[tuple[SourceFile, Outcome]]:
+        source, future = in_flight[0]
+        try:
+            outcome = future.result()
+        except BrokenProcessPool:
+            yield from after_a_break()
+            return
+        in_flight.popleft()
+        yield source, outcome
+
     try:
         for source, _ in changed:
             if submitted == FILES_PER_POOL:
                 pool.shutdown(wait=False)  # its workers prepare what they were given, then exit
-                pool, submitted = new_pool(), 0
-            in_flight.append((source, pool.submit(_prepare_safely, source, timeout_s, doc_globs)))
+                pool, submitted = _pool(workers, limits), 0
+            try:
+                future = pool.submit(_prepare_safely, source, limits.timeout_s, doc_globs)
+            except BrokenProcessPool:
+                yield from after_a_break()
+                future = pool.submit(_prepare_safely, source, limits.timeout_s, doc_globs)
+            in_flight.append((source, future))
             submitted += 1
             if len(in_flight) >= MAX_IN_FLIGHT:
-                head, future = in_flight.popleft()
-                yield head, future.result()
+                yield from oldest()
         while in_flight:
-            head, future = in_flight.popleft()
-            yield head, future.result()
+            yield from oldest()
     finally:
         for _, future in in_flight:  # stopped early: what an earlier pool was given is not prepared either
             future.cancel()

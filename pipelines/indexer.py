@@ -41,7 +41,17 @@ from pipelines.index_context import (
     _no_progress,
     total_report,
 )
-from pipelines.index_prepare import BATCH_FILES, _hash_file, _prepare_all, _Prepared, prepare_file, record_skipped, skip_records, still_skipped
+from pipelines.index_prepare import (
+    BATCH_FILES,
+    ParseLimits,
+    _hash_file,
+    _prepare_all,
+    _Prepared,
+    prepare_file,
+    record_skipped,
+    skip_records,
+    still_skipped,
+)
 from pipelines.index_stores import embed_pending, prepare_stores, reset_index
 from pipelines.index_writes import _write_batch, delete_files, resolve_edges, resolve_pending
 from pipelines.records import file_id
@@ -111,7 +121,8 @@ def index_project(
     with ctx.write_lock:
         prepare_stores(ctx, report, reembed=reembed)
         known = ctx.manifest.files()
-        skipped_before = skip_records(ctx.manifest, ctx.settings.parse_timeout_s)
+        limits = ParseLimits.of(ctx.settings)
+        skipped_before = skip_records(ctx.manifest, limits)
         in_flight = ctx.manifest.in_flight()  # written by an interrupted run: redone whatever their hash
         tracker = BucketTracker(on_bucket, known.keys() | in_flight) if on_bucket is not None else None
         if tracker is not None:
@@ -164,7 +175,7 @@ def index_project(
         newly_skipped: list[SkippedState] = []
         interrupted = False
         reached: set[str] = set()
-        prepared_files = _prepare_all(changed, ctx.settings.parse_timeout_s, tuple(ctx.settings.doc_globs))
+        prepared_files = _prepare_all(changed, limits, tuple(ctx.settings.doc_globs))
         for source, outcome in prepared_files:
             if stop is not None and stop.is_set():
                 interrupted = True
@@ -219,7 +230,7 @@ def index_project(
             delete_files(ctx, deleted)
         gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
         # after the deletions, which drop a deleted file's record
-        record_skipped(ctx.manifest, newly_skipped, ctx.settings.parse_timeout_s, gone=gone)
+        record_skipped(ctx.manifest, newly_skipped, limits, gone=gone)
         if tracker is not None:
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()

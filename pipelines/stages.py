@@ -17,7 +17,15 @@ from pathlib import Path
 from pipelines.buckets import bucket_of
 from pipelines.discovery import SourceFile, discover, resolve_project_root
 from pipelines.index_context import CODE_COLLECTION, IndexContext
-from pipelines.index_prepare import _hash_file, _prepare_all, _Prepared, record_skipped, skip_records, still_skipped
+from pipelines.index_prepare import (
+    ParseLimits,
+    _hash_file,
+    _prepare_all,
+    _Prepared,
+    record_skipped,
+    skip_records,
+    still_skipped,
+)
 from pipelines.index_writes import delete_files, resolve_pending, write_graph_and_manifest, write_vectors
 from pipelines.indexer import _maybe_optimize
 from resources.manifest import FileState, Manifest, SkippedState
@@ -100,7 +108,7 @@ def plan_buckets(
     root = resolve_project_root(settings.resolved_root())
     found = discover(root, extensions=settings.extensions, max_file_bytes=settings.max_file_bytes)
     known: dict[str, FileState] = manifest.files()
-    skipped_before = skip_records(manifest, settings.parse_timeout_s)
+    skipped_before = skip_records(manifest, ParseLimits.of(settings))
     in_flight = manifest.in_flight()  # written by an interrupted run: redone whatever their hash or mtime
     plans: dict[str, BucketPlan] = {}
 
@@ -152,12 +160,12 @@ def plan_buckets(
     return plans
 
 
-def prepare_bucket(plan: BucketPlan, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> PreparedBucket:
+def prepare_bucket(plan: BucketPlan, limits: ParseLimits, doc_globs: tuple[str, ...] = ()) -> PreparedBucket:
     """Parse a bucket's changed files (in worker processes when there are many)."""
-    return prepare_buckets([plan], timeout_s, doc_globs)[plan.bucket]
+    return prepare_buckets([plan], limits, doc_globs)[plan.bucket]
 
 
-def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float, doc_globs: tuple[str, ...] = ()) -> dict[str, PreparedBucket]:
+def prepare_buckets(plans: Sequence[BucketPlan], limits: ParseLimits, doc_globs: tuple[str, ...] = ()) -> dict[str, PreparedBucket]:
     """Parse the changed files of several buckets in one pass, so a run over many buckets (a first
     index) keeps the worker processes busy instead of parsing bucket by bucket (``doc_globs``: the
     project's, for the files' design digests)."""
@@ -169,7 +177,7 @@ def prepare_buckets(plans: Sequence[BucketPlan], timeout_s: float, doc_globs: tu
         for plan in plans
     }
     changed = [(source, digest) for plan in plans for source, digest in plan.changed]
-    for source, (kind, value) in _prepare_all(changed, timeout_s, doc_globs):
+    for source, (kind, value) in _prepare_all(changed, limits, doc_globs):
         result = results[bucket_of(source.path)]
         if kind == "ok":
             result.prepared.append(value)
@@ -198,10 +206,10 @@ def stale_on_disk(root: Path, bucket: PreparedBucket) -> list[str]:
     return stale
 
 
-def reread_bucket(ctx: IndexContext, key: str, timeout_s: float) -> PreparedBucket:
+def reread_bucket(ctx: IndexContext, key: str) -> PreparedBucket:
     """Bucket ``key`` planned and parsed again from the disk as it is now."""
     plan = plan_buckets(ctx.settings, ctx.manifest, [key]).get(key, BucketPlan(bucket=key))
-    return prepare_buckets([plan], timeout_s, tuple(ctx.settings.doc_globs))[key]
+    return prepare_buckets([plan], ParseLimits.of(ctx.settings), tuple(ctx.settings.doc_globs))[key]
 
 
 def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bool) -> PreparedBucket:
@@ -243,7 +251,7 @@ def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBuck
         if bucket.deleted:
             delete_files(ctx, bucket.deleted)
         # after the deletions, which drop a deleted file's record (a bucket pickled by an earlier release has none)
-        record_skipped(ctx.manifest, getattr(bucket, "newly_skipped", []), ctx.settings.parse_timeout_s)
+        record_skipped(ctx.manifest, getattr(bucket, "newly_skipped", []), ParseLimits.of(ctx.settings))
     return bucket
 
 

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
             or ``auto`` (int8 on the onnx runtime, else fp32). A change re-embeds the index.
         duplicate_threshold: Default similarity for duplicate detection.
         parse_timeout_s: Per-file parser time limit.
+        index_memory_mb: Memory budget of an index run, in MB (0: half the machine's memory, or of
+            the container's limit). Each parse worker is held to a share of it (the budget over
+            the workers plus two, at least 128 MB): a file whose parse needs more is skipped with
+            the reason and the run goes on. The stores' own memory is not bounded by it.
         api_token: Bearer token the HTTP API requires (mandatory when bound beyond loopback).
         allowed_hosts: Host header values the HTTP server answers besides the loopback names and the
             address ``codemem serve --host`` binds (DNS-rebinding protection, ``query_server.request_guard``):
@@ -153,6 +157,7 @@ class Settings(BaseSettings):
         default=0.85, validation_alias=_alias("CODEMEM_DUPLICATE_THRESHOLD", "DUPLICATE_THRESHOLD")
     )
     parse_timeout_s: float = 10.0
+    index_memory_mb: int = Field(default=0, ge=0)
     api_token: SecretStr | None = Field(
         default=None, validation_alias=_alias("CODEMEM_API_TOKEN", "MEMORY_SERVICE_API_KEY")
     )

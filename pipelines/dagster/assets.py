@@ -37,6 +37,7 @@ from pipelines.buckets import ALL_BUCKETS, bucket_of
 from pipelines.dagster.index_job import IndexRunConfig, metadata_values
 from pipelines.dagster.project import ProjectStores
 from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk
+from pipelines.index_prepare import ParseLimits
 from pipelines.indexer import IndexReport, prepare_stores
 from pipelines.stages import (
     BucketPlan,
@@ -151,7 +152,7 @@ def parsed_files(
     """Parse each bucket's changed files."""
     started = time.perf_counter()
     settings = codemem.settings()
-    out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], settings.parse_timeout_s,
+    out = prepare_buckets([plan or BucketPlan(bucket=key) for key, plan in source_files.items()], ParseLimits.of(settings),
                           tuple(settings.doc_globs))
     _per_bucket(context, {key: _parsed_metadata(bucket) for key, bucket in out.items()})
     return Output(out, metadata={"run_buckets": len(out), "seconds": round(time.perf_counter() - started, 3)})
@@ -204,7 +205,7 @@ def _current(context: AssetExecutionContext, ctx: Any, key: str, bucket: Prepare
         return bucket, []
     context.log.warning(f"bucket {key}: {len(stale)} file(s) changed on disk since the bucket was planned "
                         f"({', '.join(stale[:5])}); reading the bucket again from disk")
-    return reread_bucket(ctx, key, ctx.settings.parse_timeout_s), stale
+    return reread_bucket(ctx, key), stale
 
 
 @asset(
