@@ -25,6 +25,7 @@ from pipelines.records import build_symbol_records, file_id, graph_label
 from pipelines.resolution_scope import referenced_names
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import FileState, Manifest, SkippedState, SymbolRow
+from resources.manifest_store import pack
 from resources.schemas.code import CallSite, ParsedSymbol
 from resources.vectors import sparse
 from resources.settings import Settings
@@ -172,7 +173,7 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
                 id=record.id, path=source.path, name=symbol.name, local_name=record.local_name,
                 qualified_name=record.qualified_name, kind=symbol.kind, container=symbol.container,
                 language=source.language, embed_text=record.embed_text, has_dense=False,
-                path_qualified_name=record.path_qualified_name,
+                path_qualified_name=record.path_qualified_name, embed_packed=pack(record.embed_text),
             )
         )
         if symbol.extends or symbol.implements or symbol.fields:

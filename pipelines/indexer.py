@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
 import pathspec
+import structlog
 
 from pipelines.bucket_records import BucketRecord, BucketTracker
 from pipelines.buckets import bucket_of
@@ -58,6 +59,8 @@ from pipelines.records import file_id
 from resources.manifest import SkippedState
 
 OPTIMIZE_MIN_REWRITES = 5_000
+
+log = structlog.get_logger("codemem.index")
 
 
 def index_project(
@@ -241,6 +244,10 @@ def index_project(
             progress("resolve", 1, 1)
         ctx.vectors.flush()
         _maybe_optimize(ctx, rewritten)
+        if not interrupted:
+            compacted = time.monotonic()
+            if ctx.manifest.compact_after_rewrite(report.symbols_written):
+                log.info("index manifest compacted", seconds=round(time.monotonic() - compacted, 1))
 
     return finish_report(ctx, report, started, embed=embed, progress=progress, stop=stop)
 

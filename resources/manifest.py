@@ -8,8 +8,10 @@ that file; cross-file edges about to change in the graph are recorded as unsettl
 
 A file's references (JSON) are its largest column (37 MB for Linux's ``fs/``, a third of the
 manifest): they are stored zlib-compressed (``manifest_store.pack``: 7.8× smaller, ~0.2 s for all of ``fs/``); a
-row written before as text is read as it is (``unpack``). Embedding texts stay plain: each is
-short (~340 bytes), so zlib saves 1.6× for ~1 s of the main thread's time on ``fs/``.
+row written before as text is read as it is (``unpack``). Embedding texts (~320 bytes a symbol,
+342 MB of the kernel's 1.5 GB manifest while no dense vector is computed) are packed too in SQLite
+(1.6× smaller), by the parse workers (``SymbolRow.embed_packed``), not the writing thread;
+PostgreSQL keeps them as text (its column is TEXT).
 
 The rows live in a store (``resources.manifest_store``): the SQLite file, or in server mode a
 schema of the shared PostgreSQL database, which every replica and indexing worker writes directly.
@@ -105,8 +107,13 @@ class SymbolRow:
     has_dense: bool
     path_qualified_name: str = ""
     """The path-based name of earlier releases (``pipelines.qualified_names``), still looked up."""
+    embed_packed: bytes | None = None
+    """``embed_text`` packed (``manifest_store.pack``) where it was made: what a SQLite manifest
+    stores (packed on write when None)."""
 
 
+COMPACT_FROM_BYTES = 64 << 20
+"""A manifest under this size is not compacted after a large run (a few MB at most to gain)."""
 REF_NAMES_COMPLETE = "ref_names_complete_v2"
 """Meta key set once ``ref_names`` holds every indexed file's names (a manifest of an earlier
 release gets them at its next whole-repository resolution; v2: identifiers in any script, not
@@ -250,6 +257,25 @@ class Manifest:
         with self.store.reading() as conn:
             return {row[0] for row in conn.execute("SELECT DISTINCT path FROM in_flight")}
 
+    def compact_after_rewrite(self, symbols_written: int) -> bool:
+        """Compact a SQLite manifest (``SqliteManifestStore.compact``) that a run just wrote at
+        least half of (a first index, a rebuild), once it is ``COMPACT_FROM_BYTES`` or more; True
+        when it was compacted."""
+        store = self.store
+        if not isinstance(store, SqliteManifestStore) or symbols_written <= 0:
+            return False
+        try:
+            large = store.path.stat().st_size >= COMPACT_FROM_BYTES
+        except OSError:
+            return False
+        return large and symbols_written * 2 >= self.counts()["symbols"] and store.compact()
+
+    def _stored_text(self, symbol: SymbolRow) -> str | bytes:
+        """A symbol's embedding text as this store keeps it: packed in SQLite, text in PostgreSQL."""
+        if not isinstance(self.store, SqliteManifestStore):
+            return symbol.embed_text
+        return symbol.embed_packed if symbol.embed_packed is not None else pack(symbol.embed_text)
+
     def replace_files(self, conn: Any, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
         """Inside a transaction: replace the rows of these files (state, refs, symbols).
 
@@ -288,7 +314,7 @@ class Manifest:
                 [
                     (
                         s.id, s.path, s.name, s.local_name, s.qualified_name, s.kind, s.container, s.language,
-                        "" if s.has_dense else s.embed_text, int(s.has_dense), s.path_qualified_name,
+                        "" if s.has_dense else self._stored_text(s), int(s.has_dense), s.path_qualified_name,
                     )
                     for s in _last_of_each_id(symbols)
                 ],
@@ -485,9 +511,10 @@ class Manifest:
     def pending_dense(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` (id, embed_text) pairs that have no dense vector yet."""
         with self.store.reading() as conn:
-            return conn.execute(
+            rows = conn.execute(
                 "SELECT id, embed_text FROM symbols WHERE has_dense = 0 ORDER BY path, id LIMIT ?", (limit,)
             ).fetchall()
+        return [(symbol_id, unpack(text)) for symbol_id, text in rows]
 
     def still_pending(self, pairs: Sequence[tuple[str, str]]) -> set[str]:
         """Ids of ``(id, embed_text)`` pairs whose symbol still exists with that text and no vector.
@@ -505,7 +532,7 @@ class Manifest:
                 for sid, text in conn.execute(
                     f"SELECT id, embed_text FROM symbols WHERE has_dense = 0 AND id IN ({marks})", chunk
                 ):
-                    if wanted[sid] == text:
+                    if wanted[sid] == unpack(text):
                         found.add(sid)
         return found
 

@@ -314,6 +314,7 @@ def test_a_project_moving_to_server_mode_takes_its_index_along(postgres_url: str
         assert moved.symbol_ids() == {"s1"} and moved.dirty() == {"s1"}
         assert moved.file("a.py") == _state("a.py") and moved.refs_of(["a.py"])["a.py"]["imports"] == []
         assert moved.resolved_edges_of_type("CALLS") == [("s1", "s2", {"line_number": 2})]
+        assert moved.pending_dense(10) == [("s1", "def helper(): ...")]  # packed in SQLite, text in PostgreSQL
     finally:
         moved.close()
     state = embedded.resolved_state_dir()

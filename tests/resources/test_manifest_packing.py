@@ -8,6 +8,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from resources.manifest import FileState, Manifest, SymbolRow
 
 REFS = {"imports": [{"module": "os.path", "names": ["join"]}] * 40, "calls": [["read_config", 12]] * 60, "declarations": ["s1"]}
@@ -35,8 +37,57 @@ def test_refs_are_stored_compressed_and_read_back_unchanged(tmp_path: Path) -> N
 
     raw = sqlite3.connect(tmp_path / "index.db")
     refs_type, refs_bytes = raw.execute("SELECT typeof(refs), length(refs) FROM files").fetchone()
+    text_type, text_bytes = raw.execute("SELECT typeof(embed_text), length(embed_text) FROM symbols").fetchone()
     raw.close()
     assert refs_type == "blob" and refs_bytes * 4 < len(json.dumps(REFS))
+    assert text_type == "blob" and text_bytes * 2 < len(TEXT)  # embedding texts packed too
+
+
+def test_a_text_packed_by_a_parse_worker_is_stored_as_packed(tmp_path: Path) -> None:
+    from resources.manifest_store import pack
+
+    manifest = Manifest(tmp_path / "index.db")
+    symbol = _symbol("s1", "pkg/a.py")
+    symbol.embed_packed = pack(TEXT)
+    with manifest.transaction() as conn:
+        manifest.replace_files(conn, [(_file("pkg/a.py"), REFS, [symbol])])
+    assert manifest.pending_dense(10) == [("s1", TEXT)] and manifest.still_pending([("s1", TEXT)]) == {"s1"}
+    with manifest.store.reading() as conn:
+        assert conn.execute("SELECT embed_text FROM symbols").fetchone()[0] == symbol.embed_packed
+    manifest.close()
+
+
+def test_a_manifest_a_run_rewrote_is_compacted_and_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows written in random key order leave pages part empty: a manifest a run rewrote most of is
+    compacted (``VACUUM``) once it is large enough; one another connection is writing to is left
+    as it is, readable."""
+    from resources import manifest as manifest_module
+
+    manifest = Manifest(tmp_path / "index.db")
+    paths = [f"pkg/m{i:04d}.py" for i in range(1500)]
+    for round_ in range(2):  # a rewrite of every file, in shuffled order: pages split, then half emptied
+        order = sorted(paths, key=lambda p: hash((p, round_)))
+        for start in range(0, len(order), 100):
+            with manifest.transaction() as conn:
+                manifest.replace_files(conn, [(_file(p), REFS, [_symbol(f"{p}-{round_}-{j}", p) for j in range(4)])
+                                              for p in order[start:start + 100]])
+    before = (tmp_path / "index.db").stat().st_size
+    expected = (manifest.symbol_ids(), manifest.pending_dense(10))
+    assert not manifest.compact_after_rewrite(6000)  # under COMPACT_FROM_BYTES: not worth it
+    monkeypatch.setattr(manifest_module, "COMPACT_FROM_BYTES", 0)
+    assert not manifest.compact_after_rewrite(10)  # a run that wrote a small part: not either
+    other = sqlite3.connect(tmp_path / "index.db", timeout=0.1)
+    other.execute("BEGIN IMMEDIATE")  # another connection writing
+    try:
+        assert not manifest.compact_after_rewrite(6000)
+    finally:
+        other.rollback()
+        other.close()
+    assert (manifest.symbol_ids(), manifest.pending_dense(10)) == expected
+    assert manifest.compact_after_rewrite(6000)
+    assert (tmp_path / "index.db").stat().st_size < before
+    assert (manifest.symbol_ids(), manifest.pending_dense(10)) == expected
+    manifest.close()
 
 
 def test_a_manifest_written_before_packing_still_reads(tmp_path: Path) -> None:
