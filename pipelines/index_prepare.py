@@ -60,16 +60,21 @@ class ParseLimits:
 
     timeout_s: float
     memory_mb: int | None = None
+    budget_set: bool = False
+    """Whether ``memory_mb`` comes from a budget the user set (``CODEMEM_INDEX_MEMORY_MB``) rather
+    than from this machine's memory."""
 
     @classmethod
     def of(cls, settings: Settings) -> ParseLimits:
         """The limits ``settings`` set (``parse_timeout_s``; ``index_memory_mb``'s share per worker)."""
-        return cls(settings.parse_timeout_s, worker_memory_mb(settings.index_memory_mb))
+        return cls(settings.parse_timeout_s, worker_memory_mb(settings.index_memory_mb), settings.index_memory_mb > 0)
 
     @property
     def tag(self) -> str:
-        """What skip records are made under: a file skipped under other limits is read again."""
-        return f"{self.timeout_s:g}" if self.memory_mb is None else f"{self.timeout_s:g} {self.memory_mb}MB"
+        """What skip records are made under: a file skipped under other limits is read again (a
+        budget the user set is one of them; the default, which follows the machine, is not: one
+        manifest shared by machines of other sizes keeps its records)."""
+        return f"{self.timeout_s:g} {self.memory_mb}MB" if self.budget_set else f"{self.timeout_s:g}"
 
     def isolate(self, size: int) -> bool:
         """Whether a file of ``size`` bytes is parsed in a worker held to the limit, when the run
@@ -85,7 +90,10 @@ def parse_workers() -> int:
 def machine_memory_mb() -> int:
     """The memory this process may use, in MB: the machine's, or its container's (cgroup v2
     ``memory.max``, v1 ``memory.limit_in_bytes``) when lower."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf here (Windows): a laptop's memory
+        total = 8 << 30
     for limit in (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")):
         try:
             total = min(total, int(limit.read_text().strip()))
@@ -294,6 +302,8 @@ def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, 
         return ("vanished", None)
     except OSError as exc:
         return ("fail", f"cannot read: {exc.strerror or exc}")
+    except MemoryError:
+        return ("fail", f"cannot read it within {_held(_held_to)}{_RAISE_BUDGET}")
     if b"\0" in data[:8192]:
         return ("skip", Skip("binary file", _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=True))
     try:
@@ -303,14 +313,17 @@ def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, 
         reason = f"parser exceeded the {timeout_s:g}s time limit"
         return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
     except MemoryError:  # a parse worker at its limit (another process's memory error: the same words)
-        held = f"the {_held_to} MB a parse worker may use" if _held_to is not None else "the memory available"
-        reason = f"parsing it needs more than {held}{_RAISE_BUDGET}"
+        reason = f"parsing it needs more than {_held(_held_to)}{_RAISE_BUDGET}"
         return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
         return ("fail", f"{type(exc).__name__}: {exc}")
 
 
 _RAISE_BUDGET = " (CODEMEM_INDEX_MEMORY_MB sets the run's budget)"
+
+
+def _held(memory_mb: int | None) -> str:
+    return f"the {memory_mb} MB a parse worker may use" if memory_mb is not None else "the memory available"
 _held_to: int | None = None
 """In a parse worker: the MB its data segment is held to (``_start_worker``)."""
 
@@ -321,12 +334,16 @@ def _start_worker(parent_pid: int, memory_mb: int | None) -> None:
     that needs more fails alone (a ``MemoryError``, or the worker ends: ``_Isolated``) instead of
     taking the machine's memory."""
     global _held_to
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the run in the indexing process, not a parse
     _exit_with_parent(parent_pid)
     if memory_mb is None:
         return
     try:
         import resource
 
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a parser's abort() at the limit leaves no core file
         limit = memory_mb << 20
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         _held_to = memory_mb
@@ -356,21 +373,42 @@ class _Isolated:
     def __init__(self, limits: ParseLimits, doc_globs: tuple[str, ...]) -> None:
         self._limits, self._doc_globs = limits, doc_globs
         self._pool: ProcessPoolExecutor | None = None
+        self._given = 0  # bytes of source the worker was given (it keeps them: ``FILES_PER_POOL``)
 
     def prepare(self, source: SourceFile) -> Outcome:
-        if self._pool is None:
-            self._pool = _pool(1, self._limits)
-        try:
-            return self._pool.submit(_prepare_safely, source, self._limits.timeout_s, self._doc_globs).result()
-        except BrokenProcessPool:
-            self._pool.shutdown(wait=False)
-            self._pool = None
-            return _died(source, self._limits)
+        for _ in range(2):  # a worker found dead when the file is handed over is not the file's doing
+            if self._pool is None or self._given >= _recycle_bytes(self._limits):
+                self.close()
+                self._pool = _pool(1, self._limits)
+            try:
+                future = self._pool.submit(_prepare_safely, source, self._limits.timeout_s, self._doc_globs)
+            except BrokenProcessPool:
+                self.close()
+                continue
+            self._given += source.size
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                self.close()
+                return _died(source, self._limits)
+            except MemoryError:  # its outcome too large to send back under the limit
+                self.close()
+                return _died(source, self._limits)
+            except Exception as exc:  # noqa: BLE001 - one file's failure, whatever the worker raised
+                return ("fail", f"{type(exc).__name__}: {exc}")
+        return _died(source, self._limits)
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = False) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None
+        self._given = 0
+
+
+def _recycle_bytes(limits: ParseLimits) -> float:
+    """Bytes of source after which a worker is replaced: py-tree-sitter keeps what it parsed, so
+    a worker nears its limit after half its share of sources."""
+    return (limits.memory_mb << 19) if limits.memory_mb is not None else float("inf")
 
 
 def _pool(workers: int, limits: ParseLimits) -> ProcessPoolExecutor:
@@ -422,7 +460,7 @@ def _prepare_all(
             return
         yield from _prepare_in_pools(changed, limits, doc_globs, workers, isolated)
     finally:
-        isolated.close()
+        isolated.close(wait=True)
 
 
 def _prepare_in_pools(
@@ -434,13 +472,13 @@ def _prepare_in_pools(
 
     def after_a_break() -> Iterator[tuple[SourceFile, Outcome]]:
         """A worker ended: what is finished stands, the rest is prepared alone; then a fresh pool."""
-        nonlocal pool, submitted
+        nonlocal pool, submitted, given
         pool.shutdown(wait=False, cancel_futures=True)
         while in_flight:
             source, future = in_flight.popleft()
             finished = future.done() and not future.cancelled() and future.exception() is None
             yield source, future.result() if finished else isolated.prepare(source)
-        pool, submitted = _pool(workers, limits), 0
+        pool, submitted, given = _pool(workers, limits), 0, 0
 
     def oldest() -> Iterator[tuple[SourceFile, Outcome]]:
         source, future = in_flight[0]
@@ -449,14 +487,17 @@ def _prepare_in_pools(
         except BrokenProcessPool:
             yield from after_a_break()
             return
+        except Exception:  # noqa: BLE001 - its outcome could not come back (a MemoryError sending it): alone
+            outcome = isolated.prepare(source)
         in_flight.popleft()
         yield source, outcome
 
+    given = 0  # bytes of source the current pool's workers were given
     try:
         for source, _ in changed:
-            if submitted == FILES_PER_POOL:
+            if submitted == FILES_PER_POOL or given >= _recycle_bytes(limits) * workers:
                 pool.shutdown(wait=False)  # its workers prepare what they were given, then exit
-                pool, submitted = _pool(workers, limits), 0
+                pool, submitted, given = _pool(workers, limits), 0, 0
             try:
                 future = pool.submit(_prepare_safely, source, limits.timeout_s, doc_globs)
             except BrokenProcessPool:
@@ -464,6 +505,7 @@ def _prepare_in_pools(
                 future = pool.submit(_prepare_safely, source, limits.timeout_s, doc_globs)
             in_flight.append((source, future))
             submitted += 1
+            given += source.size
             if len(in_flight) >= MAX_IN_FLIGHT:
                 yield from oldest()
         while in_flight:

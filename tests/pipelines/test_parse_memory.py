@@ -43,23 +43,46 @@ def test_the_budget_is_shared_among_the_parse_workers() -> None:
     assert worker_memory_mb(12_000) == 12_000 // (workers + 2)
     assert worker_memory_mb(100) == MIN_WORKER_MEMORY_MB  # never below what a worker needs
     assert worker_memory_mb(0) >= MIN_WORKER_MEMORY_MB  # 0: half the machine's memory
-    assert ParseLimits(10.0, 256).tag != ParseLimits(10.0, 512).tag != ParseLimits(10.0).tag
+    # skip records follow a budget the user set, not the default one (a manifest shared by machines)
+    assert ParseLimits(10.0, 256, budget_set=True).tag != ParseLimits(10.0, 512, budget_set=True).tag
+    assert ParseLimits(10.0, 256).tag == ParseLimits(10.0, 512).tag == ParseLimits(10.0).tag
 
 
-def test_a_worker_pool_loses_one_file_to_the_budget_and_prepares_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recycled", [False, True], ids=["one-pool", "after-a-recycle"])
+def test_a_worker_pool_loses_one_file_to_the_budget_and_prepares_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recycled: bool,
+) -> None:
     """A pool's worker ends inside the hungry file: the files it had in flight are prepared again
-    one at a time, the hungry one alone is skipped, every other is prepared, in order."""
+    one at a time, the hungry one alone is skipped, every other is prepared, in order — also when
+    the file lands just after the pool was replaced, an older pool's files still in flight."""
+    from pipelines import index_prepare
+
+    monkeypatch.setattr(index_prepare, "parse_workers", lambda: 2)  # the pool path on any machine
+    if recycled:
+        monkeypatch.setattr(index_prepare, "FILES_PER_POOL", 50)
+        monkeypatch.setattr(index_prepare, "MAX_IN_FLIGHT", 16)
     files = {f"pkg/m{i:03d}.py": f"def f{i}(a):\n    return a + {i}\n" for i in range(PARALLEL_THRESHOLD + 20)}
-    files["pkg/m100_hungry.py"] = HUNGRY
+    files["pkg/m049_hungry.py"] = HUNGRY  # the 51st file: the first of the second pool when recycled
     write_files(tmp_path, files)
     changed = [(_source(tmp_path, rel), "") for rel in sorted(files)]
     limits = ParseLimits(60.0, MIN_WORKER_MEMORY_MB)
     outcomes = list(_prepare_all(changed, limits))
     assert [source.path for source, _ in outcomes] == sorted(files)  # every file once, in order
     kinds = {source.path: kind for source, (kind, _) in outcomes}
-    assert kinds.pop("pkg/m100_hungry.py") == "skip" and set(kinds.values()) == {"ok"}
-    reason = next(value.reason for source, (_, value) in outcomes if source.path == "pkg/m100_hungry.py")
+    assert kinds.pop("pkg/m049_hungry.py") == "skip" and set(kinds.values()) == {"ok"}
+    reason = next(value.reason for source, (_, value) in outcomes if source.path == "pkg/m049_hungry.py")
     assert "CODEMEM_INDEX_MEMORY_MB" in reason and str(MIN_WORKER_MEMORY_MB) in reason
+
+
+def test_hungry_files_in_a_row_are_each_skipped_alone(tmp_path: Path) -> None:
+    """A run that parses in-process sends each large file to a worker of its own: three in a row
+    end three workers, each skipped, the small files between them prepared in-process."""
+    files = {"a_hungry.py": HUNGRY, "b_hungry.py": HUNGRY, "c_small.py": "def c():\n    return 3\n", "d_hungry.py": HUNGRY}
+    write_files(tmp_path, files)
+    outcomes = list(_prepare_all([(_source(tmp_path, rel), "") for rel in sorted(files)], ParseLimits(60.0, MIN_WORKER_MEMORY_MB)))
+    assert [(source.path, kind) for source, (kind, _) in outcomes] == [
+        ("a_hungry.py", "skip"), ("b_hungry.py", "skip"), ("c_small.py", "ok"), ("d_hungry.py", "skip"),
+    ]
 
 
 def test_codemem_index_skips_a_file_over_the_budget_and_indexes_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,9 +103,9 @@ def test_codemem_index_skips_a_file_over_the_budget_and_indexes_the_rest(tmp_pat
     assert "CODEMEM_INDEX_MEMORY_MB" in skipped["app/generated.py"]
     manifest = Manifest(root / ".codemem" / MANIFEST_FILE)
     try:
-        under = Settings(project_root=root)
+        under = Settings(project_root=root, index_memory_mb=400, parse_timeout_s=60)
         assert "app/generated.py" in skip_records(manifest, ParseLimits.of(under))
-        raised = Settings(project_root=root, index_memory_mb=64_000)
+        raised = Settings(project_root=root, index_memory_mb=64_000, parse_timeout_s=60)
         assert skip_records(manifest, ParseLimits.of(raised)) == {}  # another budget reads it again
     finally:
         manifest.close()
