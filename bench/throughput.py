@@ -248,9 +248,11 @@ def _embed_texts(state: Path) -> list[str]:
     """The texts codemem still has to embed in this state (a symbol's text goes once its vector is stored)."""
     import sqlite3
 
+    from resources.manifest_store import unpack
+
     db = sqlite3.connect(state / "index.db")
-    try:
-        return [row[0] for row in db.execute("SELECT embed_text FROM symbols WHERE embed_text != '' ORDER BY path, id")]
+    try:  # (stored packed: ``resources.manifest``)
+        return [unpack(row[0]) for row in db.execute("SELECT embed_text FROM symbols WHERE embed_text != '' ORDER BY path, id")]
     finally:
         db.close()
 
