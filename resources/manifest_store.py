@@ -119,6 +119,9 @@ FILES_WRITTEN = "files_written"
 derived layer that wrote edges to those nodes compares it to know whether they may be gone."""
 
 
+COMPACT_LOG_LIMIT = 64 << 20
+"""Bytes a manifest's write-ahead log is cut back to at a checkpoint once it was compacted (the
+rewrite passes the whole file through the log)."""
 PACK_LEVEL = 3
 """zlib level of the packed column: on Linux's ``fs/`` refs, 1 gives 7.3×, 3 7.8× in less time, 6 8.7× in 2.7× the time."""
 
@@ -248,21 +251,32 @@ class SqliteManifestStore:
     def compact(self) -> bool:
         """Rewrite the file with its pages full (``VACUUM``; the write-ahead log truncated after):
         B-trees filled in random key order (symbol ids) keep their pages ~75% full, 108 MB of the
-        kernel's 1.55 GB manifest, 7 s. Needs room for two more copies while it runs; False (the
-        file as it was) when it fails, for want of room or because another connection is writing."""
+        kernel's 1.55 GB manifest, 7 s, during which this process's other manifest reads wait.
+        Needs room for two more copies while it runs. False when it fails (for want of room, or
+        another connection writing: the rows as they were, the log truncated again) or when a
+        reader elsewhere keeps the log from being truncated (its size is then capped at the next
+        checkpoint, ``COMPACT_LOG_LIMIT``)."""
+        log = logging.getLogger(__name__)
         with self._lock:
             waits = self._conn.execute("PRAGMA busy_timeout").fetchone()[0]
             self._conn.execute("PRAGMA busy_timeout = 1000")  # a writer elsewhere: not worth waiting for
+            self._conn.execute(f"PRAGMA journal_size_limit = {COMPACT_LOG_LIMIT}")  # the log shrinks back after
             try:
                 self._conn.execute("VACUUM")
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             except sqlite3.Error as exc:
-                logging.getLogger(__name__).warning("the index manifest %s was not compacted: %s", self.path, exc)
+                log.warning("the index manifest %s was not compacted: %s", self.path, exc)
+                try:  # what the failed rewrite left in the log (all the room a full disk had) given back
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass
                 return False
             finally:
                 self._commits += 1
                 self._conn.execute(f"PRAGMA busy_timeout = {int(waits)}")
-            return True
+            if busy:
+                log.info("the index manifest %s was compacted; a reader kept its log from being truncated (later)", self.path)
+            return not busy
 
     def close(self) -> None:
         """Close the database."""
