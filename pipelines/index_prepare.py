@@ -293,17 +293,31 @@ class Skip(NamedTuple):
         return SkippedState(path, self.content_hash, self.size, self.mtime_ns, self.reason, lasting=self.lasting)
 
 
-def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> Outcome:
-    """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
+class _Read(NamedTuple):
+    stat: os.stat_result
+    data: bytes
+
+
+def _read(source: SourceFile) -> _Read | Outcome:
+    """A file's stats (taken before the read: a change meanwhile shows as other stats next time)
+    and bytes, or the outcome of a file that cannot be read."""
     try:
-        stat = source.absolute_path.stat()  # before the read: a change meanwhile shows as other stats next time
-        data = source.absolute_path.read_bytes()
+        stat = source.absolute_path.stat()
+        return _Read(stat, source.absolute_path.read_bytes())
     except FileNotFoundError:
         return ("vanished", None)
     except OSError as exc:
         return ("fail", f"cannot read: {exc.strerror or exc}")
     except MemoryError:
         return ("fail", f"cannot read it within {_held(_held_to)}{_RAISE_BUDGET}")
+
+
+def _prepare_safely(source: SourceFile, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> Outcome:
+    """Read, re-hash and prepare one file; never raises (runs in worker processes too)."""
+    read = _read(source)
+    if not isinstance(read, _Read):
+        return read
+    stat, data = read
     if b"\0" in data[:8192]:
         return ("skip", Skip("binary file", _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=True))
     try:
@@ -324,6 +338,8 @@ _RAISE_BUDGET = " (CODEMEM_INDEX_MEMORY_MB sets the run's budget)"
 
 def _held(memory_mb: int | None) -> str:
     return f"the {memory_mb} MB a parse worker may use" if memory_mb is not None else "the memory available"
+
+
 _held_to: int | None = None
 """In a parse worker: the MB its data segment is held to (``_start_worker``)."""
 
@@ -354,13 +370,10 @@ def _start_worker(parent_pid: int, memory_mb: int | None) -> None:
 def _died(source: SourceFile, limits: ParseLimits) -> Outcome:
     """The outcome of a file whose parse worker ended while parsing it alone: skipped, with the
     content it was given (read again here)."""
-    try:
-        stat = source.absolute_path.stat()
-        data = source.absolute_path.read_bytes()
-    except FileNotFoundError:
-        return ("vanished", None)
-    except OSError as exc:
-        return ("fail", f"cannot read: {exc.strerror or exc}")
+    read = _read(source)
+    if not isinstance(read, _Read):
+        return read
+    stat, data = read
     held = f"its {limits.memory_mb} MB limit{_RAISE_BUDGET}" if limits.memory_mb is not None else "memory"
     reason = f"the parse worker died parsing it: out of {held}, or a crash in the parser"
     return ("skip", Skip(reason, _sha256(data), stat.st_size, stat.st_mtime_ns, lasting=False))
@@ -388,10 +401,7 @@ class _Isolated:
             self._given += source.size
             try:
                 return future.result()
-            except BrokenProcessPool:
-                self.close()
-                return _died(source, self._limits)
-            except MemoryError:  # its outcome too large to send back under the limit
+            except (BrokenProcessPool, MemoryError):  # it ended the worker, or its outcome was too large to send back
                 self.close()
                 return _died(source, self._limits)
             except Exception as exc:  # noqa: BLE001 - one file's failure, whatever the worker raised
