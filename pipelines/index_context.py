@@ -83,6 +83,10 @@ class IndexReport:
     notes: list[str] = field(default_factory=list)
     design: dict[str, Any] | None = None
     """What the design step (documents, links, patterns, anchors) did after the run."""
+    resolved_scope: frozenset[str] | None = field(default=None, repr=False)
+    """The node ids whose cross-file edges the run resolved or removed (``EdgeChanges.scope``):
+    what a check of the run's edges reads; None when it resolved the whole repository (or the run
+    did not say)."""
 
     @property
     def ok(self) -> bool:

@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pipelines.index_context import CODE_COLLECTION, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
-from pipelines.resolution_scope import affected_paths, hierarchy_moved, kept_edges, record_writes, referenced_names, scope_ids
+from pipelines.resolution_scope import (
+    affected_paths,
+    existing_nodes,
+    hierarchy_moved,
+    kept_edges,
+    reachable_symbols,
+    record_writes,
+    referenced_names,
+    scope_ids,
+)
 from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
@@ -108,39 +118,54 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
         ctx.manifest.note_changed_names(conn, (), everything=True)  # imports and includes resolve to paths
 
 
-def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
+@dataclass(frozen=True)
+class EdgeChanges:
+    """What a cross-file resolution changed in the graph."""
+
+    added: int = 0
+    removed: int = 0
+    scope: frozenset[str] | None = frozenset()
+    """The node ids whose edges it resolved or whose edges it removed (the sources it resolved
+    again, the nodes rewritten): the ids whose edges a check of this run reads; None when it
+    resolved the whole repository."""
+
+
+def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
     """Re-resolve cross-file edges and apply the difference to the graph.
 
-    Only the files a change can affect are resolved again (``pipelines.resolution_scope``), the
-    whole repository when the change can affect any.
+    Only the files a change can affect are resolved again (``pipelines.resolution_scope``), from
+    the symbols their lookups can reach and the recorded edges of their nodes; the whole
+    repository, from every symbol and edge, when the change can affect any file.
 
     Args:
         touched_ids: Ids of nodes whose subgraph was replaced or deleted in this run: their
             edges were removed from the graph with them, so they are re-added when still valid.
-
-    Returns:
-        (edges added, edges removed).
     """
-    symbols = ctx.manifest.all_symbols()
-    current = ctx.manifest.resolved_edges()
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
     only = None if unsettled else affected_paths(ctx.manifest, touched_ids)
     refs = ctx.manifest.all_refs(calls_of=())  # every file's imports and bases; the calls a file at a time
     if only is None and ctx.manifest.get_meta(REF_NAMES_COMPLETE) != "1":
         ctx.manifest.fill_ref_names(
             {path: referenced_names({**refs[path][1], "calls": calls}) for path, calls in ctx.manifest.calls_by_file()})
-    resolution = resolve(symbols, refs, only, calls=ctx.manifest.calls_by_file)
-    in_scope = scope_ids(only, symbols) if only is not None else set()
-    if only is not None and hierarchy_moved(resolution.edges, current, in_scope):
-        # a class's resolved base changed (a base name became ambiguous, or found another class):
-        # members are looked up through the hierarchy, by files that need not mention the name
-        only = None
+    in_scope: set[str] = set()
+    if only is not None:
+        symbols = reachable_symbols(ctx.manifest, only)
+        resolution = resolve(symbols, refs, only, calls=ctx.manifest.calls_by_file)
+        in_scope = scope_ids(only, symbols)
+        current = ctx.manifest.edges_touching(in_scope | touched_ids, touched_ids)
+        if hierarchy_moved(resolution.edges, current, in_scope):
+            # a class's resolved base changed (a base name became ambiguous, or found another class):
+            # members are looked up through the hierarchy, by files that need not mention the name
+            only = None
+    if only is None:
+        symbols = ctx.manifest.all_symbols()
+        current = ctx.manifest.resolved_edges()
         resolution = resolve(symbols, refs, None, calls=ctx.manifest.calls_by_file)
-    del refs
+    del refs, symbols
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
     if only is not None:  # the edges into rewritten files from files out of scope: back as they were
-        kept = kept_edges(destroyed, in_scope, symbols, ctx.manifest.files())
+        kept = kept_edges(destroyed, in_scope, existing_nodes(ctx.manifest, {e[2] for e in destroyed if e[0] not in in_scope}))
         wanted.update(ctx.manifest.resolved_edge_properties(kept))
     still_in_graph = current  # (the set itself, less what is gone: a copy is ~0.2 GB on the Linux kernel)
     still_in_graph -= destroyed
@@ -174,22 +199,28 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> tuple[int, int]:
     # holds exactly those some file still imports (a deleted file, or one that stopped importing a
     # module, leaves no orphan, as a clean index of the same tree would have none).
     removed = set(to_remove)
-    imported = {d for s, t, d in still_in_graph if t == "IMPORTS" and (s, t, d) not in removed}
-    imported |= {d for _, t, d in to_add if t == "IMPORTS"}
-    unreferenced = ctx.graph.node_ids("Module") - imported - resolution.external_modules.keys()
+    gone = removed | destroyed
+    imported = {d for _, t, d in to_add if t == "IMPORTS"}
+    if only is None:
+        imported |= {d for s, t, d in still_in_graph if t == "IMPORTS" and (s, t, d) not in removed}
+        candidates = ctx.graph.node_ids("Module")
+    else:  # only a module this run took an import of can have lost its last importer
+        candidates = {d for _, t, d in gone if t == "IMPORTS"} & ctx.graph.node_ids("Module")
+        imported |= {e[2] for e in ctx.manifest.import_targets(candidates - imported) if e not in gone}
+    unreferenced = candidates - imported - resolution.external_modules.keys()
     ctx.graph.delete_nodes("Module", sorted(unreferenced))
     fault_point("index:resolving")
     ctx.manifest.replace_resolved_edges(
         ((s, t, d, wanted[(s, t, d)]) for s, t, d in to_add), [*destroyed, *to_remove], touched_ids
     )
-    return len(to_add), len(to_remove)
+    return EdgeChanges(len(to_add), len(to_remove), None if only is None else frozenset(in_scope | touched_ids))
 
 
-def resolve_pending(ctx: IndexContext) -> tuple[int, int]:
+def resolve_pending(ctx: IndexContext) -> EdgeChanges:
     """Resolve cross-file edges for every dirty node id (this run's, or an interrupted run's)."""
     touched = ctx.manifest.dirty()
     if not touched:
-        return 0, 0
+        return EdgeChanges()
     fault_point("index:before_resolve")
     return resolve_edges(ctx, touched)
 

@@ -238,9 +238,11 @@ def index_project(
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()
         report.files_deleted = len([p for p in deleted if p in known])
+        report.resolved_scope = frozenset()  # no edge changed unless a resolution runs
         if touched or ctx.manifest.dirty():
             progress("resolve", 0, 1)
-            report.edges_added, report.edges_removed = resolve_pending(ctx)
+            changes = resolve_pending(ctx)
+            report.edges_added, report.edges_removed, report.resolved_scope = changes.added, changes.removed, changes.scope
             progress("resolve", 1, 1)
         ctx.vectors.flush()
         _maybe_optimize(ctx, rewritten)

@@ -25,7 +25,7 @@ from pipelines.parsing.hooks.java import receiver_of
 from pipelines.qualified_names import module_name
 from pipelines.records import file_id, module_id
 from resources.manifest import SymbolRow
-from resources.schemas.code import CLASS_KINDS
+from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
 
 _GENERIC = re.compile(r"<.*>|\[.*\]|\(.*\)")
 _SEPARATORS = re.compile(r"::|->|\.|/|\\")
@@ -256,10 +256,15 @@ def resolve(
 
     java_types = JavaTypeNames(symbols, refs, CLASS_KINDS)
     lookups = {}
+    defining = {s.path for s in symbols if s.language in C_FAMILY and s.kind in CALLABLE_KINDS}
+    """The files whose includes a definition's choice reads (``Definitions.definition_of``)."""
     for path, (language, file_refs) in refs.items():
+        emit = only is None or path in only
+        if not (emit or path in defining or any(
+                "fields" in t or t.get("extends") or t.get("implements") for t in file_refs.get("types", []))):
+            continue  # out of scope, and nothing read of it: no base or field type, no include a definition needs
         imported_names: dict[str, set[str]] = defaultdict(set)  # local name -> files
         source_file = file_id(path)
-        emit = only is None or path in only
         for imp in file_refs.get("imports", []):
             targets = modules.resolve(path, language, imp["module"], imp.get("items", []))
             props = {"items": list(imp.get("items", [])), "line_number": imp.get("line")}

@@ -24,6 +24,7 @@ from typing import Any
 
 from pipelines.records import file_id
 from resources.manifest import Manifest, SymbolRow
+from resources.schemas.code import CLASS_KINDS
 
 _IDENTIFIER = re.compile(r"[^\W\d][\w$]*|\$[\w$]*")
 """An identifier in any script (``计算``, ``größe``), as the parsers' names are."""
@@ -116,6 +117,15 @@ def affected_paths(manifest: Manifest, touched: set[str]) -> set[str] | None:
     return changed | manifest.paths_mentioning(names)
 
 
+def reachable_symbols(manifest: Manifest, only: set[str]) -> list[SymbolRow]:
+    """The symbols a resolution of the files in ``only`` can reach, the same edges resolving from
+    them as from every symbol: those of the files, every type (bases are resolved for every file,
+    and members found through them), and every symbol whose name their references mention or
+    their calls call (a lookup is by name: ``~A`` is called, though only ``A`` is mentioned)."""
+    callees = {call["callee_name"] for _, calls in manifest.calls_by_file(only) for call in calls}
+    return manifest.resolution_symbols(only, callees, CLASS_KINDS)
+
+
 def scope_ids(only: set[str], symbols: list[SymbolRow]) -> set[str]:
     """The node ids of the files in ``only`` and of their symbols (the sources of their edges)."""
     return {file_id(path) for path in only} | {s.id for s in symbols if s.path in only}
@@ -130,10 +140,17 @@ def hierarchy_moved(resolved: dict[Edge, Any], current: set[Edge], in_scope: set
     return before != {e for e in resolved if e[1] in hierarchy}
 
 
-def kept_edges(destroyed: set[Edge], in_scope: set[str], symbols: list[SymbolRow], files: Iterable[str]) -> set[Edge]:
+def existing_nodes(manifest: Manifest, ids: Iterable[str]) -> set[str]:
+    """Those of ``ids`` that are nodes of the index: its symbols and its files."""
+    wanted = set(ids)
+    if not wanted:
+        return set()
+    return manifest.present_symbol_ids(wanted) | (wanted & {file_id(path) for path in manifest.files()})
+
+
+def kept_edges(destroyed: set[Edge], in_scope: set[str], existing: set[str]) -> set[Edge]:
     """Of the edges a rewrite took out of the graph (their source or target was rewritten), those to
-    put back as they were: from a node out of ``in_scope`` into a node that still exists. Their source
-    mentions no name whose definition changed (or it would be in scope), so its lookups find what
-    they found: the same node."""
-    existing = {s.id for s in symbols} | {file_id(path) for path in files}
+    put back as they were: from a node out of ``in_scope`` into a node that still exists (one of
+    ``existing``). Their source mentions no name whose definition changed (or it would be in scope),
+    so its lookups find what they found: the same node."""
     return {e for e in destroyed if e[0] not in in_scope and e[2] in existing}

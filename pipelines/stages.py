@@ -27,6 +27,7 @@ from pipelines.index_prepare import (
     still_skipped,
 )
 from pipelines.index_writes import delete_files, resolve_pending, write_graph_and_manifest, write_vectors
+from pipelines.resolution_scope import existing_nodes
 from pipelines.indexer import _maybe_optimize
 from resources.manifest import FileState, Manifest, SkippedState
 from resources.settings import Settings
@@ -258,10 +259,10 @@ def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBuck
 def normalize_index(ctx: IndexContext, rewritten: int = 0) -> tuple[int, int]:
     """Re-resolve cross-file edges for every dirty node; compact the collection when needed."""
     with ctx.write_lock:
-        added, removed = resolve_pending(ctx)
+        changes = resolve_pending(ctx)
         ctx.vectors.flush()
         _maybe_optimize(ctx, rewritten)
-    return added, removed
+    return changes.added, changes.removed
 
 
 def stored_symbol_ids(ctx: IndexContext) -> tuple[set[str], set[str]]:
@@ -281,14 +282,21 @@ def store_consistency(ctx: IndexContext) -> dict[str, list[str]]:
     }
 
 
-def dangling_edges(ctx: IndexContext) -> list[tuple[str, str, str]]:
-    """Resolved edges whose endpoint is no longer an indexed symbol, file or external module."""
+def dangling_edges(ctx: IndexContext, scope: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
+    """Resolved edges whose endpoint is no longer an indexed symbol, file or external module: of
+    the edges that start or end in ``scope`` (a run's ``EdgeChanges.scope``), or of every edge."""
     from pipelines.records import file_id
 
-    known = ctx.manifest.symbol_ids() | {file_id(p) for p in ctx.manifest.files()}
     modules = ctx.graph.node_ids("Module")
+    if scope is None:
+        known = ctx.manifest.symbol_ids() | {file_id(p) for p in ctx.manifest.files()}
+        edges: Iterable[tuple[str, str, str]] = ctx.manifest.resolved_edges()
+    else:
+        wanted = set(scope)
+        edges = ctx.manifest.edges_touching(wanted, wanted)
+        known = existing_nodes(ctx.manifest, {node for s, _, d in edges for node in (s, d)} - modules)
     return sorted(
-        (s, t, d) for s, t, d in ctx.manifest.resolved_edges() if s not in known or (d not in known and d not in modules)
+        (s, t, d) for s, t, d in edges if s not in known or (d not in known and d not in modules)
     )[:50]
 
 

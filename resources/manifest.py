@@ -133,6 +133,25 @@ def _refs(refs: str | bytes, calls: bytes | None) -> dict[str, Any]:
     return found
 
 
+def _chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    """``items`` in parts of at most ``size`` (a statement's parameters are bounded)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+_TARGETS_AT_ONCE = 10_000
+"""Targets looked up per scan of the resolved edges (keyed by source: each part reads them all)."""
+
+
+def _select_symbols(conn: Any, where: str, params: Sequence[Any]) -> list[SymbolRow]:
+    """The symbols matching ``where``, without their embedding text."""
+    rows = conn.execute(
+        "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, "
+        f"path_qualified_name FROM symbols WHERE {where}", params,
+    ).fetchall()
+    return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
+
+
 def _last_of_each_id(symbols: Sequence[SymbolRow]) -> list[SymbolRow]:
     """One row per id, the last one given, in the order of those last rows (what the rows of
     SQLite's ``INSERT OR REPLACE`` were: a repeated id's row deleted and added again)."""
@@ -458,11 +477,35 @@ class Manifest:
     def all_symbols(self) -> list[SymbolRow]:
         """Every symbol (for cross-file resolution)."""
         with self.store.reading() as conn:
-            rows = conn.execute(
-                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, "
-                "path_qualified_name FROM symbols"
-            ).fetchall()
-        return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
+            return _select_symbols(conn, "1 = 1", ())
+
+    def resolution_symbols(self, paths: Iterable[str], names: Iterable[str], kinds: Iterable[str]) -> list[SymbolRow]:
+        """The symbols a cross-file resolution scoped to ``paths`` can reach (``pipelines.resolution_scope``):
+        those of the files, every symbol of ``kinds`` (the types: hierarchies are walked through any
+        file), and every symbol named like a name the files' references mention (``ref_names``) or
+        one of ``names``."""
+        wanted_paths = sorted(set(paths))
+        wanted_kinds = sorted(set(kinds))
+        found: dict[str, SymbolRow] = {}
+        with self.store.reading() as conn:
+            wanted_names = set(names)
+            for part in _chunks(wanted_paths):
+                marks = ",".join("?" * len(part))
+                wanted_names.update(r[0] for r in conn.execute(f"SELECT DISTINCT name FROM ref_names WHERE path IN ({marks})", part))
+                found.update((row.id, row) for row in _select_symbols(conn, f"path IN ({marks})", part))
+            if wanted_kinds:
+                found.update((row.id, row) for row in _select_symbols(conn, f"kind IN ({','.join('?' * len(wanted_kinds))})", wanted_kinds))
+            for part in _chunks(sorted(wanted_names)):
+                found.update((row.id, row) for row in _select_symbols(conn, f"name IN ({','.join('?' * len(part))})", part))
+        return list(found.values())
+
+    def present_symbol_ids(self, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that are symbols of the index."""
+        found: set[str] = set()
+        with self.store.reading() as conn:
+            for part in _chunks(sorted(set(ids))):
+                found.update(r[0] for r in conn.execute(f"SELECT id FROM symbols WHERE id IN ({','.join('?' * len(part))})", part))
+        return found
 
     def symbol_ids(self) -> set[str]:
         """The id of every symbol."""
@@ -563,6 +606,28 @@ class Manifest:
         """The cross-file edges currently in the graph as (source, type, target)."""
         with self.store.reading() as conn:
             return {tuple(r) for r in conn.execute("SELECT source, type, target FROM resolved_edges")}  # type: ignore[misc]
+
+    def edges_touching(self, sources: Iterable[str], targets: Iterable[str]) -> set[tuple[str, str, str]]:
+        """The cross-file edges in the graph that start in ``sources`` or end in ``targets`` (those
+        by target read the whole set in the store: it is keyed by source)."""
+        found: set[tuple[str, str, str]] = set()
+        with self.store.reading() as conn:
+            for part in _chunks(sorted(set(sources))):
+                found.update(conn.execute(  # type: ignore[arg-type]
+                    f"SELECT source, type, target FROM resolved_edges WHERE source IN ({','.join('?' * len(part))})", part))
+            for part in _chunks(sorted(set(targets)), _TARGETS_AT_ONCE):
+                found.update(conn.execute(  # type: ignore[arg-type]
+                    f"SELECT source, type, target FROM resolved_edges WHERE target IN ({','.join('?' * len(part))})", part))
+        return {tuple(edge) for edge in found}  # type: ignore[misc]
+
+    def import_targets(self, targets: Iterable[str]) -> set[tuple[str, str, str]]:
+        """The IMPORTS edges in the graph that end in one of ``targets``."""
+        found: set[tuple[str, str, str]] = set()
+        with self.store.reading() as conn:
+            for part in _chunks(sorted(set(targets)), _TARGETS_AT_ONCE):
+                found.update(tuple(edge) for edge in conn.execute(  # type: ignore[misc]
+                    f"SELECT source, type, target FROM resolved_edges WHERE type = 'IMPORTS' AND target IN ({','.join('?' * len(part))})", part))
+        return found
 
     def begin_edge_changes(self, edges: Iterable[tuple[str, str, str]]) -> None:
         """Record, before the graph changes, the edges about to be added to or removed from it.

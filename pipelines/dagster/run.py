@@ -31,7 +31,7 @@ from pipelines.dagster.tags import RUN_PID_TAG, TRIGGER_TAG
 from pipelines.design.derive import DesignReport, derive_when_changed, design_unchanged, ingest_documents
 from pipelines.design.ingest import DOC_MODEL_KEY, doc_vectors_key, pending_document_chunks
 from pipelines.design.memories import DesignSources, DesignStores
-from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, touched_stores_agree
+from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, no_dangling_edges, touched_stores_agree
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress, remember_report, total_report
 from pipelines.index_stores import EMBEDDING_MODEL_KEY, extraction_outdated, index_model_key
 from pipelines.indexer import finish_report, index_project
@@ -108,7 +108,8 @@ def index_messages(project: ProjectStores, send: Send, *, embed: bool, force: bo
     started = time.perf_counter()
     passed, metadata = files_match_disk(ctx, written)
     send({"kind": "check", "asset": "graph_loaded", "check": "bucket_matches_disk", "passed": passed, "metadata": metadata})
-    checks = {**WHOLE_INDEX_CHECKS, "stores_agree": lambda c: touched_stores_agree(c, [w[0] for w in written])}
+    checks = {**WHOLE_INDEX_CHECKS, "stores_agree": lambda c: touched_stores_agree(c, [w[0] for w in written]),
+              "no_dangling_edges": lambda c: no_dangling_edges(c, report.resolved_scope)}
     for name, check in checks.items():
         passed, metadata = check(ctx)
         send({"kind": "check", "asset": "normalized_graph", "check": name, "passed": passed, "metadata": metadata})

@@ -2,8 +2,8 @@
 
 ``derive_links`` (``pipelines.design.links``) reads, of the indexed code: the classes (names,
 bases, signature, code) and their methods (name, signature, whether abstract), the symbols that
-cite requirements, the lines that may cite an ADR with the spans of the file's symbols, the file
-set and its imports. ``design_digest`` hashes exactly that for one file at index time, so
+cite requirements, the lines that may cite an ADR with the symbol each belongs to, the file set
+and its imports. ``design_digest`` hashes exactly that for one file at index time, so
 ``derive.derivation_inputs`` can tell that an edit inside a function body, the everyday change,
 leaves the derivation's inputs as they were, and skip it. A class's code is read only for a
 pattern's base (its template): the inputs hold the bases' code hashes instead.
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pipelines.design.citations import ADR_CITATION
+from pipelines.design.citations import ADR_CITATION, citing_symbol
 from pipelines.design.patterns import is_abstract
 from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
 
@@ -83,9 +83,10 @@ def design_digest(
         if payload.get("requirement_ids"):
             parts.append(["cites", payload.get("id"), payload.get("requirement_ids"), bool(payload.get("is_test"))])
     citing = citing_lines(doc_globs)
-    lines = [[number, line] for number, line in enumerate(text.splitlines(), start=1) if citing.match(line)]
-    if lines:  # a citation belongs to the symbol around or below it (citations.citing_symbol)
-        parts.append(["adr", lines, [[p.get("id"), p.get("start_line"), p.get("end_line")] for p in payloads]])
+    text_lines = text.splitlines()
+    lines = [[number, line] for number, line in enumerate(text_lines, start=1) if citing.match(line)]
+    if lines:  # a citation belongs to the symbol around or below it: a symbol added elsewhere in the file changes nothing
+        parts.append(["adr", [[number, line, (citing_symbol(text_lines, number, payloads) or {}).get("id")] for number, line in lines]])
     parts.append(["imports", [[i.get("module"), i.get("items")] for i in imports]])
     digest = hashlib.sha1(json.dumps(parts, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return f"{globs_tag(doc_globs)}:{digest.hexdigest()}"

@@ -176,6 +176,32 @@ def test_resolved_edges_apply_diffs_and_unsettled_edges_clear_with_them(manifest
     assert manifest.resolved_edges() == set() and manifest.unsettled_edges() == set()
 
 
+def test_a_scoped_resolution_reads_the_symbols_and_edges_of_its_files(manifest: Manifest) -> None:
+    """What ``pipelines.resolution_scope`` reads for a resolution of a few files: the symbols they
+    can reach, which of some ids exist, the edges of some nodes, the imports of some modules."""
+    cls = SymbolRow("c1", "m.py", "Model", "Model", "m.Model", "class", None, "python", "", False, "m.py:Model")
+    _write(manifest, "a.py", [_symbol("a1", "a.py", "main")])
+    _write(manifest, "b.py", [_symbol("b1", "b.py", "helper"), _symbol("b2", "b.py", "unused")])
+    _write(manifest, "m.py", [cls, _symbol("m1", "m.py", "other")])
+    _write(manifest, "t.py", [_symbol("t1", "t.py", "~Model")])
+    with manifest.transaction() as conn:
+        manifest.set_ref_names(conn, {"a.py": ["helper", "os"], "b.py": ["unused"]})
+    reach = manifest.resolution_symbols(["a.py"], ["~Model"], ["class"])
+    assert sorted(s.id for s in reach) == ["a1", "b1", "c1", "t1"]  # its own, named, called, every class
+    assert next(s for s in reach if s.id == "c1") == manifest.find_symbols(symbol_id="c1")[0]
+    assert manifest.resolution_symbols([], [], []) == []
+    assert manifest.present_symbol_ids(["a1", "gone", "c1"]) == {"a1", "c1"}
+    manifest.replace_resolved_edges([("a1", "CALLS", "b1", {}), ("f:a", "IMPORTS", "mod:os", {}), ("b1", "CALLS", "m1", {}),
+                                      ("f:b", "IMPORTS", "mod:os", {}), ("f:b", "IMPORTS", "f:m", {})], [])
+    assert manifest.edges_touching(["a1"], ["m1"]) == {("a1", "CALLS", "b1"), ("b1", "CALLS", "m1")}
+    assert manifest.edges_touching([], ["mod:os"]) == {("f:a", "IMPORTS", "mod:os"), ("f:b", "IMPORTS", "mod:os")}
+    assert manifest.edges_touching(["nothing"], []) == set()
+    assert manifest.import_targets(["mod:os", "mod:json"]) == {("f:a", "IMPORTS", "mod:os"), ("f:b", "IMPORTS", "mod:os")}
+    assert manifest.import_targets(["m1"]) == set()  # a CALLS edge's target
+    many = [f"x{n}" for n in range(12_000)] + ["m1"]  # more ids than one statement takes
+    assert manifest.edges_touching([], many) == {("b1", "CALLS", "m1")}
+
+
 def test_skipped_files_count_runs_at_one_content_and_are_forgotten(manifest: Manifest) -> None:
     skip = SkippedState("big.bin", "c1", 10, BIG_MTIME_NS, "binary", lasting=False)
     for _ in range(2):

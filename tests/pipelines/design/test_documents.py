@@ -309,6 +309,12 @@ def test_an_edit_the_derivation_does_not_read_skips_it_and_one_it_reads_derives(
         assert follows_design() == 2 and edges("IMPLEMENTS_REQ") == 1  # its edges went with its nodes, and are back
         edge = service.graph.read_query("MATCH (s)-[r:FOLLOWS_DESIGN]->() WHERE s.file_path = 'app.py' RETURN r", limit=5)[1]
         assert edge and edge[0]["r"]["properties"]["line"] == 1, edge  # with the properties the derivation gave it
+        appended = (root / "app.py").read_text() + "\n\ndef later(token):\n    return token\n"
+        assert edit("app.py", appended)["derivation_skipped"]  # a function added away from the file's citation
+        assert follows_design() == 2
+        assert not edit("app.py", "# tokens\n" + appended)["derivation_skipped"]  # the citation's line moved
+        edge = service.graph.read_query("MATCH (s)-[r:FOLLOWS_DESIGN]->() WHERE s.file_path = 'app.py' RETURN r", limit=5)[1]
+        assert edge and edge[0]["r"]["properties"]["line"] == 2, edge
 
         template = edit("base.py", BASE.replace("    def handle", "    # subclasses answer events\n    def handle"))
         assert not template["derivation_skipped"]  # the base's code is the pattern's template
