@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from stat import S_ISLNK, S_ISREG
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -272,25 +273,28 @@ def discover(
             result.skipped.append(SkippedFile(rel, reason))
             continue
         absolute = root / rel
+        link = False
         try:
-            if absolute.is_symlink():
+            stat = absolute.lstat()  # one system call for a plain file (the kernel's 55k files: ~2 s a listing with three)
+            link = S_ISLNK(stat.st_mode)
+            if link:
                 target = absolute.resolve(strict=True)
                 if not target.is_relative_to(root):
                     result.skipped.append(SkippedFile(rel, "symlink points outside the project root"))
                     continue
-            stat = absolute.stat()
+                stat = absolute.stat()
         except RuntimeError:  # symlink loop (Python < 3.13 raises RuntimeError)
             result.skipped.append(SkippedFile(rel, "symlink loop"))
             continue
         except FileNotFoundError:
-            if absolute.is_symlink():
+            if link:
                 result.skipped.append(SkippedFile(rel, "broken symlink"))
             continue  # listed, but not in the tree (deleted since git's index or the walk saw it)
         except OSError as exc:
             reason = "symlink loop" if exc.errno == 40 else f"cannot stat: {exc.strerror}"
             result.skipped.append(SkippedFile(rel, reason))
             continue
-        if not absolute.is_file():
+        if not S_ISREG(stat.st_mode):
             result.skipped.append(SkippedFile(rel, "not a regular file"))
             continue
         if stat.st_size > max_file_bytes:

@@ -94,11 +94,16 @@ def test_symlinks_outside_root_and_loops_are_skipped(project: Path, tmp_path: Pa
     os.symlink(project / "loop_b.py", project / "loop_a.py")
     os.symlink(project / "loop_a.py", project / "loop_b.py")
     os.symlink(project, project / "self_dir")  # a directory loop: never followed
+    os.symlink(project / "inside.py", project / "alias.py")  # inside the root: indexed, with its target's size
+    os.symlink(project / "removed.py", project / "dangling.py")
+    os.mkfifo(project / "pipe.py")
     result = run(project)
-    assert [f.path for f in result.files] == ["inside.py"]
+    assert [(f.path, f.size) for f in result.files] == [("alias.py", 6), ("inside.py", 6)]
     reasons = {s.path: s.reason for s in result.skipped}
     assert reasons["escape.py"] == "symlink points outside the project root"
     assert reasons["loop_a.py"] == "symlink loop"
+    assert reasons["dangling.py"] == "broken symlink"
+    assert reasons["pipe.py"] == "not a regular file"
 
 
 def test_empty_project_and_bad_roots(project: Path, tmp_path: Path) -> None:
