@@ -152,6 +152,11 @@ def _select_symbols(conn: Any, where: str, params: Sequence[Any]) -> list[Symbol
     return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
 
 
+def _symbols_in(conn: Any, column: str, values: Sequence[str]) -> list[SymbolRow]:
+    """The symbols whose ``column`` is one of ``values`` (an indexed column: id, path, name)."""
+    return [row for part in _chunks(values) for row in _select_symbols(conn, f"{column} IN ({','.join('?' * len(part))})", part)]
+
+
 def _last_of_each_id(symbols: Sequence[SymbolRow]) -> list[SymbolRow]:
     """One row per id, the last one given, in the order of those last rows (what the rows of
     SQLite's ``INSERT OR REPLACE`` were: a repeated id's row deleted and added again)."""
@@ -492,12 +497,19 @@ class Manifest:
             for part in _chunks(wanted_paths):
                 marks = ",".join("?" * len(part))
                 wanted_names.update(r[0] for r in conn.execute(f"SELECT DISTINCT name FROM ref_names WHERE path IN ({marks})", part))
-                found.update((row.id, row) for row in _select_symbols(conn, f"path IN ({marks})", part))
+            found.update((row.id, row) for row in _symbols_in(conn, "path", wanted_paths))
             if wanted_kinds:
                 found.update((row.id, row) for row in _select_symbols(conn, f"kind IN ({','.join('?' * len(wanted_kinds))})", wanted_kinds))
-            for part in _chunks(sorted(wanted_names)):
-                found.update((row.id, row) for row in _select_symbols(conn, f"name IN ({','.join('?' * len(part))})", part))
+            found.update((row.id, row) for row in _symbols_in(conn, "name", sorted(wanted_names)))
         return list(found.values())
+
+    def symbols_by(self, *, ids: Iterable[str] = (), names: Iterable[str] = ()) -> list[SymbolRow]:
+        """The symbols with one of these ids or one of these names, in id order."""
+        found: dict[str, SymbolRow] = {}
+        with self.store.reading() as conn:
+            found.update((row.id, row) for row in _symbols_in(conn, "id", sorted(set(ids))))
+            found.update((row.id, row) for row in _symbols_in(conn, "name", sorted(set(names))))
+        return [found[key] for key in sorted(found)]
 
     def present_symbol_ids(self, ids: Iterable[str]) -> set[str]:
         """Those of ``ids`` that are symbols of the index."""
@@ -658,6 +670,11 @@ class Manifest:
         with self.store.reading() as conn:
             rows = conn.execute("SELECT source, target, properties FROM resolved_edges WHERE type = ?", (edge_type,)).fetchall()
         return [(source, target, json.loads(properties)) for source, target, properties in rows]
+
+    def resolved_pairs(self, edge_type: str) -> list[tuple[str, str]]:
+        """(source, target) of every cross-file edge of ``edge_type`` in the graph."""
+        with self.store.reading() as conn:
+            return [(source, target) for source, target in conn.execute("SELECT source, target FROM resolved_edges WHERE type = ?", (edge_type,))]
 
     @staticmethod
     def forget_resolved_edges(conn: Any, edges: Iterable[tuple[str, str, str]] | None = None) -> None:

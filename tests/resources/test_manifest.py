@@ -191,6 +191,7 @@ def test_a_scoped_resolution_reads_the_symbols_and_edges_of_its_files(manifest: 
     assert next(s for s in reach if s.id == "c1") == manifest.find_symbols(symbol_id="c1")[0]
     assert manifest.resolution_symbols([], [], []) == []
     assert manifest.present_symbol_ids(["a1", "gone", "c1"]) == {"a1", "c1"}
+    assert [s.id for s in manifest.symbols_by(ids=["t1", "b1", "gone"], names=["Model", "nothing"])] == ["b1", "c1", "t1"]
     manifest.replace_resolved_edges([("a1", "CALLS", "b1", {}), ("f:a", "IMPORTS", "mod:os", {}), ("b1", "CALLS", "m1", {}),
                                       ("f:b", "IMPORTS", "mod:os", {}), ("f:b", "IMPORTS", "f:m", {})], [])
     assert manifest.edges_touching(["a1"], ["m1"]) == {("a1", "CALLS", "b1"), ("b1", "CALLS", "m1")}
