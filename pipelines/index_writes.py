@@ -165,7 +165,7 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
     if only is not None:  # the edges into rewritten files from files out of scope: back as they were
-        kept = kept_edges(destroyed, in_scope, existing_nodes(ctx.manifest, {e[2] for e in destroyed if e[0] not in in_scope}))
+        kept = kept_edges(destroyed, in_scope, touched_ids, existing_nodes(ctx.manifest, {e[2] for e in destroyed if e[0] not in in_scope}))
         wanted.update(ctx.manifest.resolved_edge_properties(kept))
     still_in_graph = current  # (the set itself, less what is gone: a copy is ~0.2 GB on the Linux kernel)
     still_in_graph -= destroyed

@@ -62,7 +62,9 @@ class JavaTypeNames:
         for s in types:
             self._named[s.name].append(s)
             self._in_file[(s.path, s.name)].append(s)
-        self._package = {s.path: s.qualified_name.removesuffix(s.local_name).rstrip(".") for s in java}
+        # a file's package from its types (a scoped resolution reads all of them, not all its methods;
+        # an overload's local name ``A.m#2`` is no suffix of its qualified name)
+        self._package = {s.path: s.qualified_name.removesuffix(s.local_name.partition("#")[0]).rstrip(".") for s in types}
         self._packages = set(self._package.values())
         self._single: dict[str, dict[str, str]] = defaultdict(dict)
         self._on_demand: dict[str, list[str]] = defaultdict(list)

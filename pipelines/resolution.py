@@ -162,7 +162,8 @@ def resolve(
     """Compute the cross-file edges of the repository.
 
     Args:
-        symbols: All symbols from the manifest.
+        symbols: All symbols from the manifest (or those a scope can reach:
+            ``pipelines.resolution_scope.reachable_symbols``), in any order.
         refs: Per file, its language and references (``imports``, ``types``, and ``calls`` unless
             ``calls`` gives them).
         only: Compute only the edges that start in these files (``pipelines.resolution_scope``);
@@ -175,6 +176,7 @@ def resolve(
         edges reference.
     """
     result = Resolution()
+    symbols = sorted(symbols, key=lambda s: (s.path, s.id))  # where a name is defined twice, the one kept must not depend on the read
     by_id = {s.id: s for s in symbols}
     by_name: dict[str, list[SymbolRow]] = defaultdict(list)
     by_path_name: dict[tuple[str, str], list[SymbolRow]] = defaultdict(list)

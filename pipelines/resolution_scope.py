@@ -148,9 +148,10 @@ def existing_nodes(manifest: Manifest, ids: Iterable[str]) -> set[str]:
     return manifest.present_symbol_ids(wanted) | (wanted & {file_id(path) for path in manifest.files()})
 
 
-def kept_edges(destroyed: set[Edge], in_scope: set[str], existing: set[str]) -> set[Edge]:
+def kept_edges(destroyed: set[Edge], in_scope: set[str], touched: set[str], existing: set[str]) -> set[Edge]:
     """Of the edges a rewrite took out of the graph (their source or target was rewritten), those to
-    put back as they were: from a node out of ``in_scope`` into a node that still exists (one of
-    ``existing``). Their source mentions no name whose definition changed (or it would be in scope),
-    so its lookups find what they found: the same node."""
-    return {e for e in destroyed if e[0] not in in_scope and e[2] in existing}
+    put back as they were: from a node out of ``in_scope`` and not rewritten (``touched``: a node of
+    a rewritten file that is not in scope is one the rewrite removed) into a node that still exists
+    (one of ``existing``). Their source mentions no name whose definition changed (or it would be in
+    scope), so its lookups find what they found: the same node."""
+    return {e for e in destroyed if e[0] not in in_scope and e[0] not in touched and e[2] in existing}

@@ -213,3 +213,49 @@ def test_a_base_resolved_otherwise_resolves_everything_again(indexed) -> None:  
     go, run = _id(p.svc, "grand.Grand.go"), _id(p.svc, "base.Base.run")
     assert (go, "CALLS", run) in p.svc.ctx.manifest.resolved_edges()
     assert p.edit({"base.py": "class Base:\n    def run(self):\n        return 1\n\n\nclass Base:\n    pass\n"}) is None
+
+
+def test_a_type_defined_twice_resolves_as_in_a_clean_index_whatever_the_scope_reads(indexed) -> None:  # noqa: ANN001
+    """Two Java classes of one qualified name, and two C++ classes of one name with other bases:
+    which one a call reaches must not depend on the order the resolution reads the symbols in (a
+    scoped resolution reads a part of them, in another order than a whole one)."""
+    dup = "package p;\n\npublic class Dup {\n    public void m() {}\n}\n"
+    p = indexed({
+        "a/p/Dup.java": dup, "b/p/Dup.java": dup,
+        "c/p/Use.java": "package p;\n\npublic class Use {\n    public void run(Dup d) {\n        d.m();\n    }\n}\n",
+        "base1.h": "class B1 {\npublic:\n    void helper() {}\n};\n",
+        "base2.h": "class B2 {\npublic:\n    void helper() {}\n};\n",
+        "x/derived.h": '#include "../base1.h"\nclass Derived : public B1 {\npublic:\n    void run();\n};\n',
+        "y/derived.h": '#include "../base2.h"\nclass Derived : public B2 {\npublic:\n    void run();\n};\n',
+        "run.cpp": '#include "y/derived.h"\nvoid Derived::run() {\n    helper();\n}\n',
+    })
+    p.edit({"b/p/Dup.java": "// edited\n" + dup,
+            "c/p/Use.java": "package p;\n\npublic class Use {\n    public void run(Dup d) {\n        d.m();\n    }\n}\n// edited\n"})
+    p.edit({"y/derived.h": '// edited\n#include "../base2.h"\nclass Derived : public B2 {\npublic:\n    void run();\n};\n',
+            "run.cpp": '#include "y/derived.h"\nvoid Derived::run() {\n    helper();\n}\n// edited\n'})
+
+
+def test_a_java_file_s_package_does_not_depend_on_which_of_its_methods_are_read(indexed) -> None:  # noqa: ANN001
+    """Holder's last method is an overload (local name ``Holder.m#2``): its file's package is read
+    from its class, so ``h.helper.go()`` reaches p's Helper in a scoped run as in a clean one."""
+    p = indexed({
+        "p/Holder.java": "package p;\n\npublic class Holder {\n    public Helper helper;\n    public void m() {}\n"
+                         "    public void m(int x) {}\n}\n",
+        "p/Helper.java": "package p;\n\npublic class Helper {\n    public void go() {}\n}\n",
+        "q/Helper.java": "package q;\n\npublic class Helper {\n    public void go() {}\n}\n",
+        "p/Use.java": "package p;\n\npublic class Use {\n    public void run(Holder h) {\n        h.m();\n    }\n}\n",
+    })
+    p.edit({"p/Use.java": "package p;\n\npublic class Use {\n    public void run(Holder h) {\n        h.m();\n"
+                          "        h.helper.go();\n    }\n}\n"})
+    go = _id(p.svc, "p.Helper.go", path="p/Helper.java")
+    assert any(t == "CALLS" and d == go for _, t, d in p.svc.ctx.manifest.resolved_edges())
+
+
+def test_a_renamed_function_takes_its_edges_along(indexed) -> None:  # noqa: ANN001
+    """``old`` renamed ``new``: the edge from the removed ``old`` is not put back as the edge of a
+    caller out of scope would be (it dangled in the manifest)."""
+    from pipelines.stages import dangling_edges
+
+    p = indexed({"lib.py": "def g():\n    return 1\n", "app.py": "from lib import g\n\n\ndef old():\n    return g()\n"})
+    p.edit({"app.py": "from lib import g\n\n\ndef new():\n    return g()\n"})
+    assert dangling_edges(p.svc.ctx) == []
