@@ -8,7 +8,7 @@ Dagster's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from pipelines.index_context import CODE_COLLECTION, IndexContext
@@ -71,7 +71,7 @@ def touched_stores_agree(ctx: IndexContext, paths: Iterable[str]) -> CheckResult
     return passed, {**{k: {"json": v} for k, v in bad.items()}, **totals, "symbols_checked": len(ids), "fix": REPAIR_HINT}
 
 
-def no_dangling_edges(ctx: IndexContext, scope: Iterable[str] | None = None) -> CheckResult:
+def no_dangling_edges(ctx: IndexContext, scope: Collection[str] | None = None) -> CheckResult:
     """Every resolved edge joins symbols, files or modules that exist: every edge of the index, or
     (at the cost of the change) those that start or end in ``scope``, the node ids whose edges a
     run resolved or removed (``IndexReport.resolved_scope``; the whole check stays the asset check
