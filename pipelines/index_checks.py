@@ -8,10 +8,10 @@ Dagster's.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from pipelines.index_context import CODE_COLLECTION, IndexContext
+from pipelines.index_context import CODE_COLLECTION, EdgeScope, IndexContext
 from pipelines.stages import dangling_edges, hash_mismatches, store_consistency, stored_symbol_ids
 from resources.graph.cypher import locate_ids_query
 
@@ -71,13 +71,12 @@ def touched_stores_agree(ctx: IndexContext, paths: Iterable[str]) -> CheckResult
     return passed, {**{k: {"json": v} for k, v in bad.items()}, **totals, "symbols_checked": len(ids), "fix": REPAIR_HINT}
 
 
-def no_dangling_edges(ctx: IndexContext, scope: Collection[str] | None = None) -> CheckResult:
+def no_dangling_edges(ctx: IndexContext, scope: EdgeScope | None = None) -> CheckResult:
     """Every resolved edge joins symbols, files or modules that exist: every edge of the index, or
-    (at the cost of the change) those that start or end in ``scope``, the node ids whose edges a
-    run resolved or removed (``IndexReport.resolved_scope``; the whole check stays the asset check
-    of a run launched from the UI)."""
+    (at the cost of the change) those a run can have changed (``IndexReport.resolved_scope``; the
+    whole check stays the asset check of a run launched from the UI)."""
     dangling = dangling_edges(ctx, scope)
-    checked = "every edge" if scope is None else f"the edges of {len(scope)} nodes the run resolved"
+    checked = "every edge" if scope is None else f"the edges of the {len(scope.sources)} nodes the run resolved"
     return not dangling, {"dangling": {"json": [list(e) for e in dangling[:20]]}, "checked": checked, "fix": REPAIR_HINT}
 
 

@@ -56,6 +56,16 @@ def failure_line(failed: list[dict[str, str]], shown: int = 10) -> str:
     more = f"; and {len(failed) - shown} more" if len(failed) > shown else ""
     return f"{len(failed)} file(s) failed: {listed}{more}"
 
+@dataclass(frozen=True)
+class EdgeScope:
+    """The recorded edges a run's resolution can have changed: those that start in ``sources`` (the
+    nodes it resolved again, and those it rewrote) or end in ``targets`` (the nodes it rewrote:
+    an edge into one from a file out of scope was removed and put back)."""
+
+    sources: frozenset[str] = frozenset()
+    targets: frozenset[str] = frozenset()
+
+
 @dataclass(slots=True)
 class IndexReport:
     """What an index run did; printed as the summary and returned by the index tools."""
@@ -83,10 +93,9 @@ class IndexReport:
     notes: list[str] = field(default_factory=list)
     design: dict[str, Any] | None = None
     """What the design step (documents, links, patterns, anchors) did after the run."""
-    resolved_scope: frozenset[str] | None = field(default=None, repr=False)
-    """The node ids whose cross-file edges the run resolved or removed (``EdgeChanges.scope``):
-    what a check of the run's edges reads; None when it resolved the whole repository (or the run
-    did not say)."""
+    resolved_scope: EdgeScope | None = field(default=None, repr=False)
+    """The edges the run's resolution can have changed (``EdgeChanges.scope``): what a check of the
+    run's edges reads; None when it resolved the whole repository (or the run did not say)."""
 
     @property
     def ok(self) -> bool:

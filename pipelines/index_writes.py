@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipelines.index_context import CODE_COLLECTION, IndexContext
+from pipelines.index_context import CODE_COLLECTION, EdgeScope, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id, file_node_ids
 from pipelines.resolution import resolve
@@ -124,10 +124,8 @@ class EdgeChanges:
 
     added: int = 0
     removed: int = 0
-    scope: frozenset[str] | None = frozenset()
-    """The node ids whose edges it resolved or whose edges it removed (the sources it resolved
-    again, the nodes rewritten): the ids whose edges a check of this run reads; None when it
-    resolved the whole repository."""
+    scope: EdgeScope | None = EdgeScope()
+    """The edges it can have changed; None when it resolved the whole repository."""
 
 
 def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
@@ -213,7 +211,8 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
     ctx.manifest.replace_resolved_edges(
         ((s, t, d, wanted[(s, t, d)]) for s, t, d in to_add), [*destroyed, *to_remove], touched_ids
     )
-    return EdgeChanges(len(to_add), len(to_remove), None if only is None else frozenset(in_scope | touched_ids))
+    scope = None if only is None else EdgeScope(frozenset(in_scope | touched_ids), frozenset(touched_ids))
+    return EdgeChanges(len(to_add), len(to_remove), scope)
 
 
 def resolve_pending(ctx: IndexContext) -> EdgeChanges:

@@ -35,6 +35,7 @@ from pipelines.discovery import Discovery, SkippedFile, SourceFile, discover, re
 from pipelines.index_context import (
     CODE_COLLECTION,
     RUN_FAILED,
+    EdgeScope,
     STOPPED_BEFORE,
     IndexContext,
     IndexReport,
@@ -238,7 +239,7 @@ def index_project(
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()
         report.files_deleted = len([p for p in deleted if p in known])
-        report.resolved_scope = frozenset()  # no edge changed unless a resolution runs
+        report.resolved_scope = EdgeScope()  # no edge changed unless a resolution runs
         if touched or ctx.manifest.dirty():
             progress("resolve", 0, 1)
             changes = resolve_pending(ctx)

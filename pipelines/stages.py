@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pipelines.buckets import bucket_of
 from pipelines.discovery import SourceFile, discover, resolve_project_root
-from pipelines.index_context import CODE_COLLECTION, IndexContext
+from pipelines.index_context import CODE_COLLECTION, EdgeScope, IndexContext
 from pipelines.index_prepare import (
     ParseLimits,
     _hash_file,
@@ -282,9 +282,9 @@ def store_consistency(ctx: IndexContext) -> dict[str, list[str]]:
     }
 
 
-def dangling_edges(ctx: IndexContext, scope: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
+def dangling_edges(ctx: IndexContext, scope: EdgeScope | None = None) -> list[tuple[str, str, str]]:
     """Resolved edges whose endpoint is no longer an indexed symbol, file or external module: of
-    the edges that start or end in ``scope`` (a run's ``EdgeChanges.scope``), or of every edge."""
+    the edges a run can have changed (``scope``), or of every edge."""
     from pipelines.records import file_id
 
     modules = ctx.graph.node_ids("Module")
@@ -292,8 +292,7 @@ def dangling_edges(ctx: IndexContext, scope: Iterable[str] | None = None) -> lis
         known = ctx.manifest.symbol_ids() | {file_id(p) for p in ctx.manifest.files()}
         edges: Iterable[tuple[str, str, str]] = ctx.manifest.resolved_edges()
     else:
-        wanted = set(scope)
-        edges = ctx.manifest.edges_touching(wanted, wanted)
+        edges = ctx.manifest.edges_touching(scope.sources, scope.targets)
         known = existing_nodes(ctx.manifest, {node for s, _, d in edges for node in (s, d)} - modules)
     return sorted(
         (s, t, d) for s, t, d in edges if s not in known or (d not in known and d not in modules)

@@ -12,7 +12,7 @@ import pytest
 
 from pipelines import index_checks
 from pipelines.index_checks import no_dangling_edges, touched_stores_agree
-from pipelines.index_context import CODE_COLLECTION
+from pipelines.index_context import CODE_COLLECTION, EdgeScope
 from pipelines.indexer import index_project
 from pipelines.records import file_id
 from resources.schemas.tools import IndexInput
@@ -59,7 +59,8 @@ def test_the_edges_a_run_resolved_are_checked_for_dangling_ends(tmp_path: Path, 
     write_files(tmp_path, {"app.py": "from pkg.mod3 import f3\n\n\ndef main():\n    return f3(3)\n"})
     report = index_project(ctx, embed=False)
     scope = report.resolved_scope
-    assert scope is not None and file_id("app.py") in scope and len(scope) < len(ctx.manifest.symbol_ids())
+    assert scope is not None and file_id("app.py") in scope.sources and len(scope.sources) < len(ctx.manifest.symbol_ids())
+    assert scope.targets <= scope.sources and file_id("app.py") in scope.targets  # the rewritten nodes
     passed, metadata = no_dangling_edges(ctx, scope)
     assert passed and "nodes the run resolved" in metadata["checked"], metadata
 
@@ -70,7 +71,7 @@ def test_the_edges_a_run_resolved_are_checked_for_dangling_ends(tmp_path: Path, 
         conn.execute("DELETE FROM symbols WHERE id = ?", (f3,))
     passed, metadata = no_dangling_edges(ctx, scope)
     assert not passed and metadata["dangling"] == {"json": [[main, "CALLS", f3]]}
-    passed, _ = no_dangling_edges(ctx, {file_id("pkg/mod5.py")})  # edges of other nodes only: not read
+    passed, _ = no_dangling_edges(ctx, EdgeScope(frozenset({file_id("pkg/mod5.py")})))  # edges of other nodes only: not read
     assert passed
     passed, metadata = no_dangling_edges(ctx)  # every edge
     assert not passed and metadata["checked"] == "every edge"
