@@ -462,22 +462,12 @@ class Manifest:
         if not value:
             return []
         with self.store.reading() as conn:
-            rows = conn.execute(
-                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, path_qualified_name "
-                f"FROM symbols WHERE {column} = ? ORDER BY path, local_name LIMIT 20",
-                (value,),
-            ).fetchall()
-        return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
+            return _select_symbols(conn, f"{column} = ? ORDER BY path, local_name LIMIT 20", (value,))
 
     def find_symbols_in(self, path: str) -> list[SymbolRow]:
         """The symbols of one file."""
         with self.store.reading() as conn:
-            rows = conn.execute(
-                "SELECT id, path, name, local_name, qualified_name, kind, container, language, '', has_dense, path_qualified_name "
-                "FROM symbols WHERE path = ?",
-                (path,),
-            ).fetchall()
-        return [SymbolRow(*row[:9], has_dense=bool(row[9]), path_qualified_name=row[10]) for row in rows]
+            return _select_symbols(conn, "path = ?", (path,))
 
     def all_symbols(self) -> list[SymbolRow]:
         """Every symbol (for cross-file resolution)."""
@@ -513,11 +503,8 @@ class Manifest:
 
     def present_symbol_ids(self, ids: Iterable[str]) -> set[str]:
         """Those of ``ids`` that are symbols of the index."""
-        found: set[str] = set()
         with self.store.reading() as conn:
-            for part in _chunks(sorted(set(ids))):
-                found.update(r[0] for r in conn.execute(f"SELECT id FROM symbols WHERE id IN ({','.join('?' * len(part))})", part))
-        return found
+            return {row.id for row in _symbols_in(conn, "id", sorted(set(ids)))}
 
     def symbol_ids(self) -> set[str]:
         """The id of every symbol."""
