@@ -56,6 +56,7 @@ def failure_line(failed: list[dict[str, str]], shown: int = 10) -> str:
     more = f"; and {len(failed) - shown} more" if len(failed) > shown else ""
     return f"{len(failed)} file(s) failed: {listed}{more}"
 
+
 @dataclass(frozen=True)
 class EdgeScope:
     """The recorded edges a run's resolution can have changed: those that start in ``sources`` (the

@@ -164,10 +164,8 @@ def _design_citations(stores: DesignStores) -> list[GraphEdge]:
         for _, adr_id in adrs.cited(design_text(row)):
             link(row.id, adr_id)
     root = resolve_project_root(stores.settings.resolved_root())
-    _, file_rows, _ = stores.graph.read_query("MATCH (f:File) RETURN f.path AS path", limit=1_000_000)
     cited: dict[str, tuple[list[str], list[tuple[int, str]]]] = {}
-    for row in file_rows:
-        path = str(row.get("path") or "")
+    for path in indexed_paths(stores):
         try:
             text = (root / path).read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -209,21 +207,29 @@ def _component_type(name: str) -> str:
     return "Library"
 
 
-def file_imports(stores: DesignStores) -> tuple[list[str], list[tuple[str, str]]]:
-    """The indexed files' paths and the (importing, imported) pairs of files: from the manifest
-    where there is one (what the graph holds, without a graph query: ~700k imports on the Linux
-    kernel took ~5 s to read back), else from the graph."""
+def indexed_paths(stores: DesignStores) -> list[str]:
+    """The indexed files' paths: from the manifest where there is one (what the graph's File nodes
+    hold, without a graph query), else from the graph."""
     if stores.manifest is not None:
-        paths = list(stores.manifest.files())
+        return list(stores.manifest.files())
+    _, file_rows, _ = stores.graph.read_query("MATCH (f:File) RETURN f.path AS path", limit=1_000_000)
+    return [str(row.get("path") or "") for row in file_rows]
+
+
+def file_imports(stores: DesignStores) -> tuple[list[str], list[tuple[str, str]]]:
+    """The indexed files' paths (``indexed_paths``) and the (importing, imported) pairs of files:
+    from the manifest where there is one (~700k imports on the Linux kernel took ~5 s to read back
+    from the graph), else from the graph."""
+    paths = indexed_paths(stores)
+    if stores.manifest is not None:
         by_id = {file_id(path): path for path in paths}
         pairs = [(by_id[source], by_id[target]) for source, target in stores.manifest.resolved_pairs("IMPORTS")
                  if source in by_id and target in by_id]
         return paths, pairs
-    _, file_rows, _ = stores.graph.read_query("MATCH (f:File) RETURN f.path AS path", limit=1_000_000)
     _, import_rows, _ = stores.graph.read_query(
         "MATCH (a:File)-[:IMPORTS]->(b:File) RETURN a.path AS source, b.path AS target", limit=1_000_000
     )
-    return [str(row.get("path") or "") for row in file_rows], [(str(row.get("source")), str(row.get("target"))) for row in import_rows]
+    return paths, [(str(row.get("source")), str(row.get("target"))) for row in import_rows]
 
 
 def _components(stores: DesignStores, existing: dict[str, MemoryRow], kept: set[str], written: list[str], edges: list[GraphEdge]) -> int:
