@@ -301,3 +301,120 @@ def test_an_edge_collection_near_the_line_keeps_what_it_built(tmp_path: Path, mo
     store.ensure_collection("requirements_memory", 4, ("status",))
     assert _built_indexes(store, "requirements_memory") == set()
     store.close()
+
+
+def _code_points(start: int, stop: int) -> list[VectorPoint]:
+    """Points as the indexer writes them without dense vectors: a sparse vector, a file and a kind."""
+    return [
+        VectorPoint(ids(stop)[i], {"file_path": f"src/f{i % 7}.c", "kind": "function" if i % 3 else "struct"},
+                    sparse=SparseVec([i % 13, 20 + i % 5], [1.0 + i / 1000, 0.5 + i / 1000]))  # no two score alike
+        for i in range(start, stop)
+    ]
+
+
+def _segments(store: EdgeVectorStore, name: str) -> int:
+    with store._locked(name) as shard:
+        return shard.info().segments_count
+
+
+def _answers(store: EdgeVectorStore, name: str) -> tuple:
+    """What a search, a filtered search, a count and a scroll of the collection return."""
+    query = SparseVec([3, 21], [1.0, 1.0])
+    found = store.hybrid_query(name, dense=None, sparse=query, limit=10)
+    narrowed = store.hybrid_query(name, dense=None, sparse=query, limit=10, payload_filter=PayloadFilter({"file_path": ["src/f3.c"]}))
+    return ([(h.id, round(h.score, 6)) for h in found], [h.id for h in narrowed],
+            store.count(name, PayloadFilter({"kind": ["struct"]})), sorted(h.id for h in store.scroll(name, PayloadFilter({"file_path": ["src/f1.c"]}))))
+
+
+def test_an_edge_collection_closes_its_appendable_segment_every_segment_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: qdrant-edge rebuilds an appendable segment's indexes in RAM at each open (14 s and
+    4.5 GB for the kernel's million points), so a collection's appendable segment is closed
+    (made immutable, its indexes mapped from disk) every SEGMENT_POINTS points, counted across
+    processes; it answers exactly as one segment holding the same points does."""
+    import qdrant_edge
+
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "INDEXED_FROM_POINTS", 5)
+    monkeypatch.setattr(edge, "SEGMENT_POINTS", 50)
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("code", 4, ("file_path", "kind"), write_ahead_log=False)
+    store.upsert("code", _code_points(0, 40))
+    assert _segments(store, "code") == 1
+    store.upsert("code", _code_points(40, 80))  # 80 written: the appendable segment closed, a new one opened
+    assert _segments(store, "code") == 2
+    with store._locked("code") as shard:
+        placement = {key: info.params.memory for key, info in shard.info().payload_schema.items()}
+    assert placement == {"file_path": qdrant_edge.Memory.Cold, "kind": qdrant_edge.Memory.Cold}
+    store.upsert("code", _code_points(80, 120))
+    store.delete("code", ids(120)[:3])  # two points of the closed segment, out of it
+    store.upsert("code", _code_points(10, 12))  # rewritten: moved to the appendable segment
+    store.close()
+    marker = json.loads((tmp_path / "q" / "code" / edge.MARKER).read_text())
+    assert (marker["segment_points"], marker["appendable_points"]) == (50, 42)
+
+    monkeypatch.setattr(edge, "SEGMENT_POINTS", 10_000)  # the same points in one segment, as before this change
+    one = EdgeVectorStore(tmp_path / "one")
+    one.ensure_collection("code", 4, ("file_path", "kind"), write_ahead_log=False)
+    for start in (0, 40, 80):
+        one.upsert("code", _code_points(start, start + 40))
+    one.delete("code", ids(120)[:3])
+    one.upsert("code", _code_points(10, 12))
+    assert _segments(one, "code") == 1
+
+    reopened = EdgeVectorStore(tmp_path / "q")  # counted on: 42 + 10 reaches the marker's 50
+    assert _answers(reopened, "code") == _answers(one, "code")
+    reopened.upsert("code", _code_points(120, 130))
+    one.upsert("code", _code_points(120, 130))
+    assert _segments(reopened, "code") == 3
+    assert reopened.count("code") == one.count("code") == 127
+    assert _answers(reopened, "code") == _answers(one, "code")
+    reopened.close()
+    one.close()
+
+
+def test_an_edge_collection_of_an_older_codemem_keeps_its_one_appendable_segment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collection whose marker predates ``segment_points`` is never optimized behind the
+    caller's back: closing a million-point appendable segment at once held 10 GB."""
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "SEGMENT_POINTS", 20)
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("code", 4, ("file_path",), write_ahead_log=False)
+    store.close()
+    marker_path = tmp_path / "q" / "code" / edge.MARKER
+    marker = json.loads(marker_path.read_text())
+    marker_path.write_text(json.dumps({k: v for k, v in marker.items() if k not in ("segment_points", "appendable_points")}))
+    older = EdgeVectorStore(tmp_path / "q")
+    older.ensure_collection("code", 4, ("file_path",), write_ahead_log=False)
+    for start in (0, 30, 60):
+        older.upsert("code", _code_points(start, start + 30))
+    assert _segments(older, "code") == 1
+    assert older.count("code") == 90
+    older.close()
+    assert "appendable_points" not in json.loads(marker_path.read_text())
+
+
+def test_dense_vectors_close_a_segment_only_where_they_move_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A point's new dense vector moves it out of a closed segment into the appendable one (that
+    counts towards closing it); in a collection never closed it stays where it is: the background
+    embedding of a repository under SEGMENT_POINTS symbols closes nothing."""
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "SEGMENT_POINTS", 50)
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("small", 4, write_ahead_log=False)
+    store.upsert("small", _code_points(0, 40))
+    store.set_dense("small", {point.id: [1.0, 0.0, 0.0, float(n)] for n, point in enumerate(_code_points(0, 40))})
+    assert _segments(store, "small") == 1
+    assert store._appendable["small"] == 40
+
+    store.ensure_collection("large", 4, write_ahead_log=False)
+    store.upsert("large", _code_points(0, 60))  # closed at 60: every point in a closed segment
+    assert _segments(store, "large") == 2
+    store.set_dense("large", {point.id: [0.0, 1.0, 0.0, float(n)] for n, point in enumerate(_code_points(0, 30))})
+    assert store._appendable["large"] == 30
+    store.set_dense("large", {point.id: [0.0, 1.0, 0.0, float(n)] for n, point in enumerate(_code_points(30, 60))})
+    assert _segments(store, "large") == 3 and store._appendable["large"] == 0
+    assert len(store.dense_vectors("large", [p.id for p in _code_points(0, 60)])) == 60
+    store.close()
