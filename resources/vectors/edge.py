@@ -181,7 +181,7 @@ class EdgeVectorStore:
                 hnsw_config=qe.HnswIndexConfig(
                     m=16, ef_construct=200, full_scan_threshold=EXACT_SEARCH_KB // 2, max_indexing_threads=1
                 ),
-                # optimize() closes the appendable segment whatever its size (points without a dense
+                # optimize() closes the appendable segment from 1 KB of vectors (points without a dense
                 # vector are not counted by qdrant's default threshold): codemem decides when
                 optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=SEGMENTS_BEFORE_MERGE),
                 wal_enabled=write_ahead_log,
@@ -277,16 +277,19 @@ class EdgeVectorStore:
     def _wrote(self, name: str, shard: Any, points: int) -> None:
         """Count points written to a segmented collection's appendable segment; past
         ``SEGMENT_POINTS`` (since it was last closed, across processes), close it: flush, then
-        ``optimize``. Under the store's lock."""
+        ``optimize``. The count errs high (a dense vector given to a point already in the
+        appendable segment counts again; ``set_payload``, used only by a migration of older
+        collections, is not counted): a segment closes early, never holds much more. Under the
+        store's lock."""
         limit = self._segment_points(name)
         if limit is None:
             return
         self._appendable[name] += points
         if self._appendable[name] >= limit:
+            self._appendable[name] = 0  # a close that fails (disk full) is tried again a segment later, not at each write
             shard.flush()  # an optimize stopped by a crash leaves the flushed segment as it was
             shard.optimize()
             self._closed[name] = True
-            self._appendable[name] = 0
             self._save_appendable(name)
 
     def _has_closed_segments(self, name: str, shard: Any) -> bool:

@@ -318,7 +318,9 @@ def _segments(store: EdgeVectorStore, name: str) -> int:
 
 
 def _answers(store: EdgeVectorStore, name: str) -> tuple:
-    """What a search, a filtered search, a count and a scroll of the collection return."""
+    """What a search, a filtered search, a count and a scroll of the collection return: ranks
+    (RRF), not raw sparse scores, which differ slightly once points were rewritten (the old copy in
+    a closed segment counts in the IDF until a vacuum drops it, as after any ``optimize``)."""
     query = SparseVec([3, 21], [1.0, 1.0])
     found = store.hybrid_query(name, dense=None, sparse=query, limit=10)
     narrowed = store.hybrid_query(name, dense=None, sparse=query, limit=10, payload_filter=PayloadFilter({"file_path": ["src/f3.c"]}))
@@ -417,4 +419,33 @@ def test_dense_vectors_close_a_segment_only_where_they_move_points(tmp_path: Pat
     store.set_dense("large", {point.id: [0.0, 1.0, 0.0, float(n)] for n, point in enumerate(_code_points(30, 60))})
     assert _segments(store, "large") == 3 and store._appendable["large"] == 0
     assert len(store.dense_vectors("large", [p.id for p in _code_points(0, 60)])) == 60
+    store.close()
+
+
+def test_a_close_that_fails_fails_its_write_once_not_every_write_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that fills while a segment closes fails that write (the indexer redoes its files);
+    the next writes go on into the appendable segment and the close is tried a segment later."""
+    from resources.vectors import edge
+
+    monkeypatch.setattr(edge, "SEGMENT_POINTS", 50)
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("code", 4, write_ahead_log=False)
+    shard = store._shard("code")
+
+    class FullDisk:
+        def __getattr__(self, name):
+            return getattr(shard, name)
+
+        def optimize(self):
+            raise OSError("No space left on device")
+
+    store._shards["code"] = FullDisk()
+    store.upsert("code", _code_points(0, 40))
+    with pytest.raises(OSError, match="No space"):
+        store.upsert("code", _code_points(40, 60))
+    store.upsert("code", _code_points(60, 70))  # not a close again: 10 of the next 50
+    store._shards["code"] = shard
+    store.upsert("code", _code_points(70, 110))  # 50 since the failed close: closed now
+    assert _segments(store, "code") == 2
+    assert store.count("code") == 110
     store.close()
