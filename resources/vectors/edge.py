@@ -11,6 +11,7 @@ import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,16 @@ memory collection); a filter without an index checks each point's payload instea
 ~1.5 ms at 200 points, against ~0.5 ms indexed)."""
 
 
+@dataclass
+class _Appendable:
+    """A segmented collection's appendable segment: when it closes, and what was written to it."""
+
+    limit: int  # the marker's segment_points
+    written: int = 0  # points written to it since it was last closed (across processes)
+    saved: int = 0  # ``written`` as the marker last recorded it
+    closed: bool | None = None  # whether the collection holds a closed segment (None: not asked yet)
+
+
 class EdgeVectorStore:
     """Embedded Qdrant (qdrant-edge): one shard directory per collection.
 
@@ -84,10 +95,7 @@ class EdgeVectorStore:
         self._shards: dict[str, Any] = {}
         self._indexes: dict[str, list[str]] = {}  # the payload indexes each collection names (once ensured here)
         self._indexed: set[str] = set()  # collections whose named indexes are built
-        self._appendable: dict[str, int] = {}  # points written to a segmented collection's appendable segment
-        self._appendable_saved: dict[str, int] = {}  # ... as its marker last recorded it
-        self._segment_limit: dict[str, int | None] = {}  # its marker's segment_points (None: one appendable segment)
-        self._closed: dict[str, bool] = {}  # whether a collection holds a closed (immutable) segment
+        self._appendable: dict[str, _Appendable | None] = {}  # None: a collection of one appendable segment
         self._lock = threading.RLock()
 
     # -- helpers -------------------------------------------------------------------------
@@ -142,15 +150,13 @@ class EdgeVectorStore:
         """See ``VectorStore.ensure_collection``. The payload indexes named are built once the
         collection holds ``INDEXED_FROM_POINTS`` points (``payload_indexes`` lists them from the
         start); a collection below that has none, whatever an older codemem built."""
-        import json
-
         import qdrant_edge as qe
 
         path = self._root / name
         marker = path / MARKER
         with self._lock:
             if marker.exists():
-                existing = json.loads(marker.read_text())
+                existing = self._marker(name)
                 if existing.get("dense_dim") != dense_dim:
                     raise VectorStoreError(
                         f"collection {name!r} holds {existing.get('dense_dim')}-dim vectors but "
@@ -191,8 +197,7 @@ class EdgeVectorStore:
             self._shards[name] = shard
             self._indexes[name] = wanted
             self._indexed.discard(name)
-            self._appendable[name] = self._appendable_saved[name] = 0
-            self._segment_limit[name] = SEGMENT_POINTS
+            self._appendable[name] = _Appendable(SEGMENT_POINTS)
             _write_marker(marker, {
                 "dense_dim": dense_dim, "indexes": wanted, "write_ahead_log": write_ahead_log,
                 "segment_points": SEGMENT_POINTS, "appendable_points": 0,
@@ -240,7 +245,7 @@ class EdgeVectorStore:
         missing = [key for key in target if key not in built]
         for key in surplus:
             shard.update(qe.UpdateOperation.delete_field_index(key))
-        on_disk = self._segment_points(name) is not None  # an immutable segment's index mapped from disk
+        on_disk = self._appendable_of(name) is not None  # an immutable segment's index mapped from disk
         for key in missing:
             if key in FLOAT_FIELDS:
                 kind = qe.FloatIndexParams(memory=qe.Memory.Cold) if on_disk else qe.PayloadSchemaType.Float
@@ -263,16 +268,14 @@ class EdgeVectorStore:
         except FileNotFoundError:
             return {}
 
-    def _segment_points(self, name: str) -> int | None:
-        """How many points a collection's appendable segment takes before ``optimize`` closes it;
-        None for one made before codemem bounded it (one appendable segment, indexes in RAM).
-        Under the store's lock."""
-        if name not in self._segment_limit:
+    def _appendable_of(self, name: str) -> _Appendable | None:
+        """A collection's appendable segment as its marker records it; None for one made before
+        codemem bounded it (one appendable segment, indexes in RAM). Under the store's lock."""
+        if name not in self._appendable:
             marker = self._marker(name)
-            limit = marker.get("segment_points")
-            self._segment_limit[name] = None if limit is None else int(limit)
-            self._appendable[name] = self._appendable_saved[name] = int(marker.get("appendable_points", 0))
-        return self._segment_limit[name]
+            limit, written = marker.get("segment_points"), int(marker.get("appendable_points", 0))
+            self._appendable[name] = None if limit is None else _Appendable(int(limit), written, written)
+        return self._appendable[name]
 
     def _wrote(self, name: str, shard: Any, points: int) -> None:
         """Count points written to a segmented collection's appendable segment; past
@@ -281,45 +284,45 @@ class EdgeVectorStore:
         appendable segment counts again; ``set_payload``, used only by a migration of older
         collections, is not counted): a segment closes early, never holds much more. Under the
         store's lock."""
-        limit = self._segment_points(name)
-        if limit is None:
+        appendable = self._appendable_of(name)
+        if appendable is None:
             return
-        self._appendable[name] += points
-        if self._appendable[name] >= limit:
-            self._appendable[name] = 0  # a close that fails (disk full) is tried again a segment later, not at each write
+        appendable.written += points
+        if appendable.written >= appendable.limit:
+            appendable.written = 0  # a close that fails (disk full) is tried again a segment later, not at each write
             shard.flush()  # an optimize stopped by a crash leaves the flushed segment as it was
             shard.optimize()
-            self._closed[name] = True
+            appendable.closed = True
             self._save_appendable(name)
 
     def _has_closed_segments(self, name: str, shard: Any) -> bool:
-        """Whether a collection holds a segment besides its appendable one (where a point's new
-        dense vector moves it from). A collection never closed keeps every point where it is: its
-        dense vectors (the background embedding of a repository under ``SEGMENT_POINTS``
-        symbols) close nothing. Under the store's lock."""
-        if name not in self._closed:
-            self._closed[name] = shard.info().segments_count > 1
-        return self._closed[name]
+        """Whether a segmented collection holds a segment besides its appendable one (where a
+        point's new dense vector moves it from). A collection never closed keeps every point where
+        it is: its dense vectors (the background embedding of a repository under
+        ``SEGMENT_POINTS`` symbols) close nothing. Under the store's lock."""
+        appendable = self._appendable_of(name)
+        if appendable is None:
+            return False
+        if appendable.closed is None:
+            appendable.closed = shard.info().segments_count > 1
+        return appendable.closed
 
     def _save_appendable(self, name: str) -> None:
         """Record a segmented collection's appendable count in its marker (after a flush of the
         points it counts) when it changed. Under the store's lock."""
-        count = self._appendable.get(name)
-        if count is None or count == self._appendable_saved.get(name):
+        appendable = self._appendable.get(name)
+        if appendable is None or appendable.written == appendable.saved:
             return
         marker = self._marker(name)
         if marker:
-            _write_marker(self._root / name / MARKER, {**marker, "appendable_points": count})
-        self._appendable_saved[name] = count
+            _write_marker(self._root / name / MARKER, {**marker, "appendable_points": appendable.written})
+        appendable.saved = appendable.written
 
     def drop_collection(self, name: str) -> None:
         """Delete a collection and its files."""
         with self._lock:
             self._indexed.discard(name)
             self._appendable.pop(name, None)
-            self._appendable_saved.pop(name, None)
-            self._segment_limit.pop(name, None)
-            self._closed.pop(name, None)
             self._indexes.pop(name, None)
             shard = self._shards.pop(name, None)
             if shard is not None:
@@ -509,9 +512,9 @@ class EdgeVectorStore:
         appendable segment is closed too (a new one takes the next writes)."""
         with self._locked(collection) as shard:
             shard.optimize()
-            self._closed.pop(collection, None)  # asked again when needed
-            if self._segment_points(collection) is not None:
-                self._appendable[collection] = 0
+            appendable = self._appendable_of(collection)
+            if appendable is not None:
+                appendable.written, appendable.closed = 0, None  # (closed: asked again when needed)
                 self._save_appendable(collection)
 
     def close(self) -> None:

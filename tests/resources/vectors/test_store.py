@@ -409,15 +409,15 @@ def test_dense_vectors_close_a_segment_only_where_they_move_points(tmp_path: Pat
     store.upsert("small", _code_points(0, 40))
     store.set_dense("small", {point.id: [1.0, 0.0, 0.0, float(n)] for n, point in enumerate(_code_points(0, 40))})
     assert _segments(store, "small") == 1
-    assert store._appendable["small"] == 40
+    assert store._appendable["small"].written == 40
 
     store.ensure_collection("large", 4, write_ahead_log=False)
     store.upsert("large", _code_points(0, 60))  # closed at 60: every point in a closed segment
     assert _segments(store, "large") == 2
     store.set_dense("large", {point.id: [0.0, 1.0, 0.0, float(n)] for n, point in enumerate(_code_points(0, 30))})
-    assert store._appendable["large"] == 30
+    assert store._appendable["large"].written == 30
     store.set_dense("large", {point.id: [0.0, 1.0, 0.0, float(n)] for n, point in enumerate(_code_points(30, 60))})
-    assert _segments(store, "large") == 3 and store._appendable["large"] == 0
+    assert _segments(store, "large") == 3 and store._appendable["large"].written == 0
     assert len(store.dense_vectors("large", [p.id for p in _code_points(0, 60)])) == 60
     store.close()
 
