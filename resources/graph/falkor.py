@@ -46,6 +46,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -187,6 +188,8 @@ class FalkorGraphStore(BaseGraphStore):
         self.revived_at: float | None = None
         """``time.monotonic()`` of the last restart (its AOF may lack the writes of the second before)."""
         self._last_revive = 0.0
+        self._revive_lock = threading.RLock()
+        """One restart at a time, and no close in the middle of one (which would leave the new server running)."""
         started = time.perf_counter()
         self._start()
         self.open_seconds = time.perf_counter() - started
@@ -233,6 +236,10 @@ class FalkorGraphStore(BaseGraphStore):
         """Start a new server when this store's server process died (killed, OOM): the data comes
         back from its AOF. A live server that does not answer is left alone. At most one attempt
         every :data:`REVIVE_INTERVAL_S`; True when a new server answers."""
+        with self._revive_lock:
+            return self._revive_locked()
+
+    def _revive_locked(self) -> bool:
         now = time.monotonic()
         if self._closed or now - self._last_revive < REVIVE_INTERVAL_S:
             return False
@@ -444,9 +451,10 @@ class FalkorGraphStore(BaseGraphStore):
 
         Idempotent; also runs at garbage collection / interpreter exit if not called.
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._revive_lock:
+            if self._closed:
+                return
+            self._closed = True
         atexit.unregister(self._finalizer)
         try:
             self._finalizer()

@@ -27,6 +27,16 @@ def graph_servers_under(root: Path) -> list[int]:
     return found
 
 
+def wait_for_graph_servers_to_exit(root: Path, timeout_s: float) -> bool:
+    """Wait (at most ``timeout_s``) until no graph server runs under ``root``; True when none does."""
+    deadline = time.monotonic() + timeout_s
+    while graph_servers_under(root):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def stop_graph_servers(root: Path) -> list[int]:
     """SIGTERM (then SIGKILL) the graph servers under ``root``; returns the pids that were running."""
     pids = graph_servers_under(root)

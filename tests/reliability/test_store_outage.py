@@ -194,6 +194,48 @@ def test_graph_store_restarts_a_killed_server_with_its_data(tmp_path: Path, grap
     assert graph_servers_under(tmp_path) == []
 
 
+def test_concurrent_calls_after_a_kill_start_one_server_and_a_close_waits_for_it(
+    tmp_path: Path, graph_servers: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several threads see the dropped connection at once (HTTP requests, the outbox drain): one
+    of them restarts the server; a close that comes in the middle of that restart waits for it and
+    stops the new server, instead of returning at once and leaving it running."""
+    import threading
+
+    store = FalkorGraphStore(tmp_path / "graph")
+    closed = False
+    try:
+        pid = store.health()["pid"]
+        starts: list[float] = []
+        real_start = FalkorGraphStore._start
+
+        def slow_start(self: FalkorGraphStore) -> None:
+            starts.append(time.monotonic())
+            time.sleep(0.5)  # the window another thread would slip into
+            real_start(self)
+
+        monkeypatch.setattr(FalkorGraphStore, "_start", slow_start)
+        monkeypatch.setattr("resources.graph.falkor.REVIVE_INTERVAL_S", 0.0)
+        os.kill(pid, signal.SIGKILL)
+        _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
+
+        results: list[object] = []
+        callers = [threading.Thread(target=lambda: results.append(store._revive())) for _ in range(4)]  # noqa: SLF001
+        for caller in callers:
+            caller.start()
+        time.sleep(0.2)  # a restart is under way
+        store.close()  # waits for it, then stops the server it started
+        closed = True
+        for caller in callers:
+            caller.join(30)
+        assert len(starts) == 1, f"{len(starts)} restarts for one dead server"
+        assert results.count(True) == 1, results
+        assert graph_servers_under(tmp_path) == [], "the restarted server outlived the close"
+    finally:
+        if not closed:
+            store.close()
+
+
 def test_an_unrecorded_orphan_graph_server_is_stopped_on_the_next_open(tmp_path: Path, graph_servers: Path) -> None:
     """An owner killed while its server was starting leaves a server that no registry names (seen
     once in the normalize soak); the next open stops it instead of running a second server on the AOF."""
