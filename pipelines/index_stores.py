@@ -76,7 +76,9 @@ def ensure_code_collection(vectors: VectorStore, dimension: int) -> bool:
                 CODE_COLLECTION, {CALLABLE_LANGUAGE: language},
                 PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": [language]}),
             )
-    vectors.ensure_collection(CODE_COLLECTION, dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG)
+    vectors.ensure_collection(
+        CODE_COLLECTION, dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG, dense_apart=True,
+    )
     if migrate:
         vectors.optimize(CODE_COLLECTION)
     return migrate

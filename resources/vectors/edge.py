@@ -17,12 +17,16 @@ from typing import Any
 
 from resources.private_files import make_private_dir
 from resources.vectors.points import (
+    PACKED_KEY,
+    SHOWN_FIELDS,
+    SHOWN_KEY,
     all_ids,
     build_filter,
     dense_by_id,
     dense_list,
     payload_hits,
     point_vectors,
+    rrf,
     scored_hits,
     scroll_hits,
     stored_payload,
@@ -57,6 +61,14 @@ rebuilds an appendable segment's indexes in RAM each time it opens one (a millio
 to open, ~6 s to close, 4.5 GB resident; an immutable one of 200,000 points opens in 0.3 s), and
 optimizing a million-point segment at once held 10 GB. Measured on the Linux kernel's points:
 ~13 s a 100,000-point chunk (most of it the payload indexes)."""
+DENSE_APART = "+dense"
+"""The suffix of the collection that holds the dense vectors of a collection made with
+``dense_apart`` (``code+dense`` for ``code``): only the points that have one, with the payload
+fields a filter reads. qdrant-edge gives every point of a collection that declares a dense vector
+a slot for it, written with placeholders until the vector comes (768 bytes a point at 384 float16
+dimensions): at the Linux kernel, whose million symbols are searchable by words hours before their
+dense vectors are computed, 778 MB of the 3.4 GB of vectors on disk. Declaring the vector later
+does not help: qdrant-edge gives existing points the slot then."""
 SEGMENTS_BEFORE_MERGE = 32
 """The number of segments qdrant's merge optimizer lets a collection hold before it merges the
 smallest ones (its default, the CPU count, merged the million-point collection's segments again
@@ -96,6 +108,7 @@ class EdgeVectorStore:
         self._indexes: dict[str, list[str]] = {}  # the payload indexes each collection names (once ensured here)
         self._indexed: set[str] = set()  # collections whose named indexes are built
         self._appendable: dict[str, _Appendable | None] = {}  # None: a collection of one appendable segment
+        self._apart: dict[str, bool] = {}  # whether a collection keeps its dense vectors apart (DENSE_APART)
         self._lock = threading.RLock()
 
     # -- helpers -------------------------------------------------------------------------
@@ -107,7 +120,8 @@ class EdgeVectorStore:
             yield self._shard(name)
 
     def _shard(self, name: str) -> Any:
-        """The open shard of a collection (opened on first use)."""
+        """The open shard of a collection (opened on first use; with the collection that keeps
+        its dense vectors apart, when it has one)."""
         import qdrant_edge as qe
 
         with self._lock:
@@ -128,6 +142,9 @@ class EdgeVectorStore:
                     "run `codemem repair`"
                 ) from exc
             self._shards[name] = shard
+            apart = self._dense_collection(name, create=False)
+            if apart is not None:  # its dense vectors' collection too: a session's first search needs both
+                self._shard(apart)
             return shard
 
     @staticmethod
@@ -145,11 +162,13 @@ class EdgeVectorStore:
     # -- contract ------------------------------------------------------------------------
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
-        write_ahead_log: bool = True,
+        write_ahead_log: bool = True, dense_apart: bool = False,
     ) -> None:
         """See ``VectorStore.ensure_collection``. The payload indexes named are built once the
         collection holds ``INDEXED_FROM_POINTS`` points (``payload_indexes`` lists them from the
-        start); a collection below that has none, whatever an older codemem built."""
+        start); a collection below that has none, whatever an older codemem built. ``dense_apart``:
+        a new collection keeps its dense vectors in a second one (``DENSE_APART``), made at the
+        first dense vector written; an existing collection keeps how it was made."""
         import qdrant_edge as qe
 
         path = self._root / name
@@ -171,6 +190,9 @@ class EdgeVectorStore:
                 if wanted != declared:  # a collection made by another codemem version: its indexes now
                     shard.flush()  # what the list promises (a migration's payload writes before it) is on disk first
                     _write_marker(marker, {**existing, "indexes": wanted})
+                dense = self._dense_collection(name, create=False)
+                if dense is not None:  # its filters read the same fields
+                    self.ensure_collection(dense, dense_dim, wanted, write_ahead_log=existing.get("write_ahead_log", True))
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
@@ -178,10 +200,9 @@ class EdgeVectorStore:
             # points (~100,000 of 384 dimensions) is searched exactly as before
             storage = getattr(qe.VectorStorageDatatype, DENSE_STORAGE)
             placement = qe.Memory.Cold if dense_on_disk else None
+            dense_params = qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine, datatype=storage, memory=placement)
             config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(
-                    size=dense_dim, distance=qe.Distance.Cosine, datatype=storage, memory=placement,
-                )},
+                vectors={} if dense_apart else {DENSE: dense_params},
                 # the immutable segments' sparse index mapped from disk (an appendable one's is in RAM whatever this says)
                 sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=qe.Memory.Cold)},
                 hnsw_config=qe.HnswIndexConfig(
@@ -192,15 +213,17 @@ class EdgeVectorStore:
                 optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=SEGMENTS_BEFORE_MERGE),
                 wal_enabled=write_ahead_log,
             )
+            shutil.rmtree(self._root / (name + DENSE_APART), ignore_errors=True)  # one left by a crash in clear_collection
             shard = qe.EdgeShard.create(str(path), config)
             wanted = list(dict.fromkeys(indexes or ()))
             self._shards[name] = shard
             self._indexes[name] = wanted
             self._indexed.discard(name)
             self._appendable[name] = _Appendable(SEGMENT_POINTS)
+            self._apart[name] = dense_apart
             _write_marker(marker, {
                 "dense_dim": dense_dim, "indexes": wanted, "write_ahead_log": write_ahead_log,
-                "segment_points": SEGMENT_POINTS, "appendable_points": 0,
+                "segment_points": SEGMENT_POINTS, "appendable_points": 0, **({"dense_apart": True} if dense_apart else {}),
             })
 
     def payload_indexes(self, name: str) -> list[str]:
@@ -318,9 +341,89 @@ class EdgeVectorStore:
             _write_marker(self._root / name / MARKER, {**marker, "appendable_points": appendable.written})
         appendable.saved = appendable.written
 
+    def _dense_apart(self, name: str) -> bool:
+        """Whether a collection keeps its dense vectors in another (``DENSE_APART``), as its marker
+        says. Under the store's lock."""
+        if name not in self._apart:
+            self._apart[name] = bool(self._marker(name).get("dense_apart"))
+        return self._apart[name]
+
+    def _dense_collection(self, name: str, *, create: bool) -> str | None:
+        """The collection that holds ``name``'s dense vectors when ``name`` keeps them apart (made
+        now when ``create``); None when it does not, or when none was written yet. Under the
+        store's lock."""
+        if not self._dense_apart(name):
+            return None
+        dense = name + DENSE_APART
+        if dense in self._shards or (self._root / dense / MARKER).exists():
+            return dense
+        if not create:
+            return None
+        marker = self._marker(name)
+        self.ensure_collection(
+            dense, int(marker["dense_dim"]), self.payload_indexes(name), write_ahead_log=bool(marker.get("write_ahead_log", True)),
+        )
+        return dense
+
+    def _put_dense_apart(self, name: str, points: Sequence[VectorPoint]) -> None:
+        """Written points' dense vectors, into the collection that holds them apart: a point
+        written without one loses the one its earlier version had (as an upsert replaces a point
+        whole). Under the store's lock."""
+        with_dense = [point for point in points if point.dense is not None]
+        dense = self._dense_collection(name, create=bool(with_dense))
+        if dense is None:
+            return
+        self.delete(dense, [point.id for point in points if point.dense is None])
+        self.upsert(dense, [
+            VectorPoint(point.id, _filterable(stored_payload(point.payload)), point.dense) for point in with_dense
+        ])
+
+    def _with_stored_payloads(self, shard: Any, hits: list[VectorHit]) -> list[VectorHit]:
+        """``hits`` with their payloads read from ``shard`` (a collection's own), those it no longer
+        holds left out. Under the store's lock."""
+        missing = [hit.id for hit in hits if not hit.payload]
+        if not missing:
+            return hits
+        found = {hit.id: hit.payload for hit in payload_hits(shard.retrieve(missing, with_payload=True, with_vector=False))}
+        kept = []
+        for hit in hits:
+            if not hit.payload:
+                if hit.id not in found:
+                    continue
+                hit.payload = found[hit.id]
+            kept.append(hit)
+        return kept
+
+    def _ranked_apart(
+        self, collection: str, shard: Any, dense: Sequence[float] | None, sparse: SparseVec | None,
+        candidates: int, flt: Any, with_payload: bool,
+    ) -> tuple[list[VectorHit], list[VectorHit]]:
+        """``ranked_lists`` of a collection that keeps its dense vectors apart: its words from it,
+        its dense neighbours from the other (their payloads, when asked, from it). Under the store's lock."""
+        import qdrant_edge as qe
+
+        queries = dict(self._nearest(dense, sparse))
+        sparse_hits: list[VectorHit] = []
+        if SPARSE in queries:
+            sparse_hits = scored_hits(shard.query(
+                qe.QueryRequest(limit=candidates, query=queries[SPARSE], filter=flt, with_payload=with_payload)
+            ))
+        dense_hits: list[VectorHit] = []
+        apart = self._dense_collection(collection, create=False)
+        if DENSE in queries and apart is not None:
+            dense_hits = scored_hits(self._shard(apart).query(
+                qe.QueryRequest(limit=candidates, query=queries[DENSE], filter=flt, with_payload=False)
+            ))
+            if with_payload:
+                dense_hits = self._with_stored_payloads(shard, dense_hits)
+        return dense_hits, sparse_hits
+
     def drop_collection(self, name: str) -> None:
         """Delete a collection and its files."""
         with self._lock:
+            if self._dense_apart(name):
+                self.drop_collection(name + DENSE_APART)
+            self._apart.pop(name, None)
             self._indexed.discard(name)
             self._appendable.pop(name, None)
             self._indexes.pop(name, None)
@@ -333,12 +436,13 @@ class EdgeVectorStore:
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
     ) -> None:
         """See ``VectorStore.clear_collection`` (both steps under the store's lock; ``indexes`` None
-        keeps the collection's own)."""
+        keeps the collection's own; one that keeps its dense vectors apart is made so again)."""
         with self._lock:
             if indexes is None:
                 indexes = self.payload_indexes(name)
+            dense_apart = self._dense_apart(name)
             self.drop_collection(name)
-            self.ensure_collection(name, dense_dim, indexes, write_ahead_log=write_ahead_log)
+            self.ensure_collection(name, dense_dim, indexes, write_ahead_log=write_ahead_log, dense_apart=dense_apart)
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """See ``VectorStore.upsert``."""
@@ -346,11 +450,17 @@ class EdgeVectorStore:
 
         if not points:
             return
-        edge_points = [qe.Point(point.id, point_vectors(point, qe.SparseVector), stored_payload(point.payload)) for point in points]
         with self._locked(collection) as shard:
+            apart = self._dense_apart(collection)
+            edge_points = [
+                qe.Point(point.id, point_vectors(_without_dense(point) if apart else point, qe.SparseVector), stored_payload(point.payload))
+                for point in points
+            ]
             shard.update(qe.UpdateOperation.upsert_points(edge_points))
             self._build_indexes(collection, shard)
             self._wrote(collection, shard, len(edge_points))
+            if apart:
+                self._put_dense_apart(collection, points)
 
     def set_dense(self, collection: str, vectors: dict[str, Sequence[float]]) -> None:
         """See ``VectorStore.set_dense``."""
@@ -358,8 +468,15 @@ class EdgeVectorStore:
 
         if not vectors:
             return
-        updates = [qe.PointVectors(pid, {DENSE: dense_list(vec)}) for pid, vec in vectors.items()]
         with self._locked(collection) as shard:
+            if self._dense_apart(collection):  # the points it still holds, with the fields a filter reads
+                records = shard.retrieve(list(vectors), with_payload=True, with_vector=False)
+                self.upsert(self._dense_collection(collection, create=True) or "", [
+                    VectorPoint(str(record.id), _filterable(dict(record.payload or {})), vectors[str(record.id)])
+                    for record in records if str(record.id) in vectors
+                ])
+                return
+            updates = [qe.PointVectors(pid, {DENSE: dense_list(vec)}) for pid, vec in vectors.items()]
             shard.update(qe.UpdateOperation.update_vectors(updates))
             if self._has_closed_segments(collection, shard):  # a point of a closed segment moves to the appendable one
                 self._wrote(collection, shard, len(updates))
@@ -370,6 +487,9 @@ class EdgeVectorStore:
 
         with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.set_payload_by_filter(self._filter(payload_filter), values))
+            apart = self._dense_collection(collection, create=False)
+            if apart is not None and _filterable(values):
+                self.set_payload(apart, _filterable(values), payload_filter)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """See ``VectorStore.delete``."""
@@ -379,6 +499,9 @@ class EdgeVectorStore:
             return
         with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
+            apart = self._dense_collection(collection, create=False)
+            if apart is not None:
+                self.delete(apart, ids)
 
     @staticmethod
     def _nearest(dense: Sequence[float] | None, sparse: SparseVec | None) -> list[tuple[str, Any]]:
@@ -408,6 +531,12 @@ class EdgeVectorStore:
 
         with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
             flt = self._filter(payload_filter)
+            if self._dense_apart(collection):
+                dense_hits, sparse_hits = self._ranked_apart(collection, shard, dense, sparse, candidates, flt, False)
+                fused = rrf([(dense_hits, weights[0]), (sparse_hits, weights[1])], limit)
+                for hit in fused:
+                    hit.payload = {}
+                return self._with_stored_payloads(shard, fused)
             queries = self._nearest(dense, sparse)
             if not queries:
                 return []
@@ -436,6 +565,8 @@ class EdgeVectorStore:
 
         with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
             flt = self._filter(payload_filter)
+            if self._dense_apart(collection):
+                return self._ranked_apart(collection, shard, dense, sparse, candidates, flt, with_payload)
             queries = self._nearest(dense, sparse)
             if not queries:
                 return [], []
@@ -460,6 +591,11 @@ class EdgeVectorStore:
         if not ids:
             return {}
         with self._locked(collection) as shard:
+            apart = self._dense_collection(collection, create=False) if self._dense_apart(collection) else collection
+            if apart is None:
+                return {}
+            if apart != collection:
+                shard = self._shard(apart)
             records = shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
         return dense_by_id(records)
 
@@ -495,13 +631,15 @@ class EdgeVectorStore:
             )
 
     def flush(self, collection: str | None = None) -> None:
-        """See ``VectorStore.flush`` (of every open collection when none is named)."""
+        """See ``VectorStore.flush`` (of every open collection when none is named; a collection's
+        dense vectors kept apart with it)."""
         with self._lock:
             if collection is not None:
-                shard = self._shards.get(collection)
-                if shard is not None:  # not opened by this process: nothing written to it here
-                    shard.flush()
-                    self._save_appendable(collection)
+                for name in (collection + DENSE_APART, collection):  # (a collection's dense vectors kept apart first)
+                    shard = self._shards.get(name)
+                    if shard is not None:  # not opened by this process: nothing written to it here
+                        shard.flush()
+                        self._save_appendable(name)
                 return
             for name, shard in self._shards.items():
                 shard.flush()
@@ -511,6 +649,9 @@ class EdgeVectorStore:
         """Merge segments, drop tombstones, build indexes (HNSW, payload); a segmented collection's
         appendable segment is closed too (a new one takes the next writes)."""
         with self._locked(collection) as shard:
+            apart = self._dense_collection(collection, create=False)
+            if apart is not None:
+                self.optimize(apart)
             shard.optimize()
             appendable = self._appendable_of(collection)
             if appendable is not None:
@@ -530,6 +671,16 @@ class EdgeVectorStore:
                     failures.append(exc)
             if failures:
                 raise VectorStoreError(f"closing a vector collection failed: {failures[0]}") from failures[0]
+
+
+def _filterable(payload: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a stored payload a filter may read (none of the shown-only ones)."""
+    return {key: value for key, value in payload.items() if key not in SHOWN_FIELDS and key not in (PACKED_KEY, SHOWN_KEY)}
+
+
+def _without_dense(point: VectorPoint) -> VectorPoint:
+    """``point`` without its dense vector (kept apart)."""
+    return VectorPoint(point.id, point.payload, None, point.sparse)
 
 
 def _write_marker(marker: Path, content: dict[str, Any]) -> None:

@@ -87,12 +87,13 @@ class ServerVectorStore:
 
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
-        write_ahead_log: bool = True,
+        write_ahead_log: bool = True, dense_apart: bool = False,
     ) -> None:
         """See ``VectorStore.ensure_collection``: a server may be shared (another codemem version, an
         operator's own indexes), so missing indexes are added and none is dropped. A server keeps
         its collections open: ``dense_on_disk`` (a saving at each embedded open) is not applied;
-        its write-ahead log is the server's own (``write_ahead_log`` is not applied either)."""
+        its write-ahead log is the server's own (``write_ahead_log`` is not applied either), and so is
+        the room it gives points without a dense vector (``dense_apart`` is not applied)."""
         from qdrant_client import models
 
         wanted = list(dict.fromkeys(indexes or ()))

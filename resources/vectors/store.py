@@ -88,7 +88,7 @@ class VectorStore(Protocol):
 
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
-        write_ahead_log: bool = True,
+        write_ahead_log: bool = True, dense_apart: bool = False,
     ) -> None:
         """Create the collection (dense + sparse vectors, payload ``indexes``) if it is missing; an
         existing one gets the missing ``indexes`` (the embedded store also drops the ones not
@@ -101,6 +101,9 @@ class VectorStore(Protocol):
         segments on disk, and every write written twice); its writes are durable only once
         ``flush(name)`` returns — for a collection whose writer records what it wrote elsewhere
         and flushes first (the code index and its manifest). A server ignores it.
+        ``dense_apart``: a new embedded collection keeps its dense vectors in a second one, so that
+        points without one take no room for it (for a collection searched by words long before
+        its dense vectors come: the code index of a large tree). A server ignores it.
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs

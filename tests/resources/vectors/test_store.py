@@ -20,6 +20,13 @@ def _edge(tmp_path: Path):
     return EdgeVectorStore(tmp_path / "qdrant")
 
 
+def _edge_dense_apart(tmp_path: Path):
+    """The embedded store with the collection's dense vectors kept in a second one (the code index's)."""
+    store = EdgeVectorStore(tmp_path / "qdrant")
+    store.dense_apart = True
+    return store
+
+
 def _server(tmp_path: Path):
     url = os.environ.get("QDRANT_URL")
     if not url:
@@ -40,13 +47,14 @@ LOCAL_MODE_LACKS = "qdrant-client's local mode keeps no payload index (it warns 
 
 @pytest.fixture(params=[
     pytest.param(_edge, id="edge"),
+    pytest.param(_edge_dense_apart, id="edge-dense-apart"),
     pytest.param(_client_local, id="client-local"),
     pytest.param(_server, id="server", marks=pytest.mark.integration),
 ])
 def store(request, tmp_path: Path):
     made = request.param(tmp_path)
     name = f"code_{uuid.uuid4().hex[:8]}"
-    made.ensure_collection(name, 4)
+    made.ensure_collection(name, 4, dense_apart=getattr(made, "dense_apart", False))
     made.test_collection = name
     yield made
     if isinstance(made, ServerVectorStore):
@@ -449,3 +457,54 @@ def test_a_close_that_fails_fails_its_write_once_not_every_write_after(tmp_path:
     assert _segments(store, "code") == 2
     assert store.count("code") == 110
     store.close()
+
+
+def test_a_collection_that_keeps_its_dense_vectors_apart_gives_points_without_one_no_room(tmp_path: Path) -> None:
+    """Issue 21: qdrant-edge writes a placeholder dense vector for every point of a collection that
+    declares one (778 MB at the Linux kernel, searched by words hours before its dense vectors
+    come). The code collection keeps them in ``code+dense``, made at the first dense vector: only
+    the points that have one are there, with the fields a filter reads; rewrites, deletes, filters,
+    a clear and a reopen keep the two in step."""
+    from resources.vectors import edge
+
+    store = EdgeVectorStore(tmp_path / "q")
+    store.ensure_collection("code", 4, ("file_path", "kind"), write_ahead_log=False, dense_apart=True)
+    points = [  # as the indexer writes them: shown-only fields (code, signature) packed, no dense vector
+        VectorPoint(point.id, {**point.payload, "file_path": f"src/f{n}.c", "code": f"int f{n}(void);", "signature": f"f{n}"},
+                    sparse=point.sparse)
+        for n, point in enumerate(_code_points(0, 30))
+    ]
+    store.upsert("code", points)
+    apart = tmp_path / "q" / ("code" + edge.DENSE_APART)
+    assert not apart.exists()  # nothing but words yet
+    assert not list((tmp_path / "q" / "code").rglob("vector_storage-dense"))  # and no room for them in the collection
+    store.set_dense("code", {point.id: [1.0, 0.0, 0.0, float(n)] for n, point in enumerate(points[:10])})
+    assert store.count("code" + edge.DENSE_APART) == 10
+    kept = store.retrieve("code" + edge.DENSE_APART, [points[0].id])[0].payload
+    assert kept["file_path"] == points[0].payload["file_path"] and "code" not in kept  # filterable fields only
+    assert len(store.dense_vectors("code", [p.id for p in points])) == 10
+
+    # the nearest by dense vector, filtered, with the collection's own payload
+    near, _ = store.ranked_lists("code", dense=[1.0, 0.0, 0.0, 2.0], sparse=None, candidates=3,
+                                 payload_filter=PayloadFilter({"file_path": [points[2].payload["file_path"]]}))
+    assert [hit.id for hit in near] == [points[2].id] and near[0].payload["code"] == points[2].payload["code"]
+    store.upsert("code", points[:2])  # rewritten without a dense vector: theirs is gone, as in one collection
+    store.delete("code", [points[2].id])
+    assert store.count("code" + edge.DENSE_APART) == 7
+    assert set(store.dense_vectors("code", [p.id for p in points])) == {p.id for p in points[3:10]}
+    store.upsert("code", [VectorPoint(points[11].id, points[11].payload, dense=[0.0, 1.0, 0.0, 0.0], sparse=points[11].sparse)])
+    fused = store.hybrid_query("code", dense=[0.0, 1.0, 0.0, 0.0], sparse=None, limit=1)
+    assert [hit.id for hit in fused] == [points[11].id] and fused[0].payload["code"] == points[11].payload["code"]
+    store.close()
+
+    reopened = EdgeVectorStore(tmp_path / "q")
+    reopened.ensure_collection("code", 4, ("file_path", "kind"), write_ahead_log=False)  # as made: apart
+    assert reopened.count("code" + edge.DENSE_APART) == 8
+    assert len(reopened.dense_vectors("code", [p.id for p in points])) == 8
+    reopened.clear_collection("code", 4)
+    assert not apart.exists() and reopened.count("code") == 0
+    reopened.upsert("code", [VectorPoint(points[0].id, points[0].payload, dense=[1.0, 0.0, 0.0, 0.0])])
+    assert reopened.count("code" + edge.DENSE_APART) == 1  # made apart again
+    reopened.drop_collection("code")
+    assert not apart.exists()
+    reopened.close()
