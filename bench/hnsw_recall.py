@@ -21,7 +21,10 @@ from pathlib import Path
 def _load_vectors(state_dir: Path) -> list[tuple[str, list[float]]]:
     import qdrant_edge as qe
 
-    shard = qe.EdgeShard.load(str(state_dir / "qdrant" / "code"))
+    from resources.vectors.edge import DENSE_APART
+
+    apart = state_dir / "qdrant" / ("code" + DENSE_APART)  # a code collection made since its dense vectors are kept apart
+    shard = qe.EdgeShard.load(str(apart if apart.is_dir() else state_dir / "qdrant" / "code"))
     out: list[tuple[str, list[float]]] = []
     offset = None
     while True:

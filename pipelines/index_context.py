@@ -28,6 +28,10 @@ CODE_INDEXES = (
 )
 """The code collection's payload indexes: the fields code_search, find_duplicates, the design
 layer and the derivations filter on."""
+CODE_DENSE_FILTERS = ("language", "kind", "path_prefixes", CALLABLE_LANGUAGE)
+"""The fields a dense search of the code collection filters on (code_search's language, kind and
+directory, find_duplicates' callables): what the embedded store keeps with the dense vectors it
+holds apart from the points (``resources.vectors.edge.DENSE_APART``)."""
 CODE_WRITE_AHEAD_LOG = False
 """The code collection keeps no write-ahead log (qdrant-edge's: two 32 MB segments, 37 MB of the
 80 MB of a 2,000-file C tree's points, and every point written twice). Its points are derived from

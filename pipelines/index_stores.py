@@ -10,6 +10,7 @@ import typing
 from pipelines.index_context import (
     CALLABLE_LANGUAGE,
     CODE_COLLECTION,
+    CODE_DENSE_FILTERS,
     CODE_INDEXES,
     CODE_WRITE_AHEAD_LOG,
     IndexContext,
@@ -77,7 +78,7 @@ def ensure_code_collection(vectors: VectorStore, dimension: int) -> bool:
                 PayloadFilter({"kind": sorted(CALLABLE_KINDS), "language": [language]}),
             )
     vectors.ensure_collection(
-        CODE_COLLECTION, dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG, dense_apart=True,
+        CODE_COLLECTION, dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG, dense_apart=CODE_DENSE_FILTERS,
     )
     if migrate:
         vectors.optimize(CODE_COLLECTION)
@@ -93,6 +94,7 @@ def reset_index(ctx: IndexContext) -> None:
     known = sorted(set(ctx.manifest.files()) | ctx.manifest.in_flight())
     ctx.vectors.clear_collection(  # never missing for a concurrent search
         CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG,
+        dense_apart=CODE_DENSE_FILTERS,
     )
     if known:
         ctx.graph.delete_files(known)

@@ -235,8 +235,12 @@ class FalkorGraphStore(BaseGraphStore):
     def _revive(self) -> bool:
         """Start a new server when this store's server process died (killed, OOM): the data comes
         back from its AOF. A live server that does not answer is left alone. At most one attempt
-        every :data:`REVIVE_INTERVAL_S`; True when a new server answers."""
+        every :data:`REVIVE_INTERVAL_S`; True when a new server answers (also when another thread
+        started it while this one waited: its call is worth trying again)."""
+        restarts = self.restarts
         with self._revive_lock:
+            if self.restarts != restarts:
+                return not self._closed
             return self._revive_locked()
 
     def _revive_locked(self) -> bool:

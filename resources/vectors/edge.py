@@ -17,9 +17,6 @@ from typing import Any
 
 from resources.private_files import make_private_dir
 from resources.vectors.points import (
-    PACKED_KEY,
-    SHOWN_FIELDS,
-    SHOWN_KEY,
     all_ids,
     build_filter,
     dense_by_id,
@@ -64,7 +61,7 @@ optimizing a million-point segment at once held 10 GB. Measured on the Linux ker
 DENSE_APART = "+dense"
 """The suffix of the collection that holds the dense vectors of a collection made with
 ``dense_apart`` (``code+dense`` for ``code``): only the points that have one, with the payload
-fields a filter reads. qdrant-edge gives every point of a collection that declares a dense vector
+fields a dense search filters on (``dense_apart`` names them). qdrant-edge gives every point of a collection that declares a dense vector
 a slot for it, written with placeholders until the vector comes (768 bytes a point at 384 float16
 dimensions): at the Linux kernel, whose million symbols are searchable by words hours before their
 dense vectors are computed, 778 MB of the 3.4 GB of vectors on disk. Declaring the vector later
@@ -108,7 +105,7 @@ class EdgeVectorStore:
         self._indexes: dict[str, list[str]] = {}  # the payload indexes each collection names (once ensured here)
         self._indexed: set[str] = set()  # collections whose named indexes are built
         self._appendable: dict[str, _Appendable | None] = {}  # None: a collection of one appendable segment
-        self._apart: dict[str, bool] = {}  # whether a collection keeps its dense vectors apart (DENSE_APART)
+        self._apart: dict[str, tuple[str, ...] | None] = {}  # the fields of a collection's dense vectors kept apart (DENSE_APART)
         self._lock = threading.RLock()
 
     # -- helpers -------------------------------------------------------------------------
@@ -162,13 +159,14 @@ class EdgeVectorStore:
     # -- contract ------------------------------------------------------------------------
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
-        write_ahead_log: bool = True, dense_apart: bool = False,
+        write_ahead_log: bool = True, dense_apart: Sequence[str] | None = None,
     ) -> None:
         """See ``VectorStore.ensure_collection``. The payload indexes named are built once the
         collection holds ``INDEXED_FROM_POINTS`` points (``payload_indexes`` lists them from the
-        start); a collection below that has none, whatever an older codemem built. ``dense_apart``:
-        a new collection keeps its dense vectors in a second one (``DENSE_APART``), made at the
-        first dense vector written; an existing collection keeps how it was made."""
+        start); a collection below that has none, whatever an older codemem built. ``dense_apart``
+        (the fields a dense search filters on): a new collection keeps its dense vectors in a
+        second one (``DENSE_APART``) with those fields, made at the first dense vector written; an
+        existing collection keeps how it was made."""
         import qdrant_edge as qe
 
         path = self._root / name
@@ -190,9 +188,6 @@ class EdgeVectorStore:
                 if wanted != declared:  # a collection made by another codemem version: its indexes now
                     shard.flush()  # what the list promises (a migration's payload writes before it) is on disk first
                     _write_marker(marker, {**existing, "indexes": wanted})
-                dense = self._dense_collection(name, create=False)
-                if dense is not None:  # its filters read the same fields
-                    self.ensure_collection(dense, dense_dim, wanted, write_ahead_log=existing.get("write_ahead_log", True))
                 return
             if path.exists():  # a half-created collection from a crash: start it again
                 shutil.rmtree(path)
@@ -202,7 +197,7 @@ class EdgeVectorStore:
             placement = qe.Memory.Cold if dense_on_disk else None
             dense_params = qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine, datatype=storage, memory=placement)
             config = qe.EdgeConfig(
-                vectors={} if dense_apart else {DENSE: dense_params},
+                vectors={} if dense_apart is not None else {DENSE: dense_params},
                 # the immutable segments' sparse index mapped from disk (an appendable one's is in RAM whatever this says)
                 sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=qe.Memory.Cold)},
                 hnsw_config=qe.HnswIndexConfig(
@@ -220,10 +215,11 @@ class EdgeVectorStore:
             self._indexes[name] = wanted
             self._indexed.discard(name)
             self._appendable[name] = _Appendable(SEGMENT_POINTS)
-            self._apart[name] = dense_apart
+            apart = None if dense_apart is None else tuple(dict.fromkeys(dense_apart))
+            self._apart[name] = apart
             _write_marker(marker, {
                 "dense_dim": dense_dim, "indexes": wanted, "write_ahead_log": write_ahead_log,
-                "segment_points": SEGMENT_POINTS, "appendable_points": 0, **({"dense_apart": True} if dense_apart else {}),
+                "segment_points": SEGMENT_POINTS, "appendable_points": 0, **({"dense_apart": list(apart)} if apart is not None else {}),
             })
 
     def payload_indexes(self, name: str) -> list[str]:
@@ -341,28 +337,33 @@ class EdgeVectorStore:
             _write_marker(self._root / name / MARKER, {**marker, "appendable_points": appendable.written})
         appendable.saved = appendable.written
 
-    def _dense_apart(self, name: str) -> bool:
-        """Whether a collection keeps its dense vectors in another (``DENSE_APART``), as its marker
-        says. Under the store's lock."""
+    def _dense_apart(self, name: str) -> tuple[str, ...] | None:
+        """The fields a collection's dense vectors are kept with in another (``DENSE_APART``), as
+        its marker says; None when it keeps them itself. Under the store's lock."""
         if name not in self._apart:
-            self._apart[name] = bool(self._marker(name).get("dense_apart"))
+            fields = self._marker(name).get("dense_apart")
+            self._apart[name] = None if fields is None else tuple(fields)
         return self._apart[name]
 
     def _dense_collection(self, name: str, *, create: bool) -> str | None:
         """The collection that holds ``name``'s dense vectors when ``name`` keeps them apart (made
         now when ``create``); None when it does not, or when none was written yet. Under the
         store's lock."""
-        if not self._dense_apart(name):
+        fields = self._dense_apart(name)
+        if fields is None:
             return None
         dense = name + DENSE_APART
         if dense in self._shards or (self._root / dense / MARKER).exists():
             return dense
+        marker = self._marker(name)
+        if marker.get("dense_written"):  # made once, gone now (a crash inside a drop, a hand): say so
+            raise VectorStoreError(
+                f"the dense vectors of collection {name!r} are missing ({self._root / dense}) — run `codemem repair`"
+            )
         if not create:
             return None
-        marker = self._marker(name)
-        self.ensure_collection(
-            dense, int(marker["dense_dim"]), self.payload_indexes(name), write_ahead_log=bool(marker.get("write_ahead_log", True)),
-        )
+        self.ensure_collection(dense, int(marker["dense_dim"]), fields, write_ahead_log=bool(marker.get("write_ahead_log", True)))
+        _write_marker(self._root / name / MARKER, {**marker, "dense_written": True})
         return dense
 
     def _put_dense_apart(self, name: str, points: Sequence[VectorPoint]) -> None:
@@ -373,35 +374,31 @@ class EdgeVectorStore:
         dense = self._dense_collection(name, create=bool(with_dense))
         if dense is None:
             return
+        fields = self._dense_apart(name) or ()
         self.delete(dense, [point.id for point in points if point.dense is None])
-        self.upsert(dense, [
-            VectorPoint(point.id, _filterable(stored_payload(point.payload)), point.dense) for point in with_dense
-        ])
+        self.upsert(dense, [VectorPoint(point.id, _only(point.payload, fields), point.dense) for point in with_dense])
 
-    def _with_stored_payloads(self, shard: Any, hits: list[VectorHit]) -> list[VectorHit]:
-        """``hits`` with their payloads read from ``shard`` (a collection's own), those it no longer
-        holds left out. Under the store's lock."""
-        missing = [hit.id for hit in hits if not hit.payload]
-        if not missing:
+    @staticmethod
+    def _held(shard: Any, hits: list[VectorHit], with_payload: bool) -> list[VectorHit]:
+        """The ``hits`` of a collection's dense vectors kept apart that the collection itself
+        (``shard``) still holds (a crash between the two writes of a delete can leave a stray),
+        with their payloads from it when asked. Under the store's lock."""
+        if not hits:
             return hits
-        found = {hit.id: hit.payload for hit in payload_hits(shard.retrieve(missing, with_payload=True, with_vector=False))}
-        kept = []
-        for hit in hits:
-            if not hit.payload:
-                if hit.id not in found:
-                    continue
-                hit.payload = found[hit.id]
-            kept.append(hit)
-        return kept
+        records = shard.retrieve([hit.id for hit in hits], with_payload=with_payload, with_vector=False)
+        found = {hit.id: hit.payload for hit in payload_hits(records)}
+        return [VectorHit(hit.id, hit.score, found[hit.id]) for hit in hits if hit.id in found]
 
     def _ranked_apart(
         self, collection: str, shard: Any, dense: Sequence[float] | None, sparse: SparseVec | None,
-        candidates: int, flt: Any, with_payload: bool,
+        candidates: int, payload_filter: PayloadFilter | None, with_payload: bool,
     ) -> tuple[list[VectorHit], list[VectorHit]]:
         """``ranked_lists`` of a collection that keeps its dense vectors apart: its words from it,
         its dense neighbours from the other (their payloads, when asked, from it). Under the store's lock."""
         import qdrant_edge as qe
 
+        fields = self._dense_apart(collection) or ()
+        flt = self._filter(payload_filter)
         queries = dict(self._nearest(dense, sparse))
         sparse_hits: list[VectorHit] = []
         if SPARSE in queries:
@@ -411,17 +408,25 @@ class EdgeVectorStore:
         dense_hits: list[VectorHit] = []
         apart = self._dense_collection(collection, create=False)
         if DENSE in queries and apart is not None:
-            dense_hits = scored_hits(self._shard(apart).query(
+            filtered = set() if payload_filter is None else {*payload_filter.must_match, *payload_filter.ranges}
+            unkept = sorted(filtered - set(fields))
+            if unkept:
+                raise VectorStoreError(
+                    f"a dense search of {collection!r} filters on {', '.join(unkept)}, which its dense vectors "
+                    f"are not kept with (only {', '.join(fields) or 'no field'}): add it to the collection's dense_apart fields"
+                )
+            dense_hits = self._held(shard, scored_hits(self._shard(apart).query(
                 qe.QueryRequest(limit=candidates, query=queries[DENSE], filter=flt, with_payload=False)
-            ))
-            if with_payload:
-                dense_hits = self._with_stored_payloads(shard, dense_hits)
+            )), with_payload)
         return dense_hits, sparse_hits
 
     def drop_collection(self, name: str) -> None:
         """Delete a collection and its files."""
         with self._lock:
-            if self._dense_apart(name):
+            if self._dense_apart(name) is not None:
+                # its marker first: a crash from here leaves a collection ensure_collection makes anew
+                # (its dense vectors' collection with it), never one that lost them unnoticed
+                (self._root / name / MARKER).unlink(missing_ok=True)
                 self.drop_collection(name + DENSE_APART)
             self._apart.pop(name, None)
             self._indexed.discard(name)
@@ -434,13 +439,15 @@ class EdgeVectorStore:
 
     def clear_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
+        dense_apart: Sequence[str] | None = None,
     ) -> None:
         """See ``VectorStore.clear_collection`` (both steps under the store's lock; ``indexes`` None
-        keeps the collection's own; one that keeps its dense vectors apart is made so again)."""
+        keeps the collection's own, ``dense_apart`` None how it keeps its dense vectors)."""
         with self._lock:
             if indexes is None:
                 indexes = self.payload_indexes(name)
-            dense_apart = self._dense_apart(name)
+            if dense_apart is None:
+                dense_apart = self._dense_apart(name)
             self.drop_collection(name)
             self.ensure_collection(name, dense_dim, indexes, write_ahead_log=write_ahead_log, dense_apart=dense_apart)
 
@@ -451,7 +458,7 @@ class EdgeVectorStore:
         if not points:
             return
         with self._locked(collection) as shard:
-            apart = self._dense_apart(collection)
+            apart = self._dense_apart(collection) is not None
             edge_points = [
                 qe.Point(point.id, point_vectors(_without_dense(point) if apart else point, qe.SparseVector), stored_payload(point.payload))
                 for point in points
@@ -469,10 +476,11 @@ class EdgeVectorStore:
         if not vectors:
             return
         with self._locked(collection) as shard:
-            if self._dense_apart(collection):  # the points it still holds, with the fields a filter reads
+            fields = self._dense_apart(collection)
+            if fields is not None:  # the points it still holds, with the fields a dense search filters on
                 records = shard.retrieve(list(vectors), with_payload=True, with_vector=False)
                 self.upsert(self._dense_collection(collection, create=True) or "", [
-                    VectorPoint(str(record.id), _filterable(dict(record.payload or {})), vectors[str(record.id)])
+                    VectorPoint(str(record.id), _only(dict(record.payload or {}), fields), vectors[str(record.id)])
                     for record in records if str(record.id) in vectors
                 ])
                 return
@@ -488,8 +496,9 @@ class EdgeVectorStore:
         with self._locked(collection) as shard:
             shard.update(qe.UpdateOperation.set_payload_by_filter(self._filter(payload_filter), values))
             apart = self._dense_collection(collection, create=False)
-            if apart is not None and _filterable(values):
-                self.set_payload(apart, _filterable(values), payload_filter)
+            kept = _only(values, self._dense_apart(collection) or ())
+            if apart is not None and kept:
+                self.set_payload(apart, kept, payload_filter)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """See ``VectorStore.delete``."""
@@ -526,17 +535,15 @@ class EdgeVectorStore:
         candidates: int = 100,
         weights: tuple[float, float] = (1.0, 1.0),
     ) -> list[VectorHit]:
-        """See ``VectorStore.hybrid_query``: Qdrant's own prefetch + RRF fusion."""
+        """See ``VectorStore.hybrid_query``: Qdrant's own prefetch + RRF fusion (of a collection whose
+        dense vectors are kept apart: the two lists fused here by the same formula, ``rrf``)."""
         import qdrant_edge as qe
 
         with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
+            if self._dense_apart(collection) is not None:
+                dense_hits, sparse_hits = self._ranked_apart(collection, shard, dense, sparse, candidates, payload_filter, False)
+                return self._held(shard, rrf([(dense_hits, weights[0]), (sparse_hits, weights[1])], limit), True)
             flt = self._filter(payload_filter)
-            if self._dense_apart(collection):
-                dense_hits, sparse_hits = self._ranked_apart(collection, shard, dense, sparse, candidates, flt, False)
-                fused = rrf([(dense_hits, weights[0]), (sparse_hits, weights[1])], limit)
-                for hit in fused:
-                    hit.payload = {}
-                return self._with_stored_payloads(shard, fused)
             queries = self._nearest(dense, sparse)
             if not queries:
                 return []
@@ -564,9 +571,9 @@ class EdgeVectorStore:
         import qdrant_edge as qe
 
         with self._locked(collection) as shard:  # a missing collection raises, even for an empty query
+            if self._dense_apart(collection) is not None:
+                return self._ranked_apart(collection, shard, dense, sparse, candidates, payload_filter, with_payload)
             flt = self._filter(payload_filter)
-            if self._dense_apart(collection):
-                return self._ranked_apart(collection, shard, dense, sparse, candidates, flt, with_payload)
             queries = self._nearest(dense, sparse)
             if not queries:
                 return [], []
@@ -591,7 +598,7 @@ class EdgeVectorStore:
         if not ids:
             return {}
         with self._locked(collection) as shard:
-            apart = self._dense_collection(collection, create=False) if self._dense_apart(collection) else collection
+            apart = self._dense_collection(collection, create=False) if self._dense_apart(collection) is not None else collection
             if apart is None:
                 return {}
             if apart != collection:
@@ -673,9 +680,9 @@ class EdgeVectorStore:
                 raise VectorStoreError(f"closing a vector collection failed: {failures[0]}") from failures[0]
 
 
-def _filterable(payload: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a stored payload a filter may read (none of the shown-only ones)."""
-    return {key: value for key, value in payload.items() if key not in SHOWN_FIELDS and key not in (PACKED_KEY, SHOWN_KEY)}
+def _only(payload: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """The ``fields`` of a payload (those it has)."""
+    return {key: payload[key] for key in fields if key in payload}
 
 
 def _without_dense(point: VectorPoint) -> VectorPoint:

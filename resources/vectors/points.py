@@ -170,12 +170,18 @@ def scroll_hits(next_page: Callable[[Any, int], Page], limit: int) -> list[Vecto
 
 
 def rrf(ranked_lists: Iterable[tuple[list[VectorHit], float]], limit: int, k: int = 60) -> list[VectorHit]:
-    """Weighted reciprocal-rank fusion (the server store's, for parity with edge's own RRF)."""
+    """Weighted reciprocal-rank fusion as Qdrant computes it (``Fusion.Rrf``): the hit at rank
+    ``r`` (from 0) of a list of weight ``w`` scores ``1 / ((r + 1) / w + k - 1)`` (a weight
+    stretches the ranks; 1: ``1 / (k + r)``); a list of weight 0 counts for nothing. Used where the
+    lists come from two queries: the server store, and an embedded collection whose dense vectors
+    are kept apart."""
     scores: dict[str, float] = {}
     first_seen: dict[str, VectorHit] = {}
     for hits, weight in ranked_lists:
+        if weight <= 0:
+            continue
         for rank, hit in enumerate(hits):
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank + 1)
+            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / ((rank + 1) / weight + k - 1)
             first_seen.setdefault(hit.id, hit)
     ordered = sorted(scores.items(), key=lambda item: -item[1])[:limit]
     return [VectorHit(id=pid, score=score, payload=first_seen[pid].payload) for pid, score in ordered]

@@ -87,7 +87,7 @@ class ServerVectorStore:
 
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
-        write_ahead_log: bool = True, dense_apart: bool = False,
+        write_ahead_log: bool = True, dense_apart: Sequence[str] | None = None,
     ) -> None:
         """See ``VectorStore.ensure_collection``: a server may be shared (another codemem version, an
         operator's own indexes), so missing indexes are added and none is dropped. A server keeps
@@ -138,6 +138,7 @@ class ServerVectorStore:
 
     def clear_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
+        dense_apart: Sequence[str] | None = None,
     ) -> None:
         """See ``VectorStore.clear_collection``: deletes every point of a collection of the right
         dimension (it never goes missing); drops and recreates one of another dimension."""

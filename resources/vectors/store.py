@@ -88,7 +88,7 @@ class VectorStore(Protocol):
 
     def ensure_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, dense_on_disk: bool = False,
-        write_ahead_log: bool = True, dense_apart: bool = False,
+        write_ahead_log: bool = True, dense_apart: Sequence[str] | None = None,
     ) -> None:
         """Create the collection (dense + sparse vectors, payload ``indexes``) if it is missing; an
         existing one gets the missing ``indexes`` (the embedded store also drops the ones not
@@ -101,9 +101,11 @@ class VectorStore(Protocol):
         segments on disk, and every write written twice); its writes are durable only once
         ``flush(name)`` returns — for a collection whose writer records what it wrote elsewhere
         and flushes first (the code index and its manifest). A server ignores it.
-        ``dense_apart``: a new embedded collection keeps its dense vectors in a second one, so that
-        points without one take no room for it (for a collection searched by words long before
-        its dense vectors come: the code index of a large tree). A server ignores it.
+        ``dense_apart`` (the payload fields a dense search of it filters on): a new embedded
+        collection keeps its dense vectors in a second one, with those fields only, so that points
+        without one take no room for it (for a collection searched by words long before its dense
+        vectors come: the code index of a large tree); a dense search filtering on another field
+        raises. A server ignores it.
 
         Raises:
             VectorStoreError: if it exists with another dense dimension (a model change needs
@@ -181,9 +183,11 @@ class VectorStore(Protocol):
 
     def clear_collection(
         self, name: str, dense_dim: int, indexes: Sequence[str] | None = None, *, write_ahead_log: bool = True,
+        dense_apart: Sequence[str] | None = None,
     ) -> None:
-        """Empty a collection: drop and create it again (with payload ``indexes`` and
-        ``write_ahead_log`` as ``ensure_collection`` takes them), with no moment in which it is
+        """Empty a collection: drop and create it again (with payload ``indexes``,
+        ``write_ahead_log`` and ``dense_apart`` as ``ensure_collection`` takes them; None: as the
+        collection was made), with no moment in which it is
         missing for a concurrent reader (a full reindex clears it while the server answers
         searches)."""
         ...

@@ -198,14 +198,14 @@ def test_concurrent_calls_after_a_kill_start_one_server_and_a_close_waits_for_it
     tmp_path: Path, graph_servers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Several threads see the dropped connection at once (HTTP requests, the outbox drain): one
-    of them restarts the server; a close that comes in the middle of that restart waits for it and
-    stops the new server, instead of returning at once and leaving it running."""
+    of them restarts the server and every one of them tries its call again on it; a close that
+    comes in the middle of a restart waits for it and stops the new server, instead of returning
+    at once and leaving it running."""
     import threading
 
     store = FalkorGraphStore(tmp_path / "graph")
     closed = False
     try:
-        pid = store.health()["pid"]
         starts: list[float] = []
         real_start = FalkorGraphStore._start
 
@@ -214,22 +214,33 @@ def test_concurrent_calls_after_a_kill_start_one_server_and_a_close_waits_for_it
             time.sleep(0.5)  # the window another thread would slip into
             real_start(self)
 
+        def kill_server() -> None:
+            pid = store.health()["pid"]
+            os.kill(pid, signal.SIGKILL)
+            _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
+
         monkeypatch.setattr(FalkorGraphStore, "_start", slow_start)
         monkeypatch.setattr("resources.graph.falkor.REVIVE_INTERVAL_S", 0.0)
-        os.kill(pid, signal.SIGKILL)
-        _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, "the graph server to die")
-
+        kill_server()
         results: list[object] = []
         callers = [threading.Thread(target=lambda: results.append(store._revive())) for _ in range(4)]  # noqa: SLF001
         for caller in callers:
             caller.start()
-        time.sleep(0.2)  # a restart is under way
-        store.close()  # waits for it, then stops the server it started
-        closed = True
         for caller in callers:
             caller.join(30)
         assert len(starts) == 1, f"{len(starts)} restarts for one dead server"
-        assert results.count(True) == 1, results
+        assert results == [True] * 4, results  # one restarted it, the three that waited retry on it
+        assert store._read("RETURN 1 AS one") == [{"one": 1}]  # noqa: SLF001
+        assert len(graph_servers_under(tmp_path)) == 1
+
+        kill_server()
+        reviver = threading.Thread(target=store._revive)  # noqa: SLF001
+        reviver.start()
+        time.sleep(0.2)  # a restart is under way
+        store.close()  # waits for it, then stops the server it started
+        closed = True
+        reviver.join(30)
+        assert len(starts) == 2
         assert graph_servers_under(tmp_path) == [], "the restarted server outlived the close"
     finally:
         if not closed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def _edge(tmp_path: Path):
 def _edge_dense_apart(tmp_path: Path):
     """The embedded store with the collection's dense vectors kept in a second one (the code index's)."""
     store = EdgeVectorStore(tmp_path / "qdrant")
-    store.dense_apart = True
+    store.dense_apart = ("file_path", "language", "path_prefixes")  # what the contract's dense searches filter on
     return store
 
 
@@ -54,7 +55,7 @@ LOCAL_MODE_LACKS = "qdrant-client's local mode keeps no payload index (it warns 
 def store(request, tmp_path: Path):
     made = request.param(tmp_path)
     name = f"code_{uuid.uuid4().hex[:8]}"
-    made.ensure_collection(name, 4, dense_apart=getattr(made, "dense_apart", False))
+    made.ensure_collection(name, 4, dense_apart=getattr(made, "dense_apart", None))
     made.test_collection = name
     yield made
     if isinstance(made, ServerVectorStore):
@@ -468,7 +469,7 @@ def test_a_collection_that_keeps_its_dense_vectors_apart_gives_points_without_on
     from resources.vectors import edge
 
     store = EdgeVectorStore(tmp_path / "q")
-    store.ensure_collection("code", 4, ("file_path", "kind"), write_ahead_log=False, dense_apart=True)
+    store.ensure_collection("code", 4, ("file_path", "kind"), write_ahead_log=False, dense_apart=("file_path",))
     points = [  # as the indexer writes them: shown-only fields (code, signature) packed, no dense vector
         VectorPoint(point.id, {**point.payload, "file_path": f"src/f{n}.c", "code": f"int f{n}(void);", "signature": f"f{n}"},
                     sparse=point.sparse)
@@ -481,13 +482,15 @@ def test_a_collection_that_keeps_its_dense_vectors_apart_gives_points_without_on
     store.set_dense("code", {point.id: [1.0, 0.0, 0.0, float(n)] for n, point in enumerate(points[:10])})
     assert store.count("code" + edge.DENSE_APART) == 10
     kept = store.retrieve("code" + edge.DENSE_APART, [points[0].id])[0].payload
-    assert kept["file_path"] == points[0].payload["file_path"] and "code" not in kept  # filterable fields only
+    assert kept == {"file_path": points[0].payload["file_path"]}  # the fields a dense search filters on, only
     assert len(store.dense_vectors("code", [p.id for p in points])) == 10
 
     # the nearest by dense vector, filtered, with the collection's own payload
     near, _ = store.ranked_lists("code", dense=[1.0, 0.0, 0.0, 2.0], sparse=None, candidates=3,
                                  payload_filter=PayloadFilter({"file_path": [points[2].payload["file_path"]]}))
     assert [hit.id for hit in near] == [points[2].id] and near[0].payload["code"] == points[2].payload["code"]
+    with pytest.raises(VectorStoreError, match="filters on kind"):  # not kept with them: said, never an empty answer
+        store.ranked_lists("code", dense=[1.0, 0.0, 0.0, 2.0], sparse=None, candidates=3, payload_filter=PayloadFilter({"kind": ["function"]}))
     store.upsert("code", points[:2])  # rewritten without a dense vector: theirs is gone, as in one collection
     store.delete("code", [points[2].id])
     assert store.count("code" + edge.DENSE_APART) == 7
@@ -507,4 +510,43 @@ def test_a_collection_that_keeps_its_dense_vectors_apart_gives_points_without_on
     assert reopened.count("code" + edge.DENSE_APART) == 1  # made apart again
     reopened.drop_collection("code")
     assert not apart.exists()
+    # a first full rebuild (`--reembed`, `codemem repair`) clears a collection that is not there yet: made apart
+    reopened.clear_collection("code", 4, ("file_path",), write_ahead_log=False, dense_apart=("file_path",))
+    reopened.upsert("code", [VectorPoint(points[0].id, points[0].payload, dense=[1.0, 0.0, 0.0, 0.0])])
+    assert reopened.count("code" + edge.DENSE_APART) == 1
     reopened.close()
+
+
+def test_dense_vectors_kept_apart_are_never_lost_unnoticed(tmp_path: Path) -> None:
+    """A drop removes the collection's marker before anything else, so a crash inside it leaves a
+    collection the next ensure makes anew (with no dense vectors' collection); and dense vectors
+    once written and now missing (a crash in an older order, a hand) make every use say so and
+    send to `codemem repair`, instead of searches that quietly find nothing by meaning."""
+    from resources.vectors import edge
+
+    def made() -> EdgeVectorStore:
+        store = EdgeVectorStore(tmp_path / "q")
+        store.ensure_collection("code", 4, ("file_path",), write_ahead_log=False, dense_apart=("file_path",))
+        return store
+
+    store = made()
+    points = [VectorPoint(point.id, point.payload, dense=[1.0, 0.0, 0.0, float(n)], sparse=point.sparse)
+              for n, point in enumerate(_code_points(0, 5))]
+    store.upsert("code", points)
+    store.close()
+    shutil.rmtree(tmp_path / "q" / ("code" + edge.DENSE_APART))  # lost
+    lost = EdgeVectorStore(tmp_path / "q")
+    with pytest.raises(VectorStoreError, match="dense vectors of collection 'code' are missing.*codemem repair"):
+        lost.count("code")
+    lost.close()
+
+    shutil.rmtree(tmp_path / "q")
+    store = made()
+    store.upsert("code", points)
+    store.close()
+    (tmp_path / "q" / "code" / edge.MARKER).unlink()  # a drop killed right after its first step
+    again = made()
+    assert again.count("code") == 0 and not (tmp_path / "q" / ("code" + edge.DENSE_APART)).exists()
+    again.upsert("code", points)
+    assert len(again.dense_vectors("code", [p.id for p in points])) == 5
+    again.close()
