@@ -18,7 +18,8 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from stat import S_ISLNK, S_ISREG
 from typing import TYPE_CHECKING
@@ -82,6 +83,27 @@ class Discovery:
     files: list[SourceFile] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
     git_aware: bool = False
+
+
+_LISTINGS: dict[tuple[str, tuple[str, ...], int, tuple[str, ...]], Discovery] | None = None
+"""The listings of the current ``one_listing`` block (None outside one)."""
+
+
+@contextmanager
+def one_listing() -> Iterator[None]:
+    """Within the block, ``discover`` lists a tree once: a later call with the same arguments gets
+    (a copy of) the first one's outcome. For one command that lists a tree several times in a few
+    seconds — ``codemem index``: its answer when nothing changed, the run's own check, the run —
+    the tree as it was when the command started; each listing of the Linux kernel took ~2.5 s.
+    Never for a long-lived process (a server's next index must see the files added meanwhile)."""
+    global _LISTINGS
+    outer = _LISTINGS
+    if outer is None:
+        _LISTINGS = {}
+    try:
+        yield
+    finally:
+        _LISTINGS = outer
 
 
 def resolve_project_root(root: Path) -> Path:
@@ -243,9 +265,22 @@ def discover(
         reasons. Files with an extension outside the filter are not reported individually (there
         would be thousands).
     """
-    from pipelines.parsing import language_for_path  # the parsers' package, only where files are listed
     root = resolve_project_root(root)
     allowed = {ext.lower() for ext in extensions}
+    listings = _LISTINGS
+    key = (str(root), tuple(sorted(allowed)), max_file_bytes, tuple(extra_ignore_patterns))
+    if listings is not None and key in listings:
+        listed = listings[key]
+        return replace(listed, files=list(listed.files), skipped=list(listed.skipped))
+    result = _discover(root, allowed, max_file_bytes, key[3])
+    if listings is not None:
+        listings[key] = replace(result, files=list(result.files), skipped=list(result.skipped))
+    return result
+
+
+def _discover(root: Path, allowed: set[str], max_file_bytes: int, extra_ignore_patterns: Iterable[str]) -> Discovery:
+    """``discover`` of a resolved root, listed now."""
+    from pipelines.parsing import language_for_path  # the parsers' package, only where files are listed
     unreadable: list[SkippedFile] = []
     git_paths = _git_candidates(root, unreadable)
     candidates = git_paths if git_paths is not None else list(_walk_candidates(root, unreadable))

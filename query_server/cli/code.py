@@ -123,6 +123,14 @@ def index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool,
     When this process owns the project's stores, the run is the Dagster asset run the UI shows
     (`codemem ui`); when a codemem server owns them, that server indexes.
     """
+    from pipelines.discovery import one_listing
+
+    with one_listing():  # the tree listed once for the command (the checks for nothing to do and the run)
+        _index(path, no_embed, reembed, as_json, repair, plain)
+
+
+def _index(path: str, no_embed: bool, reembed: bool, as_json: bool, repair: bool, plain: bool) -> None:
+    """``codemem index``'s work (see ``index``)."""
     settings = settings_for(path)
     if not (plain or reembed or repair):
         from query_server.code.unchanged import answer_unchanged

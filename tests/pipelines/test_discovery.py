@@ -123,3 +123,21 @@ def test_confine_path_refuses_escapes(project: Path, tmp_path: Path) -> None:
     os.symlink(tmp_path, project / "link")
     with pytest.raises(DiscoveryError, match="outside the project root"):
         confine_path(project, "link/x.py")
+
+
+def test_one_listing_lists_a_tree_once_per_command(project: Path) -> None:
+    """``codemem index`` lists the tree once (its checks for nothing to do and the run): inside
+    ``one_listing`` a second discovery of the same tree returns the first one's files, as
+    independent lists; another size limit lists again; outside the block every call lists."""
+    from pipelines.discovery import one_listing
+
+    write_files(project, {"a.py": "x = 1\n"})
+    with one_listing():
+        first = run(project)
+        first.files.clear()  # a caller's own copy
+        (project / "b.py").write_text("y = 2\n")
+        again = run(project)
+        assert [f.path for f in again.files] == ["a.py"]  # the tree as the command found it
+        assert [f.path for f in run(project, max_bytes=3).files] == []  # other arguments: listed now
+        assert [f.path for f in run(project, max_bytes=1_000).files] == ["a.py", "b.py"]
+    assert [f.path for f in run(project).files] == ["a.py", "b.py"]
