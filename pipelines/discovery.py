@@ -94,7 +94,7 @@ def one_listing() -> Iterator[None]:
     """Within the block, ``discover`` lists a tree once: a later call with the same arguments gets
     (a copy of) the first one's outcome. For one command that lists a tree several times in a few
     seconds — ``codemem index``: its answer when nothing changed, the run's own check, the run —
-    the tree as it was when the command started; each listing of the Linux kernel took ~2.5 s.
+    the tree as it was when the command started; each listing of the Linux kernel took 1.9 s.
     Never for a long-lived process (a server's next index must see the files added meanwhile)."""
     global _LISTINGS
     outer = _LISTINGS
