@@ -61,9 +61,9 @@ optimizing a million-point segment at once held 10 GB. Measured on the Linux ker
 DENSE_APART = "+dense"
 """The suffix of the collection that holds the dense vectors of a collection made with
 ``dense_apart`` (``code+dense`` for ``code``): only the points that have one, with the payload
-fields a dense search filters on (``dense_apart`` names them). qdrant-edge gives every point of a collection that declares a dense vector
-a slot for it, written with placeholders until the vector comes (768 bytes a point at 384 float16
-dimensions): at the Linux kernel, whose million symbols are searchable by words hours before their
+fields a dense search filters on (``dense_apart`` names them). qdrant-edge gives every point of a
+collection that declares a dense vector a slot for it, written with placeholders until the vector
+comes (768 bytes a point at 384 float16 dimensions): at the Linux kernel, whose million symbols are searchable by words hours before their
 dense vectors are computed, 778 MB of the 3.4 GB of vectors on disk. Declaring the vector later
 does not help: qdrant-edge gives existing points the slot then."""
 SEGMENTS_BEFORE_MERGE = 32
@@ -598,10 +598,10 @@ class EdgeVectorStore:
         if not ids:
             return {}
         with self._locked(collection) as shard:
-            apart = self._dense_collection(collection, create=False) if self._dense_apart(collection) is not None else collection
-            if apart is None:
-                return {}
-            if apart != collection:
+            if self._dense_apart(collection) is not None:
+                apart = self._dense_collection(collection, create=False)
+                if apart is None:  # none written yet
+                    return {}
                 shard = self._shard(apart)
             records = shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
         return dense_by_id(records)
