@@ -1,17 +1,20 @@
-"""Writing prepared files to the stores — points first, then subgraphs, the manifest last — deleting
-files from them, and re-resolving the cross-file edges that changed, each step recorded as in flight
-in the manifest first so that an interrupted write is finished or redone by the next run."""
+"""Writing prepared files to the stores — points first, then the manifest rows (the files still in
+flight), then subgraphs, then the files settled — deleting files from them, and re-resolving the
+cross-file edges that changed (computed from the manifest, then applied to the graph), each step
+recorded as in flight in the manifest first so that an interrupted write is finished or redone by
+the next run."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pipelines.index_context import CODE_COLLECTION, EdgeScope, IndexContext
 from pipelines.index_prepare import _now, _Prepared
 from pipelines.records import file_id, file_node_ids
-from pipelines.resolution import resolve
+from pipelines.resolution import Edge, resolve
 from pipelines.resolution_scope import (
     affected_paths,
     existing_nodes,
@@ -70,35 +73,44 @@ def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: di
     return len(points)
 
 
-def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
-    """Stage 2 of a write: the files' subgraphs replaced, then the manifest rows committed (last,
-    so an interrupted write is redone by the next run), with the replaced node ids marked dirty
-    for cross-file resolution in the same transaction, and what that resolution must cover
-    (``pipelines.resolution_scope``)."""
-    fault_point("index:before_graph")
+def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
+    """Stage 2 of a write: the files' manifest rows committed once their points are durable, with
+    the replaced node ids marked dirty for cross-file resolution in the same transaction, and what
+    that resolution must cover (``pipelines.resolution_scope``). The files stay in flight until
+    their subgraphs are written (``write_subgraphs``, ``Manifest.settle_in_flight``): a run
+    interrupted in between leaves them for the next run to redo."""
     paths = [p.state.path for p in prepared]
     previous_refs = ctx.manifest.refs_of(paths)
     previous_symbols = {path: ctx.manifest.find_symbols_in(path) for path in paths}
-    ctx.graph.replace_files(
-        paths,
-        [n for p in prepared for n in p.nodes],
-        [e for p in prepared for e in p.edges],
-    )
     ctx.vectors.flush(CODE_COLLECTION)  # the points durable before the manifest records them (CODE_WRITE_AHEAD_LOG)
     fault_point("index:before_manifest")
     destroyed = {i for ids in previous_ids.values() for i in ids} | {file_id(p.state.path) for p in prepared}
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
+        ctx.manifest.hold_in_flight(conn, paths)
         ctx.manifest.mark_dirty(conn, destroyed)
         record_writes(ctx.manifest, conn, [(p.state.path, p.refs, p.ref_names, p.symbols) for p in prepared],
                       previous_refs, previous_symbols)
 
 
-def _write_batch(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
-    """Write a batch of prepared files to every store, manifest last."""
-    written = write_vectors(ctx, prepared, previous_ids)
-    write_graph_and_manifest(ctx, prepared, previous_ids)
-    return written
+def write_subgraphs(ctx: IndexContext, prepared: list[_Prepared]) -> None:
+    """Stage 3 of a write: the files' subgraphs replaced in the graph (their manifest rows are
+    committed and in flight: ``commit_manifest``). Touches no other store, so that it can run in a
+    thread (``pipelines.index_graph_writer``); the caller settles the files afterwards."""
+    fault_point("index:before_graph")
+    ctx.graph.replace_files(
+        [p.state.path for p in prepared],
+        [n for p in prepared for n in p.nodes],
+        [e for p in prepared for e in p.edges],
+    )
+
+
+def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
+    """Stages 2 and 3 of a write, one after the other: the manifest rows, the subgraphs, then the
+    files settled."""
+    commit_manifest(ctx, prepared, previous_ids)
+    write_subgraphs(ctx, prepared)
+    ctx.manifest.settle_in_flight(p.state.path for p in prepared)
 
 
 def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
@@ -128,16 +140,42 @@ class EdgeChanges:
     """The edges it can have changed; None when it resolved the whole repository."""
 
 
-def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
-    """Re-resolve cross-file edges and apply the difference to the graph.
+@dataclass
+class EdgePlan:
+    """A cross-file resolution computed from the manifest alone, to apply to the graph
+    (``apply_edge_plan``): the edges to add (sorted, with their properties in ``wanted``) and to
+    remove, and what the graph's Module nodes need."""
 
-    Only the files a change can affect are resolved again (``pipelines.resolution_scope``), from
-    the symbols their lookups can reach and the recorded edges of their nodes; the whole
-    repository, from every symbol and edge, when the change can affect any file.
+    touched_ids: set[str]
+    wanted: dict[Edge, dict[str, Any]]
+    to_add: list[Edge]
+    to_remove: list[Edge]
+    destroyed: set[Edge]
+    still_in_graph: set[Edge]
+    external_modules: dict[str, tuple[str, str]]
+    whole: bool
+    """True when it resolved the whole repository."""
+    in_scope: set[str]
+
+
+def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
+    """Re-resolve cross-file edges and apply the difference to the graph (``plan_edges``, then
+    ``apply_edge_plan``).
 
     Args:
         touched_ids: Ids of nodes whose subgraph was replaced or deleted in this run: their
             edges were removed from the graph with them, so they are re-added when still valid.
+    """
+    return apply_edge_plan(ctx, plan_edges(ctx, touched_ids))
+
+
+def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
+    """The cross-file edges to add to and remove from the graph, read and computed from the
+    manifest only (no graph call: a run computes it while the graph still loads or writes).
+
+    Only the files a change can affect are resolved again (``pipelines.resolution_scope``), from
+    the symbols their lookups can reach and the recorded edges of their nodes; the whole
+    repository, from every symbol and edge, when the change can affect any file.
     """
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
     only = None if unsettled else affected_paths(ctx.manifest, touched_ids)
@@ -173,12 +211,21 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
         to_remove = sorted(e for e in itertools.chain(still_in_graph, unsettled) if e not in wanted)
     else:  # the edges of files out of scope stay as they are (or are put back: kept_edges)
         to_remove = sorted(e for e in still_in_graph if e[0] in in_scope and e not in wanted)
+    return EdgePlan(touched_ids, wanted, to_add, to_remove, destroyed, still_in_graph, resolution.external_modules,
+                    only is None, in_scope)
+
+
+def apply_edge_plan(ctx: IndexContext, plan: EdgePlan) -> EdgeChanges:
+    """Apply a resolution (``plan_edges``) to the graph, then record it in the manifest: the edges
+    about to change are recorded as unsettled first, so an interruption leaves them known."""
+    touched_ids, wanted, to_add, to_remove = plan.touched_ids, plan.wanted, plan.to_add, plan.to_remove
+    destroyed, still_in_graph, external_modules = plan.destroyed, plan.still_in_graph, plan.external_modules
     ctx.manifest.begin_edge_changes(itertools.chain(to_add, to_remove))
-    if resolution.external_modules:
+    if external_modules:
         ctx.graph.merge_nodes(
             [
                 GraphNode(id=mid, label="Module", properties={"name": name, "language": lang, "file_path": ""})
-                for mid, (name, lang) in resolution.external_modules.items()
+                for mid, (name, lang) in external_modules.items()
             ]
         )
     created_at = _now()
@@ -199,27 +246,33 @@ def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
     removed = set(to_remove)
     gone = removed | destroyed
     imported = {d for _, t, d in to_add if t == "IMPORTS"}
-    if only is None:
+    if plan.whole:
         imported |= {d for s, t, d in still_in_graph if t == "IMPORTS" and (s, t, d) not in removed}
         candidates = ctx.graph.node_ids("Module")
     else:  # only a module this run took an import of can have lost its last importer
         candidates = {d for _, t, d in gone if t == "IMPORTS"} & ctx.graph.node_ids("Module")
         imported |= {e[2] for e in ctx.manifest.import_targets(candidates - imported) if e not in gone}
-    unreferenced = candidates - imported - resolution.external_modules.keys()
+    unreferenced = candidates - imported - external_modules.keys()
     ctx.graph.delete_nodes("Module", sorted(unreferenced))
     fault_point("index:resolving")
     ctx.manifest.replace_resolved_edges(
         ((s, t, d, wanted[(s, t, d)]) for s, t, d in to_add), [*destroyed, *to_remove], touched_ids
     )
-    scope = None if only is None else EdgeScope(frozenset(in_scope | touched_ids), frozenset(touched_ids))
+    scope = None if plan.whole else EdgeScope(frozenset(plan.in_scope | touched_ids), frozenset(touched_ids))
     return EdgeChanges(len(to_add), len(to_remove), scope)
+
+
+def plan_pending(ctx: IndexContext) -> EdgePlan | None:
+    """The resolution of every dirty node id (this run's, or an interrupted run's): None when no
+    node is dirty."""
+    touched = ctx.manifest.dirty()
+    if not touched:
+        return None
+    fault_point("index:before_resolve")
+    return plan_edges(ctx, touched)
 
 
 def resolve_pending(ctx: IndexContext) -> EdgeChanges:
     """Resolve cross-file edges for every dirty node id (this run's, or an interrupted run's)."""
-    touched = ctx.manifest.dirty()
-    if not touched:
-        return EdgeChanges()
-    fault_point("index:before_resolve")
-    return resolve_edges(ctx, touched)
-
+    plan = plan_pending(ctx)
+    return EdgeChanges() if plan is None else apply_edge_plan(ctx, plan)

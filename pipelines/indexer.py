@@ -2,19 +2,21 @@
 
 Per run: discover files → for each file, a stat and a SHA-256; unchanged files stop there →
 changed files are parsed, their points (sparse vectors at once, dense vectors from the cache
-when present) and their subgraph replaced → deleted files vanish from every store → cross-file
-edges are re-resolved and the graph receives only the difference → dense vectors are filled for
-whatever still lacks one (resumable; search fuses whatever exists meanwhile).
+when present) and manifest rows written and their subgraph replaced (by a thread while a graph
+still starts: ``index_graph_writer``) → deleted files vanish from every store → cross-file edges
+are re-resolved from the manifest (meanwhile) and the graph receives only the difference → dense
+vectors are filled for whatever still lacks one (resumable; search fuses whatever exists meanwhile).
 
-Crash safety: a file's manifest row is committed after its points and subgraph are written, and
-the files (with their point ids) are recorded as in flight before the first store write, so an
-interrupted run leaves them named and the next run redoes or deletes them whatever they became
-meanwhile; cross-file edges about to change are recorded the same way (writes are idempotent,
-ids are deterministic). A complete run ends with the stores a clean index of the tree builds.
+Crash safety: the files (with their point ids) are recorded as in flight before the first store
+write, and leave flight only once their points, manifest rows and subgraph are all written, so
+an interrupted run leaves them named and the next run redoes or deletes them whatever they
+became meanwhile; cross-file edges about to change are recorded the same way (writes are
+idempotent, ids are deterministic). A complete run ends with the stores a clean index of the
+tree builds.
 
 The steps live by job: what a run works with and reports (``index_context``), preparing files
 (``index_prepare``: read, hash, parse, in worker processes when there are many), writing them,
-deleting them and resolving cross-file edges (``index_writes``), and the stores as a whole
+deleting them and resolving cross-file edges (``index_writes``, ``index_graph_writer``), and the stores as a whole
 (``index_stores``: get ready, reset, fill dense vectors). Here: the run itself (``index_project``,
 ``finish_report``). The public names of those modules stay importable from here.
 """
@@ -55,7 +57,15 @@ from pipelines.index_prepare import (
     still_skipped,
 )
 from pipelines.index_stores import embed_pending, prepare_stores, reset_index
-from pipelines.index_writes import _write_batch, delete_files, resolve_edges, resolve_pending
+from pipelines.index_graph_writer import GraphWriter, WrittenBatch
+from pipelines.index_writes import (
+    apply_edge_plan,
+    commit_manifest,
+    delete_files,
+    plan_pending,
+    resolve_edges,
+    write_vectors,
+)
 from pipelines.records import file_id
 from resources.manifest import SkippedState
 
@@ -179,71 +189,83 @@ def index_project(
         newly_skipped: list[SkippedState] = []
         interrupted = False
         reached: set[str] = set()
-        prepared_files = _prepare_all(changed, limits, tuple(ctx.settings.doc_globs))
-        for source, outcome in prepared_files:
-            if stop is not None and stop.is_set():
-                interrupted = True
-                prepared_files.close()  # cancels the work not yet started
-                break
-            done += 1
-            reached.add(source.path)
-            kind, value = outcome
-            if kind == "skip":  # not indexable now (binary, parser time limit): out of the index
-                report.skipped.append((source.path, value.reason))
-                newly_skipped.append(value.state(source.path))
-                on_disk.discard(source.path)
-                if tracker is not None:
-                    tracker.skipped(source.path, value.reason, changed=True)
-            elif kind == "fail":  # a failure keeps what was indexed
-                report.failed.append((source.path, value))
-                if tracker is not None:
-                    tracker.failed(source.path, value, changed=True)
-            elif kind == "vanished":
-                report.vanished.append(source.path)
-                if tracker is not None:
-                    tracker.vanished(source.path, changed=True)
-            else:
-                if value.state.error_count:
-                    report.files_with_syntax_errors.append(source.path)
-                batch.append(value)
-                touched.add(file_id(source.path))
-            if len(batch) >= BATCH_FILES:
-                replaced = _flush(ctx, batch, report, tracker)
+        # a graph still starting (FalkorDB loading a large graph) gets the subgraphs in a thread,
+        # while the run writes the other stores and computes the cross-file resolution
+        graph = GraphWriter(ctx, background=not getattr(ctx.graph, "started", True))
+        try:
+            prepared_files = _prepare_all(changed, limits, tuple(ctx.settings.doc_globs))
+            for source, outcome in prepared_files:
+                if stop is not None and stop.is_set():
+                    interrupted = True
+                    prepared_files.close()  # cancels the work not yet started
+                    break
+                done += 1
+                reached.add(source.path)
+                kind, value = outcome
+                if kind == "skip":  # not indexable now (binary, parser time limit): out of the index
+                    report.skipped.append((source.path, value.reason))
+                    newly_skipped.append(value.state(source.path))
+                    on_disk.discard(source.path)
+                    if tracker is not None:
+                        tracker.skipped(source.path, value.reason, changed=True)
+                elif kind == "fail":  # a failure keeps what was indexed
+                    report.failed.append((source.path, value))
+                    if tracker is not None:
+                        tracker.failed(source.path, value, changed=True)
+                elif kind == "vanished":
+                    report.vanished.append(source.path)
+                    if tracker is not None:
+                        tracker.vanished(source.path, changed=True)
+                else:
+                    if value.state.error_count:
+                        report.files_with_syntax_errors.append(source.path)
+                    batch.append(value)
+                    touched.add(file_id(source.path))
+                if len(batch) >= BATCH_FILES:
+                    replaced = _flush(ctx, batch, report, tracker, graph)
+                    rewritten += len(replaced)
+                    touched |= replaced
+                    batch = []
+                if done % 25 == 0 or done == len(files):
+                    progress("parse", done, len(files))
+            if batch:
+                replaced = _flush(ctx, batch, report, tracker, graph)
                 rewritten += len(replaced)
                 touched |= replaced
-                batch = []
-            if done % 25 == 0 or done == len(files):
-                progress("parse", done, len(files))
-        if batch:
-            replaced = _flush(ctx, batch, report, tracker)
-            rewritten += len(replaced)
-            touched |= replaced
-        progress("parse", len(files), len(files))
+            progress("parse", len(files), len(files))
 
-        if interrupted:
-            report.notes.append("stopped before the end: run `codemem index` again to finish")
-            report.skipped += [(s.path, STOPPED_BEFORE) for s, _ in changed if s.path not in reached]
-        on_disk -= set(report.vanished)
-        deleted = [] if interrupted else [
-            p for p in sorted(known.keys() | in_flight) if p not in on_disk and (only_paths is None or _in_scope(p, only_paths))
-        ]
-        if deleted:
-            old_ids = ctx.manifest.symbol_ids_of(deleted)
-            rewritten += sum(len(group) for group in old_ids.values())
-            touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
-            delete_files(ctx, deleted)
-        gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
-        # after the deletions, which drop a deleted file's record
-        record_skipped(ctx.manifest, newly_skipped, limits, gone=gone)
+            if interrupted:
+                report.notes.append("stopped before the end: run `codemem index` again to finish")
+                report.skipped += [(s.path, STOPPED_BEFORE) for s, _ in changed if s.path not in reached]
+            on_disk -= set(report.vanished)
+            deleted = [] if interrupted else [
+                p for p in sorted(known.keys() | in_flight) if p not in on_disk and (only_paths is None or _in_scope(p, only_paths))
+            ]
+            if deleted:
+                old_ids = ctx.manifest.symbol_ids_of(deleted)
+                rewritten += sum(len(group) for group in old_ids.values())
+                touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
+                _settle(ctx, graph.drain(), report, tracker)  # the graph's own writes follow the queued ones
+                delete_files(ctx, deleted)
+            gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
+            # after the deletions, which drop a deleted file's record
+            record_skipped(ctx.manifest, newly_skipped, limits, gone=gone)
+            report.files_deleted = len([p for p in deleted if p in known])
+            report.resolved_scope = EdgeScope()  # no edge changed unless a resolution runs
+            resolving = bool(touched or ctx.manifest.dirty())
+            if resolving:
+                progress("resolve", 0, 1)
+            plan = plan_pending(ctx) if resolving else None  # from the manifest alone, while the subgraphs are written
+            _settle(ctx, graph.drain(), report, tracker)
+        finally:
+            graph.close()
         if tracker is not None:
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()
-        report.files_deleted = len([p for p in deleted if p in known])
-        report.resolved_scope = EdgeScope()  # no edge changed unless a resolution runs
-        if touched or ctx.manifest.dirty():
-            progress("resolve", 0, 1)
-            changes = resolve_pending(ctx)
+        if plan is not None:
+            changes = apply_edge_plan(ctx, plan)
             report.edges_added, report.edges_removed, report.resolved_scope = changes.added, changes.removed, changes.scope
+        if resolving:
             progress("resolve", 1, 1)
         ctx.vectors.flush()
         _maybe_optimize(ctx, rewritten)
@@ -294,26 +316,42 @@ def _maybe_optimize(ctx: IndexContext, rewritten: int) -> None:
     ctx.manifest.set_meta("rewrites_since_optimize", str(pending))
 
 
-def _flush(ctx: IndexContext, batch: list[_Prepared], report: IndexReport, tracker: BucketTracker | None = None) -> set[str]:
-    """Write a batch; returns the ids whose graph edges were destroyed by the replacement.
+def _flush(
+    ctx: IndexContext, batch: list[_Prepared], report: IndexReport, tracker: BucketTracker | None, graph: GraphWriter,
+) -> set[str]:
+    """Write a batch's points and manifest rows and hand its subgraphs to ``graph``; returns the
+    ids whose graph edges the replacement destroys.
 
-    A store failure fails the batch's files (reported, manifest untouched, so the next run
-    redoes them) instead of aborting the whole run.
+    A store failure fails the batch's files (reported; its files stay in flight or keep their
+    rows, so the next run redoes them) instead of aborting the whole run.
     """
     previous = ctx.manifest.symbol_ids_of([p.state.path for p in batch])
     destroyed = {i for ids in previous.values() for i in ids}
     try:
-        report.symbols_written += _write_batch(ctx, batch, previous)
+        points = write_vectors(ctx, batch, previous)
+        commit_manifest(ctx, batch, previous)
     except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
-        error = f"store write failed: {type(exc).__name__}: {exc}"
-        report.failed += [(p.state.path, error) for p in batch]
-        if tracker is not None:
-            tracker.write_failed(batch, error)
+        _settle(ctx, [WrittenBatch(batch, 0, f"store write failed: {type(exc).__name__}: {exc}")], report, tracker)
         return destroyed
-    report.files_indexed += len(batch)
-    if tracker is not None:
-        tracker.written(batch)
+    graph.submit(batch, points)
+    _settle(ctx, graph.done(), report, tracker)
     return destroyed
+
+
+def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport, tracker: BucketTracker | None) -> None:
+    """Account for batches the graph writer handled: files written are settled (out of flight)
+    and counted; a failed batch's files are reported (they stay in flight for the next run)."""
+    for batch in written:
+        if batch.error is not None:
+            report.failed += [(p.state.path, batch.error) for p in batch.prepared]
+            if tracker is not None:
+                tracker.write_failed(batch.prepared, batch.error)
+            continue
+        ctx.manifest.settle_in_flight(p.state.path for p in batch.prepared)
+        report.symbols_written += batch.points
+        report.files_indexed += len(batch.prepared)
+        if tracker is not None:
+            tracker.written(batch.prepared)
 
 
 __all__ = [

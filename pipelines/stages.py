@@ -3,7 +3,7 @@ functions (the same ones ``index_project`` runs, so both produce the same stores
 
 plan (discover + hash, diff against the manifest) → prepare (parse, records, sparse vectors) →
 vectors (points into the vector store, dense vectors computed or taken from the cache) → graph
-(subgraphs replaced, deleted files removed, manifest rows committed last) → normalize (cross-file
+(manifest rows committed, subgraphs replaced, deleted files removed) → normalize (cross-file
 edges re-resolved for every dirty node, collection compacted when enough changed).
 """
 
@@ -237,7 +237,7 @@ def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bo
 def load_bucket_graph(ctx: IndexContext, bucket: PreparedBucket) -> PreparedBucket:
     """Subgraphs of a bucket's files replaced, its deleted files removed from every store (those
     that vanished while the run read them, or that cannot be indexed any more, included), and
-    the manifest committed last."""
+    the manifest committed first with the files in flight until their subgraphs are written."""
     with ctx.write_lock:
         gone = [*bucket.vanished, *(path for path, _ in bucket.skipped)]
         if gone:

@@ -276,6 +276,18 @@ class Manifest:
                 "INSERT INTO in_flight(path, ids) VALUES (?, ?)", [(path, json.dumps(ids)) for path, ids in ids_by_path.items()]
             )
 
+    @staticmethod
+    def hold_in_flight(conn: Any, paths: Iterable[str]) -> None:
+        """Inside the transaction that commits these files' rows: keep them in flight until
+        ``settle_in_flight`` (their subgraphs are written after the commit: ``pipelines.
+        index_graph_writer``), so that a run interrupted in between has the next one redo them."""
+        conn.executemany("INSERT INTO in_flight(path, ids) VALUES (?, '[]')", [(path,) for path in paths])
+
+    def settle_in_flight(self, paths: Iterable[str]) -> None:
+        """These files' writes are complete in every store: they are no longer in flight."""
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM in_flight WHERE path = ?", [(path,) for path in paths])
+
     def in_flight(self) -> set[str]:
         """Paths whose store writes have no manifest commit yet (an interrupted run's)."""
         with self.store.reading() as conn:

@@ -210,7 +210,7 @@ def _current(context: AssetExecutionContext, ctx: Any, key: str, bucket: Prepare
 
 @asset(
     partitions_def=BUCKETS, backfill_policy=SINGLE_RUN, io_manager_key="bucket_io", group_name="code_index",
-    description="Each file's subgraph replaced in the graph, deleted files removed, the manifest committed last.",
+    description="Each file's subgraph replaced in the graph, deleted files removed; a file stays in flight in the manifest until its subgraph is written.",
     check_specs=[AssetCheckSpec("bucket_matches_disk", asset="graph_loaded", blocking=True,
                                 description="Every file written has the hash that is on disk and its parsed symbol count.")],
 )

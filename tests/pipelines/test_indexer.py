@@ -179,7 +179,9 @@ def test_store_failure_mid_run_is_reported_and_next_run_converges(project: Path,
     svc.graph.replace_files = failing  # the graph fails after the vectors of the batch were written
     report = svc.index(IndexInput(embed=False))
     assert report["failed"] and "graph went away" in report["failed"][0]["error"]
-    assert svc.manifest.counts()["files"] == 0, "nothing may be recorded as indexed"
+    # their manifest rows are committed before the graph write, with the files kept in flight
+    assert svc.manifest.in_flight() == set(PY_FILES), "the next run must redo every file the graph lacks"
+    assert report["files_indexed"] == 0
     svc.graph.replace_files = original
     healed = svc.index(IndexInput(embed=False))
     assert healed["failed"] == [] and healed["files_indexed"] == 3

@@ -9,8 +9,8 @@ a tree of 220 files, SIGKILLed by the test; the project's SQLite Dagster instanc
 embedded FalkorDB and the manifest. The run is in-process (``instance=``, the index inside the
 job's op), or, in one case, the default path: the index in the subprocess and a recorder child
 (``pipelines.dagster.recorder``) recording the run, which must fail the run and exit when its
-parent dies. The subprocess only wraps the step functions the index calls (``pipelines.indexer``,
-``pipelines.index_writes``, and the checks of ``pipelines.dagster.run``) so that it prints a line
+parent dies. The subprocess only wraps the step functions the index calls (``pipelines.indexer``'s,
+from ``pipelines.index_writes``, and the checks of ``pipelines.dagster.run``) so that it prints a line
 when it enters one (no fault point in the code); the test waits for the line of the step it aims
 at and kills, then checks from the stores that the kill landed where intended. Where the step is
 short, the wrapper holds the aimed call at its entry until the kill lands (``hold``), so the kill
@@ -179,7 +179,6 @@ _INDEX_RUN = textwrap.dedent(
     import time
 
     import pipelines.dagster.run as run
-    import pipelines.index_writes as index_writes
     import pipelines.indexer as indexer
     from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
@@ -204,9 +203,9 @@ _INDEX_RUN = textwrap.dedent(
 
         setattr(module, name, wrapper)
 
-    for module, name in ((run, "_nothing_to_do"), (indexer, "_prepare_all"), (indexer, "_write_batch"),
-                         (index_writes, "write_graph_and_manifest"), (indexer, "delete_files"),
-                         (indexer, "resolve_pending"), (run, "files_match_disk")):
+    for module, name in ((run, "_nothing_to_do"), (indexer, "_prepare_all"), (indexer, "write_vectors"),
+                         (indexer, "commit_manifest"), (indexer, "delete_files"),
+                         (indexer, "plan_pending"), (run, "files_match_disk")):
         traced(module, name)
     root = Path(sys.argv[1])
     handle = ProjectHandle(Settings(project_root=root))
@@ -358,13 +357,14 @@ KILL_POINTS = [
     # nothing indexed yet; the parser pool runs (the first batch takes longer than 0.2 s to parse)
     pytest.param("_prepare_all", 1, 0.2, "stopped", False, False, id="parsing"),
     # the first batch's points written, no manifest row yet
-    pytest.param("write_graph_and_manifest", 1, 0.0, "reused", True, False, id="writing-vectors", marks=pytest.mark.soak),
-    # the first batch committed, the second's points written (not flushed), its graph not loaded
-    pytest.param("write_graph_and_manifest", 2, 0.0, "stopped", True, False, id="loading-graph"),
+    pytest.param("commit_manifest", 1, 0.0, "reused", True, False, id="writing-vectors", marks=pytest.mark.soak),
+    # the first batch committed (its subgraphs written or queued), the second's points written
+    # (not flushed), its manifest rows not committed
+    pytest.param("commit_manifest", 2, 0.0, "stopped", True, False, id="loading-graph"),
     # the same, the run recorded by a recorder child (the default `codemem index` path)
-    pytest.param("write_graph_and_manifest", 2, 0.0, "stopped", True, True, id="loading-graph-recorded"),
+    pytest.param("commit_manifest", 2, 0.0, "stopped", True, True, id="loading-graph-recorded"),
     # every file committed, edges not resolved
-    pytest.param("resolve_pending", 1, 0.0, "reused", True, False, id="normalizing", marks=pytest.mark.soak),
+    pytest.param("plan_pending", 1, 0.0, "reused", True, False, id="normalizing", marks=pytest.mark.soak),
     # the index done, during the checks (the run not ended, the design layer not refreshed)
     pytest.param("files_match_disk", 1, 0.0, "stopped", True, False, id="checking", marks=pytest.mark.soak),
 ]
@@ -377,11 +377,11 @@ def _assert_interrupted_where_intended(stage: str, call: int, left: dict[str, in
     # a batch in flight: its files recorded as such, its points written but not flushed — the code
     # collection keeps no write-ahead log (pipelines.index_context.CODE_WRITE_AHEAD_LOG), so they
     # went with the process, unless qdrant flushed on its own (building its payload indexes)
-    elif stage == "write_graph_and_manifest" and call == 1:
+    elif stage == "commit_manifest" and call == 1:
         assert left["files"] == 0 and left["in_flight"] > 0 and left["missing_in_vectors"] == 0, left
-    elif stage == "write_graph_and_manifest":
+    elif stage == "commit_manifest":
         assert 0 < left["files"] < total and left["in_flight"] > 0 and left["missing_in_vectors"] == 0, left
-    elif stage == "resolve_pending":
+    elif stage == "plan_pending":
         assert left["files"] == total and left["dirty"] > 0, left
     else:
         assert left["files"] == total and left["dirty"] == 0 and not any(v for k, v in left.items() if k not in ("files", "dirty")), left
