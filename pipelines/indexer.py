@@ -265,6 +265,7 @@ def index_project(
         if plan is not None:
             changes = apply_edge_plan(ctx, plan)
             report.edges_added, report.edges_removed, report.resolved_scope = changes.added, changes.removed, changes.scope
+            ctx.graph.compact_in_background()  # the run's graph writes are over: beside its checks, not in its close
         if resolving:
             progress("resolve", 1, 1)
         ctx.vectors.flush()

@@ -46,8 +46,18 @@ _COLON_SEPARATED = frozenset({"rust", "c", "cpp"})
 
 
 def module_name(path: str) -> str:
-    """Dotted module name of a file: ``src/pkg/util.py`` → ``src.pkg.util`` (the path-based form)."""
-    parts = list(PurePosixPath(path).with_suffix("").parts)
+    """Dotted module name of a file: ``src/pkg/util.py`` → ``src.pkg.util`` (the path-based form).
+
+    ``PurePosixPath(path).with_suffix("").parts`` joined, in string operations (a resolution
+    names every file of the repository: 55,000 for the Linux kernel, 1.5 s through pathlib)."""
+    parts = [part for part in path.split("/") if part and part != "."]
+    if parts:
+        name = parts[-1]
+        dot = name.rfind(".")
+        if 0 < dot < len(name) - 1:  # pathlib's suffix: not a leading dot, not a trailing one
+            parts[-1] = name[:dot]
+    if path.startswith("/"):
+        parts.insert(0, "//" if path.startswith("//") and not path.startswith("///") else "/")
     if len(parts) > 1 and parts[-1] in _MODULE_TAILS:
         parts.pop()
     return ".".join(parts)

@@ -11,6 +11,7 @@ follow ``#include``s, and link a call to a function's definition rather than its
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -56,17 +57,28 @@ class _ModuleIndex:
 
     def __init__(self, paths: list[str]) -> None:
         self.paths = set(paths)
-        self.by_dotted: dict[str, set[str]] = defaultdict(set)
-        self.by_dir: dict[str, set[str]] = defaultdict(set)
-        for path in paths:
+        self.includes = IncludeIndex(paths)
+
+    @functools.cached_property
+    def by_dotted(self) -> dict[str, set[str]]:
+        """Files by every dotted suffix of their module name (built at the first import that is
+        not an include: a C tree, the Linux kernel's, mostly never needs it)."""
+        found: dict[str, set[str]] = defaultdict(set)
+        for path in self.paths:
             dotted = module_name(path).split(".")
             for i in range(len(dotted)):
-                self.by_dotted[".".join(dotted[i:])].add(path)
-            parent = PurePosixPath(path).parent.as_posix()
-            parts = parent.split("/")
+                found[".".join(dotted[i:])].add(path)
+        return found
+
+    @functools.cached_property
+    def by_dir(self) -> dict[str, set[str]]:
+        """Files by every suffix of their directory (Go's imports name a package's directory)."""
+        found: dict[str, set[str]] = defaultdict(set)
+        for path in self.paths:
+            parts = PurePosixPath(path).parent.as_posix().split("/")
             for i in range(len(parts)):
-                self.by_dir["/".join(parts[i:])].add(path)
-        self.includes = IncludeIndex(paths)
+                found["/".join(parts[i:])].add(path)
+        return found
 
     def resolve(self, importer: str, language: str, module: str, items: list[str]) -> set[str]:
         module = module.strip()

@@ -232,6 +232,10 @@ class BaseGraphStore(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def compact_in_background(self) -> None:
+        """See :meth:`GraphStore.compact_in_background` (nothing to do for a server)."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Release resources."""

@@ -146,6 +146,11 @@ class GraphStore(Protocol):
         """``{"ok": True, "backend": ..., ...}`` or ``{"ok": False, "backend": ..., "error": ...}``."""
         ...
 
+    def compact_in_background(self) -> None:
+        """A burst of writes is over: compact what persists them now, in the store's background,
+        so that ``close`` need not (embedded: the AOF rewritten to a snapshot; a server: nothing)."""
+        ...
+
     def close(self) -> None:
         """Release the connection (embedded: stop the server, data persisted). Idempotent."""
         ...

@@ -81,7 +81,7 @@ def _clean(root: Path, scratch: Path) -> dict[str, Any]:
     shutil.copytree(root, fresh, ignore=shutil.ignore_patterns(".codemem"))
     svc = open_service(fresh, dense=False)
     try:
-        svc.graph.store  # started now: the run writes each subgraph in its own thread
+        assert svc.graph.store is not None  # started now: the run writes each subgraph in its own thread
         assert plain_index(svc, False)["failed"] == []
         return code_index(svc)
     finally:

@@ -797,3 +797,38 @@ def test_falkor_open_rewrites_a_grown_aof_in_the_background(tmp_path: Path, monk
         assert store.node_ids("File") == {f"file:pkg/m{n}.py" for n in range(5)}
     finally:
         store.close()
+
+
+def test_falkor_compacts_in_the_background_when_asked_and_the_close_has_nothing_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An index run asks for the AOF's rewrite after its last large write: it runs in the
+    server's background while the store stays usable, and the close has no increment to rewrite."""
+    import time
+
+    from resources.graph import falkor
+    from resources.graph.falkor_server import _aof_increment
+
+    monkeypatch.setattr(falkor, "COMPACT_AOF_BYTES", 1024)  # a few files' writes
+    store = falkor.FalkorGraphStore(tmp_path / "graph")
+    try:
+        nodes: list[GraphNode] = []
+        for n in range(5):
+            nodes += file_graph(f"pkg/m{n}.py", 1)[0]
+        store.merge_nodes(nodes)
+        client = store._db.client  # noqa: SLF001
+        assert _aof_increment(client) >= 1024
+        store.compact_in_background()
+        assert store.node_ids("File") == {f"file:pkg/m{n}.py" for n in range(5)}  # usable meanwhile
+        deadline = time.monotonic() + 30
+        while _aof_increment(client) >= 1024 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _aof_increment(client) < 1024
+    finally:
+        store.close()
+    store.compact_in_background()  # closed: nothing to do, no error
+    reopened = falkor.FalkorGraphStore(tmp_path / "graph")
+    try:
+        assert reopened.node_ids("File") == {f"file:pkg/m{n}.py" for n in range(5)}
+    finally:
+        reopened.close()
