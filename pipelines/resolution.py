@@ -62,7 +62,7 @@ class _ModuleIndex:
     @functools.cached_property
     def by_dotted(self) -> dict[str, set[str]]:
         """Files by every dotted suffix of their module name (built at the first import that is
-        not an include: a C tree, the Linux kernel's, mostly never needs it)."""
+        not an include: a resolution of C and C++ files alone never needs it)."""
         found: dict[str, set[str]] = defaultdict(set)
         for path in self.paths:
             dotted = module_name(path).split(".")
