@@ -155,20 +155,21 @@ class BucketTracker:
         if changed:
             record.changed[:] = [entry for entry in record.changed if entry[0] != path]
 
-    def written(self, prepared: Iterable[Any]) -> None:
-        """A batch of prepared files (``pipelines.index_prepare._Prepared``) now in the stores."""
-        for p in prepared:
-            state = p.state
+    def written(self, files: Iterable[Any]) -> None:
+        """A batch of files (``pipelines.index_writes.FileSubgraph``) now in every store."""
+        for f in files:
+            state = f.state
             record = self._record(state.path)
             record.written.append((state.path, state.content_hash, state.indexed_at, state.symbol_count,
-                                   state.error_count, len(p.nodes), len(p.edges)))
-            record.points_written += len(p.points)
+                                   state.error_count, len(f.nodes), len(f.edges)))
+            record.points_written += f.point_count
             self._settle(record, state.path, True, leaves_index=False)
 
-    def write_failed(self, prepared: Iterable[Any], error: str) -> None:
-        """A batch whose store write failed (its files keep what was indexed)."""
-        for p in prepared:
-            self.failed(p.state.path, error, changed=True)
+    def write_failed(self, files: Iterable[Any], error: str) -> None:
+        """A batch whose store write failed (prepared files or ``FileSubgraph``s: their files are
+        redone by the next run)."""
+        for f in files:
+            self.failed(f.state.path, error, changed=True)
 
     def deleted(self, paths: Iterable[str]) -> None:
         """Files removed from the index at the end of the run."""

@@ -23,18 +23,19 @@ from dataclasses import dataclass
 
 from pipelines.index_context import IndexContext
 from pipelines.index_prepare import _Prepared
-from pipelines.index_writes import write_subgraphs
+from pipelines.index_writes import FileSubgraph, write_subgraphs
 
-MAX_QUEUED_ITEMS = 200_000
-"""Nodes and edges waiting for the graph at most; a batch beyond it waits (memory stays bounded
-when the graph writes more slowly than the files are parsed)."""
+MAX_QUEUED_ITEMS = 100_000
+"""Nodes and edges waiting for the graph at most (~1 KB each, their files' other data released:
+``FileSubgraph``); a batch beyond it waits, so memory stays bounded when the graph writes more
+slowly than the files are parsed. A 1% change of the Linux kernel queues ~40,000."""
 
 
 @dataclass
 class WrittenBatch:
     """A batch whose subgraphs the writer handled: ``error`` says why it failed, if it did."""
 
-    prepared: list[_Prepared]
+    files: list[FileSubgraph] | list[_Prepared]
     points: int
     error: str | None = None
 
@@ -57,16 +58,18 @@ class GraphWriter:
         self._queued_items = 0
         self._busy = False
         self._done: list[WrittenBatch] = []
+        self._failed = False
         self._fault: BaseException | None = None
         self._closed = False
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def submit(self, prepared: list[_Prepared], points: int) -> None:
+    def submit(self, files: list[FileSubgraph], points: int) -> None:
         """Queue a batch whose manifest rows are committed (its files in flight)."""
-        batch = WrittenBatch(prepared, points)
+        batch = WrittenBatch(files, points)
         if not self._background:
             self._write(batch)
+            self._failed |= batch.error is not None
             self._done.append(batch)
             return
         items = _items(batch)
@@ -81,6 +84,13 @@ class GraphWriter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="codemem-graph-writer", daemon=True)
             self._thread.start()
+
+    @property
+    def failed(self) -> bool:
+        """True once a batch's graph write failed: the graph lacks some files the manifest holds
+        (in flight), so the run must not apply a resolution that rests on them."""
+        with self._changed:
+            return self._failed
 
     def done(self) -> list[WrittenBatch]:
         """The batches handled since the last call, in order (never waits)."""
@@ -129,6 +139,7 @@ class GraphWriter:
                     self._queued_items -= sum(_items(queued) for queued in self._queue)
                     self._queue.clear()
                 else:
+                    self._failed |= batch.error is not None
                     self._done.append(batch)
                 self._changed.notify_all()
                 if fault is not None:
@@ -138,7 +149,7 @@ class GraphWriter:
         """Write the subgraphs; a store failure fails the batch (reported by the run), anything
         else (an injected fault) ends the writer."""
         try:
-            write_subgraphs(self._ctx, batch.prepared)
+            write_subgraphs(self._ctx, batch.files)
         except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
             batch.error = f"store write failed: {type(exc).__name__}: {exc}"
 
@@ -148,4 +159,4 @@ class GraphWriter:
 
 
 def _items(batch: WrittenBatch) -> int:
-    return sum(len(p.nodes) + len(p.edges) for p in batch.prepared)
+    return sum(len(f.nodes) + len(f.edges) for f in batch.files)

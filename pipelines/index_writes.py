@@ -28,7 +28,7 @@ from pipelines.resolution_scope import (
 from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
-from resources.manifest import REF_NAMES_COMPLETE
+from resources.manifest import REF_NAMES_COMPLETE, FileState
 
 EDGE_WRITE_CHUNK = 50_000
 """Resolved edges sent to the graph at a time: each chunk's edge objects and query rows exist only
@@ -59,8 +59,8 @@ def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: di
     store, and the points of symbols that no longer exist out of it. Returns points written.
 
     The files and their point ids are recorded as in flight first (``Manifest.begin_writes``), so
-    an interruption before their manifest commit is undone by the next run whatever the files
-    become meanwhile."""
+    an interruption before their writes are settled (``Manifest.settle_in_flight``) is undone by
+    the next run whatever the files become meanwhile."""
     ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
     _attach_cached_dense(ctx, prepared)
     points = [pt for p in prepared for pt in p.points]
@@ -93,7 +93,23 @@ def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: 
                       previous_refs, previous_symbols)
 
 
-def write_subgraphs(ctx: IndexContext, prepared: list[_Prepared]) -> None:
+@dataclass(slots=True)
+class FileSubgraph:
+    """What a file's graph write and its record need once its points and rows are written (a
+    queued file holds no more: ``pipelines.index_graph_writer``)."""
+
+    state: FileState
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    point_count: int
+
+    @classmethod
+    def of(cls, prepared: _Prepared) -> FileSubgraph:
+        """The subgraph of a prepared file."""
+        return cls(prepared.state, prepared.nodes, prepared.edges, len(prepared.points))
+
+
+def write_subgraphs(ctx: IndexContext, prepared: Sequence[_Prepared | FileSubgraph]) -> None:
     """Stage 3 of a write: the files' subgraphs replaced in the graph (their manifest rows are
     committed and in flight: ``commit_manifest``). Touches no other store, so that it can run in a
     thread (``pipelines.index_graph_writer``); the caller settles the files afterwards."""

@@ -59,6 +59,7 @@ from pipelines.index_prepare import (
 from pipelines.index_stores import embed_pending, prepare_stores, reset_index
 from pipelines.index_graph_writer import GraphWriter, WrittenBatch
 from pipelines.index_writes import (
+    FileSubgraph,
     apply_edge_plan,
     commit_manifest,
     delete_files,
@@ -96,8 +97,9 @@ def index_project(
         only_paths: Restrict the run to these repo-relative files or directories (the rest of
             the index is left as it is, deletions included only under these paths).
         reembed: Rebuild the whole index (vectors included) from scratch.
-        stop: When set, the run stops after the current batch (what was written stays
-            consistent; deletions and the rest wait for the next run).
+        stop: When set, the run stops after the current batch and the subgraphs queued for the
+            graph (what was written stays consistent; deletions and the rest wait for the next
+            run).
         force: Re-process the files in scope even when their content is unchanged.
         extensions: Only files with these extensions this run (others stay as indexed).
         exclude: Gitignore-style patterns of files this run leaves alone (they stay as indexed).
@@ -262,10 +264,13 @@ def index_project(
         if tracker is not None:
             tracker.deleted(p for p in deleted if p in known)
             tracker.finish()
-        if plan is not None:
+        if plan is not None and graph.failed:  # resolved against files the graph lacks: the next run redoes both
+            report.notes.append("cross-file edges not resolved: a graph write failed; the next `codemem index` resolves them")
+        elif plan is not None:
             changes = apply_edge_plan(ctx, plan)
             report.edges_added, report.edges_removed, report.resolved_scope = changes.added, changes.removed, changes.scope
             ctx.graph.compact_in_background()  # the run's graph writes are over: beside its checks, not in its close
+        del plan  # a whole repository's resolution holds every edge: not through the dense vectors' fill
         if resolving:
             progress("resolve", 1, 1)
         ctx.vectors.flush()
@@ -334,25 +339,27 @@ def _flush(
     except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
         _settle(ctx, [WrittenBatch(batch, 0, f"store write failed: {type(exc).__name__}: {exc}")], report, tracker)
         return destroyed
-    graph.submit(batch, points)
+    graph.submit([FileSubgraph.of(p) for p in batch], points)
     _settle(ctx, graph.done(), report, tracker)
     return destroyed
 
 
-def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport, tracker: BucketTracker | None) -> None:
+def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport, tracker: BucketTracker | None) -> bool:
     """Account for batches the graph writer handled: files written are settled (out of flight)
-    and counted; a failed batch's files are reported (they stay in flight for the next run)."""
+    and counted; a failed batch's files are reported (they stay in flight for the next run).
+    Returns True when every batch was written."""
     for batch in written:
         if batch.error is not None:
-            report.failed += [(p.state.path, batch.error) for p in batch.prepared]
+            report.failed += [(f.state.path, batch.error) for f in batch.files]
             if tracker is not None:
-                tracker.write_failed(batch.prepared, batch.error)
+                tracker.write_failed(batch.files, batch.error)
             continue
-        ctx.manifest.settle_in_flight(p.state.path for p in batch.prepared)
+        ctx.manifest.settle_in_flight(f.state.path for f in batch.files)
         report.symbols_written += batch.points
-        report.files_indexed += len(batch.prepared)
+        report.files_indexed += len(batch.files)
         if tracker is not None:
-            tracker.written(batch.prepared)
+            tracker.written(batch.files)  # type: ignore[arg-type]
+    return all(batch.error is None for batch in written)
 
 
 __all__ = [

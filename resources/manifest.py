@@ -1,9 +1,10 @@
 """The index manifest: what is indexed, at which content hash, and what still needs a vector.
 
-A SQLite database (WAL) under the state dir. A file's row is committed only after its points
-and its subgraph are written, and the file is recorded as in flight before them, so a run killed
-in the middle leaves the old hash and the record in place and the next run redoes (or deletes)
-that file; cross-file edges about to change in the graph are recorded as unsettled the same way
+A SQLite database (WAL) under the state dir. A file is recorded as in flight before its points
+are written, its row is committed once they are durable, and it leaves flight only once its
+subgraph is written too (``hold_in_flight``, ``settle_in_flight``), so a run killed in the middle
+leaves the record in place and the next run redoes (or deletes) that file whatever hash its row
+holds; cross-file edges about to change in the graph are recorded as unsettled the same way
 (every store write is idempotent): the index converges.
 
 A file's references (JSON) are its largest column (37 MB for Linux's ``fs/``, a third of the
@@ -194,7 +195,8 @@ class Manifest:
             self.set_meta(REF_NAMES_COMPLETE, "1")  # empty: every file written from now on records its names
 
     def written_after(self, seq: int) -> list[str]:
-        """The files written (their rows and graph nodes replaced) after ``FILES_WRITTEN`` was ``seq``."""
+        """The files whose rows were written (their graph nodes replaced then, or, while they are in
+        flight, still to be) after ``FILES_WRITTEN`` was ``seq``."""
         with self.store.reading() as conn:
             return [row[0] for row in conn.execute("SELECT path FROM files WHERE written_seq > ? ORDER BY path", (seq,))]
 
@@ -271,7 +273,8 @@ class Manifest:
         Committed first, so a run interrupted before the files' manifest commit leaves them named:
         the next run redoes them even when their content is back to the indexed hash, and removes
         every point the interrupted run wrote (``symbol_ids_of``), the file deleted meanwhile
-        included. The records go with the commit (``replace_files``, ``remove_files``).
+        included. The records go with the commit (``replace_files``, ``remove_files``), which may
+        keep one back until the file's subgraph is written (``hold_in_flight``).
         """
         with self.transaction() as conn:  # one row per file and attempt: repeated interruptions add up
             conn.executemany(
@@ -291,7 +294,8 @@ class Manifest:
             conn.executemany("DELETE FROM in_flight WHERE path = ?", [(path,) for path in paths])
 
     def in_flight(self) -> set[str]:
-        """Paths whose store writes have no manifest commit yet (an interrupted run's)."""
+        """Paths whose writes are not complete in every store (an interrupted run's, or a run's
+        whose graph write failed): the next run redoes them."""
         with self.store.reading() as conn:
             return {row[0] for row in conn.execute("SELECT DISTINCT path FROM in_flight")}
 

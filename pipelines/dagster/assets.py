@@ -217,7 +217,7 @@ def _current(context: AssetExecutionContext, ctx: Any, key: str, bucket: Prepare
 def graph_loaded(
     context: AssetExecutionContext, codemem: ResourceParam[ProjectStores], embedded_symbols: dict[str, PreparedBucket]
 ) -> Any:
-    """Load each bucket's subgraphs and commit its manifest rows, then check the written files
+    """Commit each bucket's manifest rows and load its subgraphs, then check the written files
     against the disk: a failed check fails the run before the partition is recorded as
     materialized. Launched without source_files, a bucket whose files changed since it was planned
     is read again from disk first; without embedded_symbols (or read again), its points are

@@ -169,6 +169,9 @@ def test_a_graph_write_that_fails_in_the_thread_fails_its_files_and_the_next_run
         assert len(failed) == 64 and all("graph went away" in item["error"] for item in report["failed"])
         assert report["files_indexed"] == FILES - 64
         assert svc.manifest.in_flight() == failed
+        # no resolution applied over files the graph lacks: the next run resolves with them
+        assert report["edges_added"] == 0 and any("a graph write failed" in n for n in report["notes"])
+        assert svc.manifest.unsettled_edges() == set() and svc.manifest.dirty()
         real.replace_files = original
         healed = plain_index(svc, False)
         assert healed["failed"] == [] and healed["files_indexed"] == 64
@@ -200,3 +203,37 @@ def test_the_queue_keeps_to_its_bound(tmp_path: Path, recording: list[_Recording
         stop_graph_servers(tmp_path)
     (run,) = recording
     assert run.background_mode and run.most_queued == 1
+
+
+def test_a_graph_that_cannot_start_fails_the_files_and_raises_nothing(tmp_path: Path, recording: list[_Recording]) -> None:
+    """The run reports every file failed (as when its graph writes fail one by one), leaves no edge
+    unsettled (a whole-repository resolution next time), and the run after it, with the graph
+    back, builds what a clean index does."""
+    from resources.graph.model import GraphUnavailable
+
+    root = tmp_path / "repo"
+    _tree(root)
+    svc = open_service(root, dense=False)
+    try:
+        start = svc.graph._factory
+
+        def unavailable() -> Any:
+            raise GraphUnavailable("the embedded FalkorDB cannot start here")
+
+        svc.graph._factory = unavailable
+        report = plain_index(svc, False)
+        assert len(report["failed"]) == FILES and all("cannot start" in item["error"] for item in report["failed"])
+        assert report["files_indexed"] == 0
+        assert svc.manifest.unsettled_edges() == set()
+        assert svc.manifest.in_flight() == {f"pkg/m{n}.py" for n in range(FILES)}
+        svc.graph._factory = start
+        healed = plain_index(svc, False)
+        assert healed["failed"] == [] and healed["files_indexed"] == FILES
+        got = code_index(svc)
+    finally:
+        svc.close()
+    assert recording[0].background_mode
+    try:
+        assert_equal_indexes(got, _clean(root, tmp_path))
+    finally:
+        stop_graph_servers(tmp_path)

@@ -179,6 +179,7 @@ _INDEX_RUN = textwrap.dedent(
     import time
 
     import pipelines.dagster.run as run
+    import pipelines.index_graph_writer as index_graph_writer
     import pipelines.indexer as indexer
     from pipelines.dagster.run import materialize_index, project_instance
     from query_server.ownership import ProjectHandle
@@ -204,7 +205,7 @@ _INDEX_RUN = textwrap.dedent(
         setattr(module, name, wrapper)
 
     for module, name in ((run, "_nothing_to_do"), (indexer, "_prepare_all"), (indexer, "write_vectors"),
-                         (indexer, "commit_manifest"), (indexer, "delete_files"),
+                         (indexer, "commit_manifest"), (index_graph_writer, "write_subgraphs"), (indexer, "delete_files"),
                          (indexer, "plan_pending"), (run, "files_match_disk")):
         traced(module, name)
     root = Path(sys.argv[1])
@@ -363,6 +364,9 @@ KILL_POINTS = [
     pytest.param("commit_manifest", 2, 0.0, "stopped", True, False, id="loading-graph"),
     # the same, the run recorded by a recorder child (the default `codemem index` path)
     pytest.param("commit_manifest", 2, 0.0, "stopped", True, True, id="loading-graph-recorded"),
+    # the first batch's rows committed (its files in flight), its subgraphs not written: the graph
+    # lacks them (held in the writer thread, or in the run's own while the graph was up already)
+    pytest.param("write_subgraphs", 1, 0.0, "stopped", True, False, id="writing-subgraphs"),
     # every file committed, edges not resolved
     pytest.param("plan_pending", 1, 0.0, "reused", True, False, id="normalizing", marks=pytest.mark.soak),
     # the index done, during the checks (the run not ended, the design layer not refreshed)
@@ -379,6 +383,8 @@ def _assert_interrupted_where_intended(stage: str, call: int, left: dict[str, in
     # went with the process, unless qdrant flushed on its own (building its payload indexes)
     elif stage == "commit_manifest" and call == 1:
         assert left["files"] == 0 and left["in_flight"] > 0 and left["missing_in_vectors"] == 0, left
+    elif stage == "write_subgraphs":
+        assert 0 < left["files"] <= left["in_flight"] and left["missing_in_graph"] > 0 and left["missing_in_vectors"] == 0, left
     elif stage == "commit_manifest":
         assert 0 < left["files"] < total and left["in_flight"] > 0 and left["missing_in_vectors"] == 0, left
     elif stage == "plan_pending":

@@ -61,12 +61,12 @@ class _State:
 
 @dataclass
 class _Prepared:
-    """What ``BucketTracker.written`` reads of a prepared file."""
+    """What ``BucketTracker.written`` reads of a written file (``pipelines.index_writes.FileSubgraph``)."""
 
     state: _State
     nodes: list = field(default_factory=lambda: [1, 2, 3])
     edges: list = field(default_factory=lambda: [1, 2])
-    points: list = field(default_factory=lambda: [1, 2])
+    point_count: int = 2
 
 
 def _paths_in_distinct_buckets(n: int, per_bucket: int = 1) -> list[list[str]]:
