@@ -8,6 +8,7 @@ earlier releases goes along as ``path_qualified_name``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -43,8 +44,10 @@ def symbol_id(path: str, local_qualified_name: str) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"{path}::{local_qualified_name}"))
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def file_id(path: str) -> str:
-    """The deterministic id of a File node."""
+    """The deterministic id of a File node (remembered: a resolution names each file many times,
+    and its edges then share one string per file)."""
     return str(uuid.uuid5(ID_NAMESPACE, f"file::{path}"))
 
 
