@@ -16,9 +16,10 @@ tree builds.
 
 The steps live by job: what a run works with and reports (``index_context``), preparing files
 (``index_prepare``: read, hash, parse, in worker processes when there are many), writing them,
-deleting them and resolving cross-file edges (``index_writes``, ``index_graph_writer``), and the stores as a whole
-(``index_stores``: get ready, reset, fill dense vectors). Here: the run itself (``index_project``,
-``finish_report``). The public names of those modules stay importable from here.
+deleting them and resolving cross-file edges (``index_writes``; the subgraphs by a thread:
+``index_graph_writer``), and the stores as a whole (``index_stores``: get ready, reset, fill dense
+vectors). Here: the run itself (``index_project``, ``finish_report``). The public names of those
+modules stay importable from here.
 """
 
 from __future__ import annotations
@@ -344,10 +345,9 @@ def _flush(
     return destroyed
 
 
-def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport, tracker: BucketTracker | None) -> bool:
+def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport, tracker: BucketTracker | None) -> None:
     """Account for batches the graph writer handled: files written are settled (out of flight)
-    and counted; a failed batch's files are reported (they stay in flight for the next run).
-    Returns True when every batch was written."""
+    and counted; a failed batch's files are reported (they stay in flight for the next run)."""
     for batch in written:
         if batch.error is not None:
             report.failed += [(f.state.path, batch.error) for f in batch.files]
@@ -358,8 +358,7 @@ def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport,
         report.symbols_written += batch.points
         report.files_indexed += len(batch.files)
         if tracker is not None:
-            tracker.written(batch.files)  # type: ignore[arg-type]
-    return all(batch.error is None for batch in written)
+            tracker.written(batch.files)
 
 
 __all__ = [
