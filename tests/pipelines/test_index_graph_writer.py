@@ -88,6 +88,15 @@ def _clean(root: Path, scratch: Path) -> dict[str, Any]:
         svc.close()
 
 
+def _assert_builds_clean(got: dict[str, Any], root: Path, scratch: Path) -> None:
+    """``got`` is the index ``_clean`` builds of ``root`` (the graph servers under ``scratch``
+    stopped after, whatever the outcome)."""
+    try:
+        assert_equal_indexes(got, _clean(root, scratch))
+    finally:
+        stop_graph_servers(scratch)
+
+
 def test_subgraphs_queued_while_the_graph_starts_give_the_index_one_written_in_order_gives(
     tmp_path: Path, recording: list[_Recording],
 ) -> None:
@@ -106,12 +115,8 @@ def test_subgraphs_queued_while_the_graph_starts_give_the_index_one_written_in_o
         svc.close()
     (queued,) = recording
     assert queued.background_mode and queued.most_queued >= 2, "the batches did not wait for the graph together"
-    want = _clean(root, tmp_path)
+    _assert_builds_clean(got, root, tmp_path)
     assert not recording[1].background_mode
-    try:
-        assert_equal_indexes(got, want)
-    finally:
-        stop_graph_servers(tmp_path)
 
 
 def test_a_run_stopped_with_subgraphs_queued_leaves_them_for_the_next_run(tmp_path: Path, recording: list[_Recording]) -> None:
@@ -137,10 +142,7 @@ def test_a_run_stopped_with_subgraphs_queued_leaves_them_for_the_next_run(tmp_pa
         got = code_index(svc)
     finally:
         svc.close()
-    try:
-        assert_equal_indexes(got, _clean(root, tmp_path))
-    finally:
-        stop_graph_servers(tmp_path)
+    _assert_builds_clean(got, root, tmp_path)
 
 
 def test_a_graph_write_that_fails_in_the_thread_fails_its_files_and_the_next_run_redoes_them(
@@ -179,10 +181,7 @@ def test_a_graph_write_that_fails_in_the_thread_fails_its_files_and_the_next_run
     finally:
         svc.close()
     assert recording[0].background_mode
-    try:
-        assert_equal_indexes(got, _clean(root, tmp_path))
-    finally:
-        stop_graph_servers(tmp_path)
+    _assert_builds_clean(got, root, tmp_path)
 
 
 def test_the_queue_keeps_to_its_bound(tmp_path: Path, recording: list[_Recording], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,7 +232,4 @@ def test_a_graph_that_cannot_start_fails_the_files_and_raises_nothing(tmp_path: 
     finally:
         svc.close()
     assert recording[0].background_mode
-    try:
-        assert_equal_indexes(got, _clean(root, tmp_path))
-    finally:
-        stop_graph_servers(tmp_path)
+    _assert_builds_clean(got, root, tmp_path)
