@@ -12,6 +12,7 @@ they are imported only here, and only when a URL is configured.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
@@ -286,8 +287,9 @@ class SchemaStore:
         except psycopg.Error as exc:
             raise self.error(f"the database of {self.what}, {self.location}, does not answer ({exc}) — check that "
                              "PostgreSQL runs") from exc
+        key = f"codemem {self.lock_name} {self.namespace} {what}"
+        held = False
         try:
-            key = f"codemem {self.lock_name} {self.namespace} {what}"
             while not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
                 if not wait:
                     raise self.error(f"another codemem process is doing {what} with {self.what} {self.location}")
@@ -295,8 +297,13 @@ class SchemaStore:
                     raise self.error(f"stopped while another codemem process was doing {what} with {self.what}")
                 if stop is None:
                     time.sleep(ALONE_POLL_S)
+            held = True
             yield HeldLock(conn, f"{what} with {self.what} {self.location}", self.error)
         finally:
+            if held:  # released now: a closed session's locks go only once its server process has ended,
+                # which a busy server does after this returns (the next ``alone`` here was refused)
+                with contextlib.suppress(psycopg.Error):  # a lost session: its end releases it
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
             conn.close()
 
     def size_bytes(self) -> int:
