@@ -18,7 +18,9 @@ Every figure is measured in the same run as its baseline, on the same files:
 * **queries** — on the first index, ``bench.scale_queries``: code_search and get_related (3 hops)
   p95, held to ≤ 50 ms where the index holds ≥ 500k symbols (the whole kernel);
 * **a ``git pull``-sized change** — 1% of the C files and headers edited (a function appended), then
-  ``codemem index PATH --no-embed`` again: wall time.
+  ``codemem index PATH --no-embed`` again: wall time; then **a pull that adds and deletes files**
+  — another 1% edited, 0.1% added (new ``.c`` files of new functions) and as many ``.c`` files
+  deleted — indexed again (files that come or go change what includes resolve to).
 
 Targets (issue 21, item 2 and 3): index ≥ 0.5× the raw parse rate; peak RSS ≤ 4 GB (the kernel;
 2 GB is the 15k-file target); state ≤ 3× the source; the 1% change ≤ 30 s; the whole kernel's
@@ -49,6 +51,7 @@ TARGET_PEAK_RSS_GB = 4.0
 TARGET_CHANGE_S = 30.0
 TARGET_KERNEL_S = 600.0
 CHANGED_SHARE = 0.01
+CAME_AND_WENT_SHARE = 0.001
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -174,6 +177,33 @@ def change_files(project: Path, share: float) -> int:
     return len(chosen)
 
 
+def pull_files(project: Path, share: float, came_and_went: float) -> dict[str, int]:
+    """A pull that brings new files and takes some away, beside edits: ``share`` of the ``.c`` and
+    ``.h`` files edited (another function appended), ``came_and_went`` of them added (a new ``.c``
+    file beside each chosen one: two functions of new names calling the allocator) and as many
+    ``.c`` files deleted."""
+    sources = sorted(p for p in project.rglob("*.[ch]") if ".codemem" not in p.parts)
+    edited = sources[max(1, round(1 / share)) // 2::max(1, round(1 / share))]
+    for n, path in enumerate(edited):
+        with path.open("a") as handle:
+            handle.write(f"\nstatic int codemem_bench_pull_{n}(int value)\n{{\n\treturn value - {n};\n}}\n")
+    every = max(1, round(1 / came_and_went))
+    added = 0
+    for n, path in enumerate(sources[every // 3::every]):
+        (path.parent / f"codemem_bench_new_{n}.c").write_text(
+            "#include <linux/kernel.h>\n#include <linux/slab.h>\n\n"
+            f"static int codemem_bench_new_{n}_probe(void)\n{{\n\tvoid *p = kmalloc(16, GFP_KERNEL);\n\n\tkfree(p);\n\treturn 0;\n}}\n\n"
+            f"int codemem_bench_new_{n}_init(void)\n{{\n\treturn codemem_bench_new_{n}_probe();\n}}\n")
+        added += 1
+    kept = set(edited)
+    c_files = [p for p in sources if p.suffix == ".c" and p not in kept]
+    step = max(1, len(c_files) // max(added, 1))
+    deleted = c_files[step // 2::step][:added]
+    for path in deleted:
+        path.unlink()
+    return {"edited": len(edited), "added": added, "deleted": len(deleted)}
+
+
 def state_breakdown(state: Path) -> dict[str, int]:
     """MB on disk per part of the state dir."""
     parts = {"qdrant": state / "qdrant", "manifest": state / "index.db", "graph": state / "graph"}
@@ -223,6 +253,9 @@ def run(tree: str, cache: Path, keep: bool, passes: int = 3) -> dict[str, Any]:
         changed = change_files(project, CHANGED_SHARE)
         again = timed_index(project)
         print(f"{changed} files changed, index again: {again}", flush=True)
+        pulled = pull_files(project, CHANGED_SHARE, CAME_AND_WENT_SHARE)
+        after_pull = timed_index(project)
+        print(f"a pull ({pulled}), index again: {after_pull}", flush=True)
         ratio = raw["seconds"] / first["wall_s"]
         source_mb = allocated_bytes(project, skip=".codemem") / 1e6  # the tree as a user sees it (du)
         rows = [
@@ -236,6 +269,9 @@ def run(tree: str, cache: Path, keep: bool, passes: int = 3) -> dict[str, Any]:
              f"≤ {TARGET_STATE_X:g}×", state["total"] <= TARGET_STATE_X * source_mb),
             (f"{changed} files changed ({CHANGED_SHARE:.0%}), index again", f"{again['wall_s']} s", f"≤ {TARGET_CHANGE_S:g} s",
              again["wall_s"] <= TARGET_CHANGE_S),
+            (f"{pulled['edited']} files changed, {pulled['added']} added and {pulled['deleted']} deleted, index again",
+             f"{after_pull['wall_s']} s (peak RSS {after_pull['peak_rss_mb']} MB)", f"≤ {TARGET_CHANGE_S:g} s",
+             after_pull["wall_s"] <= TARGET_CHANGE_S),
         ]
         rows += [(row["row"], row["measured"], row["target"], row["pass"]) for row in scale_queries.rows(queries)]
         if tree == ".":
@@ -246,7 +282,7 @@ def run(tree: str, cache: Path, keep: bool, passes: int = 3) -> dict[str, Any]:
         for name, measured, target, ok in rows:
             print(f"  {'—' if ok is None else verdict(ok)}  {name}: {measured} (target {target})")
         return {"tree": tree, "raw_parse": raw, "first_index": first, "state_mb": state, "queries": queries, "changed_files": changed,
-                "index_after_change": again, "rows": [dict(zip(("row", "measured", "target", "pass"), r, strict=True)) for r in rows]}
+                "index_after_change": again, "pull": pulled, "index_after_pull": after_pull, "rows": [dict(zip(("row", "measured", "target", "pass"), r, strict=True)) for r in rows]}
     finally:
         stop_servers(project)
         if keep:

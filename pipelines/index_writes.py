@@ -18,8 +18,10 @@ from pipelines.resolution import Edge, resolve
 from pipelines.resolution_scope import (
     affected_paths,
     existing_nodes,
+    hierarchy_changed,
     hierarchy_moved,
     kept_edges,
+    name_tokens,
     reachable_symbols,
     record_writes,
     referenced_names,
@@ -90,7 +92,7 @@ def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: 
         ctx.manifest.hold_in_flight(conn, paths)
         ctx.manifest.mark_dirty(conn, destroyed)
         record_writes(ctx.manifest, conn, [(p.state.path, p.refs, p.ref_names, p.symbols) for p in prepared],
-                      previous_refs, previous_symbols)
+                      previous_refs, previous_symbols, {p.state.path: p.state.language for p in prepared})
 
 
 @dataclass(slots=True)
@@ -135,6 +137,10 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     if not paths:
         return
     ids = ctx.manifest.symbol_ids_of(paths)
+    indexed = ctx.manifest.files()
+    gone = {path: indexed[path].language for path in paths if path in indexed}
+    previous_refs = ctx.manifest.refs_of(gone)
+    names = {s.name for path in gone for s in ctx.manifest.find_symbols_in(path)}
     ctx.manifest.begin_writes({path: [] for path in paths})
     ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
     fault_point("index:deleting")
@@ -143,7 +149,10 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
         ctx.manifest.mark_dirty(conn, file_node_ids(ids))
-        ctx.manifest.note_changed_names(conn, (), everything=True)  # imports and includes resolve to paths
+        # its names' callers and its importers are resolved again (pipelines.resolution_scope)
+        ctx.manifest.note_changed_paths(conn, gone, existed=True)
+        ctx.manifest.note_changed_names(conn, name_tokens(names), everything=any(
+            hierarchy_changed(refs, {}) for refs in previous_refs.values()))
 
 
 @dataclass(frozen=True)

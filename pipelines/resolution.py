@@ -52,7 +52,7 @@ def _base_name(written: str) -> str:
     return parts[-1] if parts else cleaned
 
 
-class _ModuleIndex:
+class ModuleIndex:
     """Maps import strings to repository files."""
 
     def __init__(self, paths: list[str]) -> None:
@@ -206,7 +206,7 @@ def resolve(
             classes[(s.path, s.local_name)] = s
             if s.language in C_FAMILY:
                 c_classes.setdefault(s.qualified_name, s)
-    modules = _ModuleIndex(list(refs))
+    modules = ModuleIndex(list(refs))
     includes: dict[str, set[str]] = defaultdict(set)
     """C/C++ file → the repository files it includes."""
     definitions = Definitions(symbols, {i for _, r in refs.values() for i in r.get("declarations", [])}, includes)

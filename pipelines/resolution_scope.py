@@ -10,10 +10,16 @@ the next resolution re-resolves the changed files and every file that mentions o
 and keeps every other file's edges as they are — an edge into a rewritten file's symbol included
 (``kept_edges``): its target is the same definition, and nothing its source looks up changed.
 
-The whole repository is resolved again when the set of files changes (imports and includes
-resolve to paths), when a type's bases or fields change (inherited members are found through
-the hierarchy, which a name of the hierarchy's file need not mention), after an interrupted
-resolution, and for a manifest written before the names were recorded.
+A file that comes or goes (``Manifest.note_changed_paths``) can change what imports and
+includes resolve to: the files whose imports now name other files are resolved again too
+(``moved_imports``), and, where a C or C++ one among them now includes another header, the files
+that mention a name it defines and that header declares (a call prefers the definition whose file
+includes the declaring header).
+
+The whole repository is resolved again when a type's bases or fields change (inherited members
+are found through the hierarchy, which a name of the hierarchy's file need not mention), when
+many files came or went (``WHOLE_WHEN_PATHS_CHANGE``: a first index among them), after an
+interrupted resolution, and for a manifest written before the names were recorded.
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from pipelines.c_family import C_FAMILY
+from pipelines.qualified_names import module_name
 from pipelines.records import file_id
+from pipelines.resolution import ModuleIndex
 from resources.manifest import Manifest, SymbolRow
 from resources.schemas.code import CLASS_KINDS
 
@@ -32,6 +41,10 @@ _NOT_NAMES = frozenset({"caller_id", "id", "line", "declarations"})
 """Reference keys whose values are ids or numbers, never names."""
 
 Edge = tuple[str, str, str]
+WHOLE_WHEN_PATHS_CHANGE = (1 / 8, 32)
+"""(share of the indexed files, and at least this many) that, once come or gone, have the next
+resolution cover every file: past it, finding the files their names reach costs more than
+resolving everything (a first index among them)."""
 
 
 def referenced_names(refs: dict[str, Any]) -> set[str]:
@@ -61,8 +74,26 @@ def name_tokens(names: Iterable[str]) -> set[str]:
 
 
 def hierarchy_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
-    """True when a file is new or its types' bases or fields differ from those indexed."""
-    return before is None or before.get("types", []) != after.get("types", [])
+    """True when a file's types' bases or fields differ from those indexed (a new file's: when it
+    has any)."""
+    return (before or {}).get("types", []) != after.get("types", [])
+
+
+def path_names(path: str, language: str) -> set[str]:
+    """The identifiers that every import or include able to name this file mentions: those of its
+    name without the extension (``#include "x/foo.h"``, ``import a.foo``, ``./foo``), of the last
+    part of its module name (a package's ``__init__.py``, ``index.ts``, ``mod.rs``) and, in Go,
+    of its directory (an import names a package's directory). Empty when the name has none
+    (``1.c``): then no name reaches its importers."""
+    base = path.rsplit("/", 1)[-1]
+    stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
+    found = set(_IDENTIFIER.findall(stem))
+    if not found:
+        return set()
+    found.update(_IDENTIFIER.findall(module_name(path).rsplit(".", 1)[-1]))
+    if language == "go" and "/" in path:
+        found.update(_IDENTIFIER.findall(path.rsplit("/", 2)[-2]))
+    return found
 
 
 def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | None,
@@ -84,7 +115,8 @@ def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | N
 
 
 def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[str, Any], set[str], list[SymbolRow]]],
-                  previous_refs: dict[str, dict[str, Any]], previous_symbols: dict[str, list[SymbolRow]]) -> None:
+                  previous_refs: dict[str, dict[str, Any]], previous_symbols: dict[str, list[SymbolRow]],
+                  languages: dict[str, str]) -> None:
     """Inside the transaction that commits written files: their referenced names, and the names
     whose definitions changed (or that every file must be resolved again).
 
@@ -92,8 +124,11 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
         written: Each written file's path, new references, ``referenced_names`` and symbols.
         previous_refs: The references indexed before for those files (a new file is absent).
         previous_symbols: The symbols indexed before for those files.
+        languages: Each written file's language.
     """
     manifest.set_ref_names(conn, {path: names for path, _, names, _ in written})
+    manifest.note_changed_paths(conn, {path: language for path, language in languages.items() if path not in previous_refs},
+                                existed=False)
     everything = any(hierarchy_changed(previous_refs.get(path), refs) for path, refs, _, _ in written)
     changed: set[str] = set()
     for path, refs, _, symbols in written:
@@ -108,13 +143,72 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
 
 def affected_paths(manifest: Manifest, touched: set[str]) -> set[str] | None:
     """The files whose cross-file edges may differ after the writes that left ``touched`` dirty:
-    the rewritten files and the files that mention a name whose definition changed; None when
-    every file must be resolved again."""
+    the rewritten files, the files that mention a name whose definition changed, and the files
+    whose imports name other files since files came or went (``moved_imports``); None when every
+    file must be resolved again."""
     everything, names = manifest.resolution_scope()
     if everything:
         return None
-    changed = {path for path in manifest.files() if file_id(path) in touched}
+    files = manifest.files()
+    changed = {path for path in files if file_id(path) in touched}
+    came_or_went = manifest.changed_paths()
+    if came_or_went:
+        share, least = WHOLE_WHEN_PATHS_CHANGE
+        if len(came_or_went) > max(share * len(files), least):
+            return None
+        moved = moved_imports(manifest, {path: state.language for path, state in files.items()}, came_or_went)
+        if moved is None:
+            return None
+        importers, reached = moved
+        changed |= importers
+        names |= reached
     return changed | manifest.paths_mentioning(names)
+
+
+def moved_imports(
+    manifest: Manifest, languages: dict[str, str], came_or_went: dict[str, tuple[str, bool]],
+) -> tuple[set[str], set[str]] | None:
+    """Once the files ``came_or_went`` came into the index or left it: the files
+    whose imports or includes now name other files (each import resolved against the files before
+    and after: an import that can name one of them mentions its ``path_names``), and the names a
+    C or C++ one among them defines that a header it now includes or no longer includes declares
+    (a call prefers the definition whose file includes the declaring header:
+    ``Definitions.definition_of``). None when a file's name reaches no import (then every file
+    must be resolved).
+
+    Args:
+        languages: Every indexed file's language, by path.
+        came_or_went: The files that came or went since the last resolution
+            (``Manifest.changed_paths``).
+    """
+    tokens: set[str] = set()
+    for path, (language, _) in came_or_went.items():
+        reached = path_names(path, language)
+        if not reached:
+            return None
+        tokens |= reached
+    now = set(languages)
+    candidates = manifest.paths_mentioning(tokens) & now
+    if not candidates:
+        return set(), set()
+    before = (now - came_or_went.keys()) | {path for path, (_, existed) in came_or_went.items() if existed}
+    old, new = ModuleIndex(sorted(before)), ModuleIndex(sorted(now))
+    importers: set[str] = set()
+    headers: dict[str, set[str]] = {}
+    for path, refs in manifest.refs_of(sorted(candidates), calls=False).items():
+        language = languages[path]
+        for imp in refs.get("imports", []):
+            module, items = imp["module"], imp.get("items", [])
+            differ = old.resolve(path, language, module, items) ^ new.resolve(path, language, module, items)
+            if differ:
+                importers.add(path)
+                if language in C_FAMILY:
+                    headers.setdefault(path, set()).update(differ & now)
+    reached_names: set[str] = set()
+    for path, included in headers.items():
+        if included:
+            reached_names |= manifest.names_defined_in([path], C_FAMILY) & manifest.names_defined_in(included, C_FAMILY)
+    return importers, name_tokens(reached_names)
 
 
 def reachable_symbols(manifest: Manifest, only: set[str]) -> list[SymbolRow]:

@@ -412,12 +412,14 @@ class Manifest:
                 found.update(r[0] for r in conn.execute(f"SELECT DISTINCT path FROM ref_names WHERE name IN ({marks})", chunk))
         return found
 
-    def refs_of(self, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """The stored references of these files (a file not indexed is absent)."""
+    def refs_of(self, paths: Iterable[str], *, calls: bool = True) -> dict[str, dict[str, Any]]:
+        """The stored references of these files (a file not indexed is absent); without their
+        calls when ``calls`` is False (a row of an earlier release may still hold them)."""
         found: dict[str, dict[str, Any]] = {}
+        columns = "refs, calls" if calls else "refs, NULL"
         with self.store.reading() as conn:
             for path in paths:
-                row = conn.execute("SELECT refs, calls FROM files WHERE path = ?", (path,)).fetchone()
+                row = conn.execute(f"SELECT {columns} FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
                     found[path] = _refs(*row)
         return found
@@ -430,11 +432,39 @@ class Manifest:
         if everything:
             write_meta(conn, RESOLVE_EVERYTHING, "1")
 
+    @staticmethod
+    def note_changed_paths(conn: Any, paths: dict[str, str], *, existed: bool) -> None:
+        """Inside the transaction of a write: files (path → language) that came into the index
+        (``existed`` False) or left it (imports and includes resolve to paths: the next resolution
+        re-resolves the files whose imports name other files). A file noted again keeps its first
+        note: whether it was indexed at the last resolution."""
+        conn.executemany("INSERT INTO changed_paths VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                         [(path, language, int(existed)) for path, language in sorted(paths.items())])
+
     def resolution_scope(self) -> tuple[bool, set[str]]:
         """(whether the next resolution must cover every file, the names changed since the last one)."""
         with self.store.reading() as conn:
             everything = read_meta(conn, RESOLVE_EVERYTHING) == "1" or read_meta(conn, REF_NAMES_COMPLETE) != "1"
             return everything, {r[0] for r in conn.execute("SELECT name FROM changed_names")}
+
+    def changed_paths(self) -> dict[str, tuple[str, bool]]:
+        """The files that came or went since the last resolution: path → (language, whether it
+        was indexed at that resolution)."""
+        with self.store.reading() as conn:
+            return {path: (language, bool(existed))
+                    for path, language, existed in conn.execute("SELECT path, language, existed FROM changed_paths")}
+
+    def names_defined_in(self, paths: Iterable[str], languages: Iterable[str]) -> set[str]:
+        """The names of the symbols of these files that are in one of ``languages``."""
+        wanted, kinds = sorted(set(paths)), sorted(set(languages))
+        found: set[str] = set()
+        with self.store.reading() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks, language_marks = ",".join("?" * len(chunk)), ",".join("?" * len(kinds))
+                found.update(r[0] for r in conn.execute(
+                    f"SELECT DISTINCT name FROM symbols WHERE path IN ({marks}) AND language IN ({language_marks})", [*chunk, *kinds]))
+        return found
 
     def skipped_files(self) -> dict[str, SkippedState]:
         """The files the parsers could not index, by path, at the content they had then."""
@@ -711,12 +741,13 @@ class Manifest:
         resolved_ids: Iterable[str] = (),
     ) -> None:
         """Apply a diff to the resolved edge set (and forget the dirty ids it resolved, the edges
-        recorded as unsettled and the changed names: the graph now holds the set). ``added`` is
+        recorded as unsettled and the changed names and paths: the graph now holds the set). ``added`` is
         written as it comes (in key order it writes each page once: give it sorted)."""
         with self.transaction() as conn:
             self.clear_dirty(conn, resolved_ids)
             conn.execute("DELETE FROM unsettled_edges")
             conn.execute("DELETE FROM changed_names")
+            conn.execute("DELETE FROM changed_paths")
             conn.execute("DELETE FROM meta WHERE key = ?", (RESOLVE_EVERYTHING,))
             conn.executemany("DELETE FROM resolved_edges WHERE source = ? AND type = ? AND target = ?", sorted(removed))
             conn.executemany(

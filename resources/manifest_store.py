@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS ref_names (
 ){without_rowid};
 CREATE INDEX IF NOT EXISTS ref_names_name ON ref_names(name);
 CREATE TABLE IF NOT EXISTS changed_names (name TEXT PRIMARY KEY){without_rowid};
+CREATE TABLE IF NOT EXISTS changed_paths (path TEXT PRIMARY KEY, language TEXT NOT NULL, existed {integer} NOT NULL){without_rowid};
 CREATE TABLE IF NOT EXISTS skipped (
     path TEXT PRIMARY KEY,
     content_hash TEXT NOT NULL,
@@ -112,7 +113,7 @@ POSTGRES_SCHEMA = (
 """The same tables in PostgreSQL's types (``refs`` always packed), and the order of the files
 written last (what the hook relay reads; SQLite's hooks read the rowids)."""
 TABLES = ("files", "symbols", "resolved_edges", "meta", "dirty", "in_flight", "ref_names", "changed_names",
-          "skipped", "unsettled_edges", "jobs")
+          "changed_paths", "skipped", "unsettled_edges", "jobs")
 """Every table of the manifest (what a move from one store to the other copies)."""
 FILES_WRITTEN = "files_written"
 """Meta key counting the transactions that replaced files' rows (and so their graph nodes): a

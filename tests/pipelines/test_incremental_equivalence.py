@@ -57,14 +57,36 @@ file_ops = st.one_of(
 steps = st.tuples(st.lists(file_ops, min_size=1, max_size=3), st.sampled_from((None, None, *FAULT_POINTS)))
 """A step: some file changes, then an index run (complete, or interrupted at a fault point)."""
 
+C_FILES = ("src/a.c", "src/b.c", "lib/c.c", "src/x.h", "inc/x.h", "inc/y.h")
+"""Two headers named x.h: an include of "x.h" names the one beside the includer, else the nearest."""
+C_INCLUDES = ('#include "x.h"', '#include "y.h"', '#include "../inc/x.h"', "#include <x.h>", "#include <stdio.h>")
+c_file_specs = st.fixed_dictionaries({
+    "imports": st.lists(st.sampled_from(C_INCLUDES), unique=True, max_size=2),
+    "functions": st.dictionaries(st.sampled_from(FUNCTIONS), st.lists(st.sampled_from(FUNCTIONS), unique=True, max_size=2), max_size=3),
+    "classes": st.just([]),
+})
+c_file_ops = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(C_FILES), c_file_specs),
+    st.tuples(st.just("delete"), st.sampled_from(C_FILES), st.none()),
+)
+c_steps = st.tuples(st.lists(c_file_ops, min_size=1, max_size=3), st.sampled_from((None, None, *FAULT_POINTS)))
+"""C: headers declare the functions of a spec, sources define them (a call prefers the definition
+whose file includes the declaring header: ``pipelines.c_family``)."""
+
 
 def spec(imports: tuple[str, ...] = (), classes: tuple[str, ...] = (), **functions: list[str]) -> dict[str, Any]:
     """A file spec written out: its imports, functions (name: callees) and classes."""
     return {"imports": list(imports), "functions": functions, "classes": list(classes)}
 
 
-def render(written: dict[str, Any]) -> str:
-    """Python source for a file spec."""
+def render(written: dict[str, Any], path: str = "m.py") -> str:
+    """The source of a file spec: Python, or C for a ``.c`` or ``.h`` path (prototypes in a header)."""
+    if path.endswith((".c", ".h")):
+        lines = list(written["imports"]) + [""]
+        for name, callees in written["functions"].items():
+            body = " + ".join(f"{c}()" for c in callees) or "0"
+            lines += [f"int {name}(void);" if path.endswith(".h") else f"int {name}(void) {{ return {body}; }}"]
+        return "\n".join(lines) + "\n"
     lines = list(written["imports"]) + [""]
     for name, callees in written["functions"].items():
         body = " + ".join(f"{c}()" for c in callees) or "0"
@@ -78,7 +100,7 @@ def apply(root: Path, ops: list[tuple[str, str, dict[str, Any] | None]]) -> None
     """Make the changes on disk."""
     for kind, path, spec in ops:
         if kind == "write":
-            write_files(root, {path: render(spec)})  # type: ignore[arg-type]
+            write_files(root, {path: render(spec, path)})  # type: ignore[arg-type]
         elif kind == "binary":
             write_files(root, {path: b"\x00\x01" * 64})
         else:
@@ -225,6 +247,29 @@ def run_steps(tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any
 # an indexed file that becomes binary (skipped) leaves the index, as a clean index never has it
 @example(initial={"pkg/m0.py": spec(alpha=[]), "pkg/m1.py": spec(beta=["alpha"])}, plan=[([("binary", "pkg/m0.py", None)], None)])
 def test_any_sequence_of_changes_and_kills_ends_equal_to_a_clean_index(
+    tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any]
+) -> None:
+    run_steps(tmp_path, initial, plan)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(initial=st.dictionaries(st.sampled_from(C_FILES), c_file_specs, min_size=2), plan=st.lists(c_steps, min_size=1, max_size=3))
+# a second x.h takes the include of the file beside it, then goes again
+@example(initial={"inc/x.h": spec(alpha=[]), "src/a.c": spec(('#include "x.h"',), alpha=[]), "lib/c.c": spec(alpha=[]),
+                  "src/b.c": spec(('#include "../inc/x.h"',), beta=["alpha"])},
+         plan=[([("write", "src/x.h", spec(gamma=[]))], None), ([("delete", "src/x.h", None)], None)])
+def test_c_sequences_of_changes_and_kills_end_equal_to_a_clean_index(
+    tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any]
+) -> None:
+    run_steps(tmp_path, initial, plan)
+
+
+@pytest.mark.soak
+@settings(max_examples=150, deadline=None, derandomize=False, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(initial=st.dictionaries(st.sampled_from(C_FILES), c_file_specs, min_size=1), plan=st.lists(c_steps, min_size=1, max_size=8))
+def test_soak_c_sequences_of_changes_and_kills_end_equal_to_a_clean_index(
     tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any]
 ) -> None:
     run_steps(tmp_path, initial, plan)

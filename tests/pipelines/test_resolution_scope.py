@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipelines import index_writes
+from pipelines import index_writes, resolution_scope
+from pipelines.records import file_id
 from pipelines.resolution import resolve
 from resources.manifest import REF_NAMES_COMPLETE
 from resources.schemas.tools import IndexInput
@@ -111,17 +112,65 @@ def test_an_edit_resolves_the_files_that_mention_its_names(indexed, scopes) -> N
     assert (_id(p.svc, "pkg.m3.uses_beta"), "CALLS", _id(p.svc, "pkg.m4.beta")) in p.svc.ctx.manifest.resolved_edges()
 
 
-def test_the_whole_repository_when_files_come_or_go_or_a_hierarchy_changes(indexed, scopes) -> None:  # noqa: ANN001
+def test_a_file_that_comes_or_goes_resolves_its_importers_and_the_callers_of_its_names(
+    indexed, scopes, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    monkeypatch.setattr(resolution_scope, "WHOLE_WHEN_PATHS_CHANGE", (1 / 8, 1))  # the share alone, in a small tree
+    p = indexed(PYTHON | {f"other/f{n}.py": f"def f{n}():\n    return {n}\n" for n in range(4)})
+
+    assert p.edit({"pkg/m6.py": "def delta():\n    return alpha()\n"}) == {"pkg/m6.py"}  # nothing names m6 or delta
+    assert p.edit({"pkg/m3.py": "import pkg.m7\n\n\ndef uses_beta():\n    return beta()\n"}) == {"pkg/m3.py"}
+    assert p.edit({"pkg/m7.py": "def beta():\n    return 5\n"}) == {"pkg/m7.py", "pkg/m3.py"}  # m3 imports it, and calls beta
+    assert (file_id("pkg/m3.py"), "IMPORTS", file_id("pkg/m7.py")) in p.svc.ctx.manifest.resolved_edges()
+
+    (p.root / "pkg/m1.py").unlink()  # m2 imports it and calls its alpha; m6 calls alpha
+    assert p.edit({}) == {"pkg/m2.py", "pkg/m6.py"}
+    (p.root / "pkg/m7.py").unlink()
+    assert p.edit({}) == {"pkg/m3.py"}
+    for name in ("pkg/m6.py", "other/f0.py"):
+        (p.root / name).unlink()
+    assert p.edit({}) is None  # more than an eighth of the files came or went: every file
+
+
+def test_the_whole_repository_when_a_hierarchy_changes(indexed, scopes) -> None:  # noqa: ANN001
     p = indexed(PYTHON)
 
-    assert p.edit({"pkg/m6.py": "def delta():\n    return alpha()\n"}) is None  # a new file: imports may resolve to it
-    (p.root / "pkg/m6.py").unlink()
-    p.svc.index(IndexInput(embed=False))
-    assert scopes[-1] is None
     no_base = {"pkg/shapes.py": PYTHON["pkg/shapes.py"].replace("class Square(Base)", "class Square")}
     assert p.edit(no_base) is None  # bases changed: inherited members are found through them
     assert p.edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"] + "\n\ndef unrelated():\n    return 0\n"}) is None  # Square extends Base again
     assert p.edit({"pkg/shapes.py": PYTHON["pkg/shapes.py"]}) == {"pkg/shapes.py"}
+    assert p.edit({"pkg/more.py": "from pkg.shapes import Base\n\n\nclass Cube(Base):\n    pass\n"}) is None  # a new file's bases
+    (p.root / "pkg/more.py").unlink()
+    assert p.edit({}) is None  # and a file with bases that goes
+
+
+def test_a_new_header_an_include_now_names_puts_the_callers_of_the_includer_in_scope(indexed) -> None:  # noqa: ANN001
+    """``#include "x.h"`` in a.c named inc/x.h, the header declaring foo; a new a/x.h beside a.c
+    takes the include, so a.c's foo no longer defines the declared one: the calls that reach the
+    declaration are resolved again, in g.c (which includes inc/x.h) and in inc/x.h itself (which
+    mentions only foo: a name a.c defines), and the files that mention neither are not."""
+    p = indexed({
+        "inc/x.h": "int foo(int a);\nstatic inline int twice(void) { return foo(2); }\n",
+        "a/a.c": '#include "x.h"\nint foo(int a) { return a; }\n',
+        "b/b.c": "int foo(int a) { return a + 1; }\n",
+        "g/g.c": '#include "../inc/x.h"\nint use(void) { return foo(1); }\n',
+        "h/h.c": "int other(void) { return 0; }\n",
+        "h/i.c": "int more(void) { return 0; }\n",
+        "h/j.c": "int most(void) { return 0; }\n",
+        "h/k.c": "int last(void) { return 0; }\n",
+    })
+    use, in_a = _id(p.svc, "use"), _id(p.svc, "foo", path="a/a.c")
+    assert (use, "CALLS", in_a) in p.svc.ctx.manifest.resolved_edges()
+    twice = _id(p.svc, "twice")
+    assert (twice, "CALLS", in_a) in p.svc.ctx.manifest.resolved_edges()
+    scope = p.edit({"a/x.h": "int bar(int b);\n"})
+    assert scope is not None and {"a/x.h", "a/a.c", "g/g.c", "inc/x.h"} <= scope and "h/h.c" not in scope
+    edges = p.svc.ctx.manifest.resolved_edges()  # the clean index's (checked by edit)
+    assert (use, "CALLS", in_a) not in edges and (twice, "CALLS", in_a) not in edges
+    (p.root / "a/x.h").unlink()
+    scope = p.edit({})
+    assert scope is not None and {"a/a.c", "g/g.c", "inc/x.h"} <= scope
+    assert {(use, "CALLS", in_a), (twice, "CALLS", in_a)} <= p.svc.ctx.manifest.resolved_edges()
 
 
 def test_c_definitions_and_the_files_that_call_them(indexed) -> None:  # noqa: ANN001
