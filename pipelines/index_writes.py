@@ -26,6 +26,7 @@ from pipelines.resolution_scope import (
     record_writes,
     referenced_names,
     scope_ids,
+    types_moved,
 )
 from resources.faults import fault_point
 from resources.graph.base import chunked
@@ -137,10 +138,10 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     if not paths:
         return
     ids = ctx.manifest.symbol_ids_of(paths)
-    indexed = ctx.manifest.files()
-    gone = {path: indexed[path].language for path in paths if path in indexed}
-    previous_refs = ctx.manifest.refs_of(gone)
-    names = {s.name for path in gone for s in ctx.manifest.find_symbols_in(path)}
+    gone = {path: state.language for path in paths if (state := ctx.manifest.file(path)) is not None}
+    previous_refs = ctx.manifest.refs_of(gone, calls=False)
+    symbols = [s for path in gone for s in ctx.manifest.find_symbols_in(path)]
+    names = {s.name for s in symbols}
     ctx.manifest.begin_writes({path: [] for path in paths})
     ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
     fault_point("index:deleting")
@@ -151,7 +152,7 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
         ctx.manifest.mark_dirty(conn, file_node_ids(ids))
         # its names' callers and its importers are resolved again (pipelines.resolution_scope)
         ctx.manifest.note_changed_paths(conn, gone, existed=True)
-        ctx.manifest.note_changed_names(conn, name_tokens(names), everything=any(
+        ctx.manifest.note_changed_names(conn, name_tokens(names), everything=types_moved(conn, symbols, names) or any(
             hierarchy_changed(refs, {}) for refs in previous_refs.values()))
 
 

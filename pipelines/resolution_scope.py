@@ -17,9 +17,11 @@ that mention a name it defines and that header declares (a call prefers the defi
 includes the declaring header).
 
 The whole repository is resolved again when a type's bases or fields change (inherited members
-are found through the hierarchy, which a name of the hierarchy's file need not mention), when
-many files came or went (``WHOLE_WHEN_PATHS_CHANGE``: a first index among them), after an
-interrupted resolution, and for a manifest written before the names were recorded.
+are found through the hierarchy, which a name of the hierarchy's file need not mention), when a
+Java type or a C++ class with members is defined, removed or redefined (``types_moved``: a
+field's type or a member's class is found by a name the reading file need not mention), when
+many files came or went (``WHOLE_WHEN_PATHS_CHANGE``: a first index of more than 32 files among
+them), after an interrupted resolution, and for a manifest written before the names were recorded.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pipelines.qualified_names import module_name
 from pipelines.records import file_id
 from pipelines.resolution import ModuleIndex
 from resources.manifest import Manifest, SymbolRow
-from resources.schemas.code import CLASS_KINDS
+from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
 
 _IDENTIFIER = re.compile(r"[^\W\d][\w$]*|\$[\w$]*")
 """An identifier in any script (``计算``, ``größe``), as the parsers' names are."""
@@ -41,6 +43,9 @@ _NOT_NAMES = frozenset({"caller_id", "id", "line", "declarations"})
 """Reference keys whose values are ids or numbers, never names."""
 
 Edge = tuple[str, str, str]
+_RELATIVE_DIRECTORY_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
+"""The languages whose relative imports ``pipelines.resolution.ModuleIndex`` resolves by path."""
+_SCRIPT_SUFFIXES = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx")
 WHOLE_WHEN_PATHS_CHANGE = (1 / 8, 32)
 """(share of the indexed files, and at least this many) that, once come or gone, have the next
 resolution cover every file: past it, finding the files their names reach costs more than
@@ -79,21 +84,55 @@ def hierarchy_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> b
     return (before or {}).get("types", []) != after.get("types", [])
 
 
-def path_names(path: str, language: str) -> set[str]:
-    """The identifiers that every import or include able to name this file mentions: those of its
-    name without the extension (``#include "x/foo.h"``, ``import a.foo``, ``./foo``), of the last
-    part of its module name (a package's ``__init__.py``, ``index.ts``, ``mod.rs``) and, in Go,
-    of its directory (an import names a package's directory). Empty when the name has none
-    (``1.c``): then no name reaches its importers."""
+def path_names(path: str, *, by_directory: bool = False) -> set[str] | None:
+    """The identifiers an import or include that can name this file mentions, but for the
+    relative JavaScript ones that climb to a directory (``"."``, ``".."``: ``moved_imports``):
+    those of its name without the extension (``#include "x/foo.h"``, ``import a.foo``,
+    ``./foo``), of the last part of its module name (a package's ``__init__.py``, ``index.ts``,
+    ``mod.rs``) and, ``by_directory``, of its directory (a Go import names a package's directory,
+    whatever the files in it). None when one of them has no identifier (``1.c``,
+    ``2024/index.js``): then no name reaches its importers."""
     base = path.rsplit("/", 1)[-1]
     stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
     found = set(_IDENTIFIER.findall(stem))
-    if not found:
-        return set()
-    found.update(_IDENTIFIER.findall(module_name(path).rsplit(".", 1)[-1]))
-    if language == "go" and "/" in path:
-        found.update(_IDENTIFIER.findall(path.rsplit("/", 2)[-2]))
+    module = set(_IDENTIFIER.findall(module_name(path).rsplit(".", 1)[-1]))
+    if not found or not module:
+        return None
+    found |= module
+    if by_directory and "/" in path:
+        directory = set(_IDENTIFIER.findall(path.rsplit("/", 2)[-2]))
+        if not directory:
+            return None
+        found |= directory
     return found
+
+
+def climbing_importers(path: str, languages: dict[str, str]) -> set[str]:
+    """The JavaScript and TypeScript files whose relative imports can name this file without
+    naming it: ``"."`` or ``".."`` resolve to a directory above the importer, and name the file
+    that is that directory's ``index`` or bears its name beside it (``a/b/c.js`` importing
+    ``".."`` names ``a.js`` or ``a/index.js``)."""
+    if languages.get(path, "") not in _RELATIVE_DIRECTORY_LANGUAGES and not path.endswith(_SCRIPT_SUFFIXES):
+        return set()
+    base = path.rsplit("/", 1)[-1]
+    stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
+    folder = path.rsplit("/", 1)[0] if "/" in path else ""
+    directories = {path[:len(path) - len(base) + len(stem)]}
+    if stem == "index":
+        directories.add(folder)
+    return {other for other, language in languages.items() if language in _RELATIVE_DIRECTORY_LANGUAGES
+            and any(not directory or other.startswith(directory + "/") for directory in directories)}
+
+
+def types_moved(conn: Any, symbols: Iterable[SymbolRow], names: set[str]) -> bool:
+    """True when one of ``names`` is a Java type, or a C++ class with member functions, that these
+    symbols define: a Java field's declared type and the class a C++ member function belongs to
+    are found by the type's name, which the files that read through them need not mention (a new
+    class can take the name over; C structs, without members, cannot)."""
+    return any(
+        symbol.name in names and symbol.kind in CLASS_KINDS and (symbol.language == "java" or (
+            symbol.language == "cpp" and Manifest.has_members(conn, symbol.qualified_name, CALLABLE_KINDS)))
+        for symbol in symbols)
 
 
 def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | None,
@@ -117,8 +156,9 @@ def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | N
 def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[str, Any], set[str], list[SymbolRow]]],
                   previous_refs: dict[str, dict[str, Any]], previous_symbols: dict[str, list[SymbolRow]],
                   languages: dict[str, str]) -> None:
-    """Inside the transaction that commits written files: their referenced names, and the names
-    whose definitions changed (or that every file must be resolved again).
+    """Inside the transaction that commits written files: their referenced names, the files that
+    are new to the index, and the names whose definitions changed (or that every file must be
+    resolved again: a hierarchy or a type that moved, ``types_moved``).
 
     Args:
         written: Each written file's path, new references, ``referenced_names`` and symbols.
@@ -138,6 +178,8 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
             # a C/C++ definition is preferred by the files that include its declaration's header:
             # another file's call may now pick (or stop picking) one of this file's definitions
             changed |= {s.name for s in before} | {s.name for s in symbols}
+    everything = everything or any(types_moved(conn, [*previous_symbols.get(path, []), *symbols], changed)
+                                   for path, _, _, symbols in written)
     manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 
@@ -170,7 +212,8 @@ def moved_imports(
 ) -> tuple[set[str], set[str]] | None:
     """Once the files ``came_or_went`` came into the index or left it: the files
     whose imports or includes now name other files (each import resolved against the files before
-    and after: an import that can name one of them mentions its ``path_names``), and the names a
+    and after, of the files that mention one's ``path_names`` or climb to it:
+    ``climbing_importers``), and the names a
     C or C++ one among them defines that a header it now includes or no longer includes declares
     (a call prefers the definition whose file includes the declaring header:
     ``Definitions.definition_of``). None when a file's name reaches no import (then every file
@@ -182,13 +225,17 @@ def moved_imports(
             (``Manifest.changed_paths``).
     """
     tokens: set[str] = set()
-    for path, (language, _) in came_or_went.items():
-        reached = path_names(path, language)
-        if not reached:
+    by_directory = "go" in languages.values() or any(language == "go" for language, _ in came_or_went.values())
+    everyone = {**languages, **{path: language for path, (language, _) in came_or_went.items()}}
+    climbing: set[str] = set()
+    for path in came_or_went:
+        reached = path_names(path, by_directory=by_directory)
+        if reached is None:
             return None
         tokens |= reached
+        climbing |= climbing_importers(path, everyone)
     now = set(languages)
-    candidates = manifest.paths_mentioning(tokens) & now
+    candidates = (manifest.paths_mentioning(tokens) | climbing) & now
     if not candidates:
         return set(), set()
     before = (now - came_or_went.keys()) | {path for path, (_, existed) in came_or_went.items() if existed}

@@ -447,6 +447,15 @@ class Manifest:
             everything = read_meta(conn, RESOLVE_EVERYTHING) == "1" or read_meta(conn, REF_NAMES_COMPLETE) != "1"
             return everything, {r[0] for r in conn.execute("SELECT name FROM changed_names")}
 
+    @staticmethod
+    def has_members(conn: Any, qualified_name: str, kinds: Iterable[str]) -> bool:
+        """Inside a transaction: whether a symbol of one of ``kinds`` has ``qualified_name::``
+        before its own name (a C++ class's member functions)."""
+        wanted = sorted(kinds)
+        return conn.execute(
+            f"SELECT 1 FROM symbols WHERE qualified_name >= ? AND qualified_name < ? AND kind IN ({','.join('?' * len(wanted))}) LIMIT 1",
+            (qualified_name + "::", qualified_name + ":;", *wanted)).fetchone() is not None
+
     def changed_paths(self) -> dict[str, tuple[str, bool]]:
         """The files that came or went since the last resolution: path → (language, whether it
         was indexed at that resolution)."""

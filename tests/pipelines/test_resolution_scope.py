@@ -308,3 +308,63 @@ def test_a_renamed_function_takes_its_edges_along(indexed) -> None:  # noqa: ANN
     p = indexed({"lib.py": "def g():\n    return 1\n", "app.py": "from lib import g\n\n\ndef old():\n    return g()\n"})
     p.edit({"app.py": "from lib import g\n\n\ndef new():\n    return g()\n"})
     assert dangling_edges(p.svc.ctx) == []
+
+
+CAME_OR_WENT = {
+    "js-import-of-dot-gets-an-index": (  # `from "."` names no identifier of lib/index.js
+        {"lib/a.js": 'import { helper } from ".";\n\nexport function run() {\n  return helper();\n}\n',
+         "other/b.js": "export function unrelated() {\n  return 1;\n}\n"},
+        {"lib/index.js": "export function other() {\n  return 2;\n}\n"}, ()),
+    "js-import-of-dot-loses-its-index": (
+        {"lib/a.js": 'import { helper } from ".";\n\nexport function run() {\n  return helper();\n}\n',
+         "lib/index.js": "export function other() {\n  return 2;\n}\n"},
+        {}, ("lib/index.js",)),
+    "js-import-of-dotdot-gets-a-sibling": (  # `".."` in a/b/c.js names a.js
+        {"a/b/c.js": 'import "..";\n\nexport function run() {\n  return 1;\n}\n',
+         "other/b.js": "export function unrelated() {\n  return 1;\n}\n"},
+        {"a.js": "export function other() {\n  return 2;\n}\n"}, ()),
+    "ts-barrel-index": (  # a re-exporting index defines nothing
+        {"src/ui/button.ts": "export function button(): number {\n  return 1;\n}\n",
+         "src/ui/page.ts": 'import { button } from ".";\n\nexport function page(): number {\n  return button();\n}\n'},
+        {"src/ui/index.ts": 'export { button } from "./button";\n'}, ()),
+    "js-index-of-a-directory-without-identifier": (  # `"./2024"` mentions no identifier at all
+        {"src/app.js": 'import "./2024";\n\nexport function run() {\n  return 1;\n}\n',
+         "src/other.js": "export function unrelated() {\n  return 1;\n}\n"},
+        {"src/2024/index.js": "export function year() {\n  return 2024;\n}\n"}, ()),
+    "go-package-gets-a-file-of-another-language": (  # a Go import names every file of the directory
+        {"billing/bill.go": "package billing\n\nfunc Total() int {\n\treturn 1\n}\n",
+         "app/main.go": 'package main\n\nimport "example.com/shop/billing"\n\nfunc main() {\n\tbilling.Total()\n}\n'},
+        {"billing/gen.py": "def gen():\n    return 1\n"}, ()),
+    "cpp-class-of-the-same-name-comes": (  # A::run's helper() is found through A's base, by A's name
+        {"base1.h": "class B1 {\npublic:\n    void helper() {}\n};\n",
+         "base2.h": "class B2 {\npublic:\n    void helper() {}\n};\n",
+         "z/a.h": '#include "../base1.h"\nclass A : public B1 {\npublic:\n    void run();\n};\n',
+         "run.cpp": '#include "z/a.h"\nvoid A::run() {\n    helper();\n}\n'},
+        {"other/thing.h": "class A {\npublic:\n    void other();\n};\n"}, ()),
+    "java-same-package-type-shadows-a-wildcard-import": (  # Z reads x.f.go(): f's type is found by name
+        {"q/Helper.java": "package q;\n\npublic class Helper {\n    public void go() {}\n}\n",
+         "p/C.java": "package p;\n\nimport q.*;\n\npublic class C {\n    public Helper f;\n}\n",
+         "p/Z.java": "package p;\n\npublic class Z {\n    public void run(C x) {\n        x.f.go();\n    }\n}\n"},
+        {"p/Helper.java": "package p;\n\npublic class Helper {\n    public void stop() {}\n}\n"}, ()),
+}
+
+
+@pytest.mark.parametrize("case", list(CAME_OR_WENT))
+def test_a_file_that_comes_or_goes_ends_as_a_clean_index_where_imports_climb_or_types_are_found_by_name(
+    indexed, case: str,  # noqa: ANN001
+) -> None:
+    """Imports that name a file without an identifier of its path, a Go package's directory, and
+    types found by a name the reading file need not mention (cases found in review): the edges
+    equal a clean index's (``edit`` compares them)."""
+    files, added, deleted = CAME_OR_WENT[case]
+    p = indexed(files)
+    for path in deleted:
+        (p.root / path).unlink()
+    p.edit(added)
+
+
+def test_a_c_struct_that_comes_resolves_by_names_and_a_cpp_class_with_members_everything(indexed) -> None:  # noqa: ANN001
+    p = indexed(C | {"lib/point.h": "struct point { int x; };\n"})
+
+    assert p.edit({"lib/shape.h": "struct shape { int sides; };\n"}) is not None  # a struct has no members to look up
+    assert p.edit({"lib/widget.hpp": "class Widget {\npublic:\n    void draw();\n};\nvoid Widget::draw() {}\n"}) is None
