@@ -129,10 +129,10 @@ def types_moved(conn: Any, symbols: Iterable[SymbolRow], names: set[str]) -> boo
     symbols define: a Java field's declared type and the class a C++ member function belongs to
     are found by the type's name, which the files that read through them need not mention (a new
     class can take the name over; C structs, without members, cannot)."""
-    return any(
-        symbol.name in names and symbol.kind in CLASS_KINDS and (symbol.language == "java" or (
-            symbol.language == "cpp" and Manifest.has_members(conn, symbol.qualified_name, CALLABLE_KINDS)))
-        for symbol in symbols)
+    moved = [s for s in symbols if s.name in names and s.kind in CLASS_KINDS and s.language in ("java", "cpp")]
+    if any(s.language == "java" for s in moved):
+        return True
+    return bool(moved) and not {s.qualified_name for s in moved}.isdisjoint(Manifest.member_owners(conn, "cpp", CALLABLE_KINDS))
 
 
 def changed_definitions(before: list[SymbolRow], before_refs: dict[str, Any] | None,

@@ -448,13 +448,14 @@ class Manifest:
             return everything, {r[0] for r in conn.execute("SELECT name FROM changed_names")}
 
     @staticmethod
-    def has_members(conn: Any, qualified_name: str, kinds: Iterable[str]) -> bool:
-        """Inside a transaction: whether a symbol of one of ``kinds`` has ``qualified_name::``
-        before its own name (a C++ class's member functions)."""
+    def member_owners(conn: Any, language: str, kinds: Iterable[str]) -> set[str]:
+        """Inside a transaction: the qualified names that own a symbol of ``language`` and one of
+        ``kinds`` inside a container (``ns::A`` for ``ns::A::f``: a C++ class's member functions)."""
         wanted = sorted(kinds)
-        return conn.execute(
-            f"SELECT 1 FROM symbols WHERE qualified_name >= ? AND qualified_name < ? AND kind IN ({','.join('?' * len(wanted))}) LIMIT 1",
-            (qualified_name + "::", qualified_name + ":;", *wanted)).fetchone() is not None
+        rows = conn.execute(
+            f"SELECT DISTINCT qualified_name FROM symbols WHERE language = ? AND container <> '' AND kind IN ({','.join('?' * len(wanted))})",
+            (language, *wanted))
+        return {name.rpartition("::")[0] for (name,) in rows if "::" in name}
 
     def changed_paths(self) -> dict[str, tuple[str, bool]]:
         """The files that came or went since the last resolution: path → (language, whether it
