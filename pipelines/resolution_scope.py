@@ -107,21 +107,28 @@ def path_names(path: str, *, by_directory: bool = False) -> set[str] | None:
     return found
 
 
-def climbing_importers(path: str, languages: dict[str, str]) -> set[str]:
-    """The JavaScript and TypeScript files whose relative imports can name this file without
-    naming it: ``"."`` or ``".."`` resolve to a directory above the importer, and name the file
-    that is that directory's ``index`` or bears its name beside it (``a/b/c.js`` importing
+def climbing_importers(paths: Iterable[str], languages: dict[str, str]) -> set[str]:
+    """The JavaScript and TypeScript files whose relative imports can name one of these files
+    without naming it: ``"."`` or ``".."`` resolve to a directory above the importer, and name the
+    file that is that directory's ``index`` or bears its name beside it (``a/b/c.js`` importing
     ``".."`` names ``a.js`` or ``a/index.js``)."""
-    if languages.get(path, "") not in _RELATIVE_DIRECTORY_LANGUAGES and not path.endswith(_SCRIPT_SUFFIXES):
+    directories: set[str] = set()
+    for path in paths:
+        if languages.get(path, "") in _RELATIVE_DIRECTORY_LANGUAGES or path.endswith(_SCRIPT_SUFFIXES):
+            base = path.rsplit("/", 1)[-1]
+            stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
+            directories.add(path[:len(path) - len(base) + len(stem)])
+            if stem == "index":
+                directories.add(path.rsplit("/", 1)[0] if "/" in path else "")
+    if not directories:
         return set()
-    base = path.rsplit("/", 1)[-1]
-    stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
-    folder = path.rsplit("/", 1)[0] if "/" in path else ""
-    directories = {path[:len(path) - len(base) + len(stem)]}
-    if stem == "index":
-        directories.add(folder)
-    return {other for other, language in languages.items() if language in _RELATIVE_DIRECTORY_LANGUAGES
-            and any(not directory or other.startswith(directory + "/") for directory in directories)}
+    found: set[str] = set()
+    for other, language in languages.items():
+        if language in _RELATIVE_DIRECTORY_LANGUAGES:
+            parts = other.split("/")[:-1]
+            if "" in directories or any("/".join(parts[:n]) in directories for n in range(1, len(parts) + 1)):
+                found.add(other)
+    return found
 
 
 def types_moved(conn: Any, symbols: Iterable[SymbolRow], names: set[str]) -> bool:
@@ -227,15 +234,13 @@ def moved_imports(
     tokens: set[str] = set()
     by_directory = "go" in languages.values() or any(language == "go" for language, _ in came_or_went.values())
     everyone = {**languages, **{path: language for path, (language, _) in came_or_went.items()}}
-    climbing: set[str] = set()
     for path in came_or_went:
         reached = path_names(path, by_directory=by_directory)
         if reached is None:
             return None
         tokens |= reached
-        climbing |= climbing_importers(path, everyone)
     now = set(languages)
-    candidates = (manifest.paths_mentioning(tokens) | climbing) & now
+    candidates = (manifest.paths_mentioning(tokens) | climbing_importers(came_or_went, everyone)) & now
     if not candidates:
         return set(), set()
     before = (now - came_or_went.keys()) | {path for path, (_, existed) in came_or_went.items() if existed}
