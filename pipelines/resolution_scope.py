@@ -84,6 +84,12 @@ def hierarchy_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> b
     return (before or {}).get("types", []) != after.get("types", [])
 
 
+def _stem(path: str) -> str:
+    """A path's file name without its extension (``a/b.test.ts`` → ``b.test``)."""
+    base = path.rsplit("/", 1)[-1]
+    return base[:base.rfind(".")] if base.rfind(".") > 0 else base
+
+
 def path_names(path: str, *, by_directory: bool = False) -> set[str] | None:
     """The identifiers an import or include that can name this file mentions, but for the
     relative JavaScript ones that climb to a directory (``"."``, ``".."``: ``moved_imports``):
@@ -92,9 +98,7 @@ def path_names(path: str, *, by_directory: bool = False) -> set[str] | None:
     ``mod.rs``) and, ``by_directory``, of its directory (a Go import names a package's directory,
     whatever the files in it). None when one of them has no identifier (``1.c``,
     ``2024/index.js``): then no name reaches its importers."""
-    base = path.rsplit("/", 1)[-1]
-    stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
-    found = set(_IDENTIFIER.findall(stem))
+    found = set(_IDENTIFIER.findall(_stem(path)))
     module = set(_IDENTIFIER.findall(module_name(path).rsplit(".", 1)[-1]))
     if not found or not module:
         return None
@@ -115,11 +119,11 @@ def climbing_importers(paths: Iterable[str], languages: dict[str, str]) -> set[s
     directories: set[str] = set()
     for path in paths:
         if languages.get(path, "") in _RELATIVE_DIRECTORY_LANGUAGES or path.endswith(_SCRIPT_SUFFIXES):
-            base = path.rsplit("/", 1)[-1]
-            stem = base[:base.rfind(".")] if base.rfind(".") > 0 else base
+            folder, _, base = path.rpartition("/")
+            stem = _stem(path)
             directories.add(path[:len(path) - len(base) + len(stem)])
             if stem == "index":
-                directories.add(path.rsplit("/", 1)[0] if "/" in path else "")
+                directories.add(folder)
     if not directories:
         return set()
     found: set[str] = set()
@@ -185,8 +189,8 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
             # a C/C++ definition is preferred by the files that include its declaration's header:
             # another file's call may now pick (or stop picking) one of this file's definitions
             changed |= {s.name for s in before} | {s.name for s in symbols}
-    everything = everything or any(types_moved(conn, [*previous_symbols.get(path, []), *symbols], changed)
-                                   for path, _, _, symbols in written)
+    everything = everything or types_moved(
+        conn, [s for path, _, _, symbols in written for s in (*previous_symbols.get(path, []), *symbols)], changed)
     manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 
@@ -257,9 +261,12 @@ def moved_imports(
                 if language in C_FAMILY:
                     headers.setdefault(path, set()).update(differ & now)
     reached_names: set[str] = set()
+    declared: dict[str, set[str]] = {}  # a header's names, read once however many files include it
     for path, included in headers.items():
         if included:
-            reached_names |= manifest.names_defined_in([path], C_FAMILY) & manifest.names_defined_in(included, C_FAMILY)
+            for header in included - declared.keys():
+                declared[header] = manifest.names_defined_in([header], C_FAMILY)
+            reached_names |= manifest.names_defined_in([path], C_FAMILY) & set().union(*(declared[h] for h in included))
     return importers, name_tokens(reached_names)
 
 

@@ -466,14 +466,13 @@ class Manifest:
 
     def names_defined_in(self, paths: Iterable[str], languages: Iterable[str]) -> set[str]:
         """The names of the symbols of these files that are in one of ``languages``."""
-        wanted, kinds = sorted(set(paths)), sorted(set(languages))
+        kinds = sorted(set(languages))
         found: set[str] = set()
         with self.store.reading() as conn:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks, language_marks = ",".join("?" * len(chunk)), ",".join("?" * len(kinds))
+            for part in _chunks(sorted(set(paths))):
                 found.update(r[0] for r in conn.execute(
-                    f"SELECT DISTINCT name FROM symbols WHERE path IN ({marks}) AND language IN ({language_marks})", [*chunk, *kinds]))
+                    f"SELECT DISTINCT name FROM symbols WHERE path IN ({','.join('?' * len(part))}) "
+                    f"AND language IN ({','.join('?' * len(kinds))})", [*part, *kinds]))
         return found
 
     def skipped_files(self) -> dict[str, SkippedState]:
