@@ -202,6 +202,15 @@ def assert_equal_indexes(got: dict[str, Any], want: dict[str, Any]) -> None:
         assert max(abs(a - b) for a, b in zip(vector, want["dense"][point], strict=True)) < 1e-4, f"dense vector of {point}"
 
 
+SLOW_CASES = settings(deadline=None, database=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+"""Every property test here: real stores, seconds a case."""
+QUICK = settings(SLOW_CASES, derandomize=True, phases=(Phase.explicit, Phase.generate))  # shrinking would cost minutes; cases are small
+"""The default run's: the same cases every run."""
+SOAK = settings(SLOW_CASES, max_examples=150, derandomize=False)
+"""The soak's (``-m soak``): new cases every run."""
+
+
 def run_steps(tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any]) -> None:
     """Index ``initial``, run the steps, finish with a complete run, and compare with a clean index.
 
@@ -231,9 +240,7 @@ def run_steps(tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any
         shutil.rmtree(base, ignore_errors=True)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None,
-          phases=(Phase.explicit, Phase.generate),  # shrinking would cost minutes; cases are small
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(QUICK, max_examples=15)
 @given(initial=st.dictionaries(st.sampled_from(FILES), file_specs, min_size=2), plan=st.lists(steps, min_size=1, max_size=3))
 # found by the soak: a resolution killed after it changed the graph, then the change undone by the
 # next run's tree (an edge added, then ambiguous; an edge removed, then unique again) ...
@@ -252,8 +259,7 @@ def test_any_sequence_of_changes_and_kills_ends_equal_to_a_clean_index(
     run_steps(tmp_path, initial, plan)
 
 
-@settings(max_examples=10, deadline=None, derandomize=True, database=None, phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(QUICK, max_examples=10)
 @given(initial=st.dictionaries(st.sampled_from(C_FILES), c_file_specs, min_size=2), plan=st.lists(c_steps, min_size=1, max_size=3))
 # a second x.h takes the include of the file beside it, then goes again
 @example(initial={"inc/x.h": spec(alpha=[]), "src/a.c": spec(('#include "x.h"',), alpha=[]), "lib/c.c": spec(alpha=[]),
@@ -266,8 +272,7 @@ def test_c_sequences_of_changes_and_kills_end_equal_to_a_clean_index(
 
 
 @pytest.mark.soak
-@settings(max_examples=150, deadline=None, derandomize=False, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(SOAK)
 @given(initial=st.dictionaries(st.sampled_from(C_FILES), c_file_specs, min_size=1), plan=st.lists(c_steps, min_size=1, max_size=8))
 def test_soak_c_sequences_of_changes_and_kills_end_equal_to_a_clean_index(
     tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any]
@@ -276,8 +281,7 @@ def test_soak_c_sequences_of_changes_and_kills_end_equal_to_a_clean_index(
 
 
 @pytest.mark.soak
-@settings(max_examples=150, deadline=None, derandomize=False, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(SOAK)
 @given(initial=st.dictionaries(st.sampled_from(FILES), file_specs, min_size=1), plan=st.lists(steps, min_size=1, max_size=8))
 def test_soak_any_sequence_of_changes_and_kills_ends_equal_to_a_clean_index(
     tmp_path: Path, initial: dict[str, dict[str, Any]], plan: list[Any]
