@@ -166,27 +166,34 @@ def timed_index(project: Path) -> dict[str, Any]:
             "symbols": report.get("symbols_total"), "edges": report.get("edges_total"), "run_s": report.get("seconds")}
 
 
+def c_sources(project: Path) -> list[Path]:
+    """The tree's ``.c`` and ``.h`` files, in path order (the state dir left out)."""
+    return sorted(p for p in project.rglob("*.[ch]") if ".codemem" not in p.parts)
+
+
+def append_functions(paths: list[Path], label: str) -> None:
+    """Append a small static function named after ``label`` to each file."""
+    for n, path in enumerate(paths):
+        with path.open("a") as handle:
+            handle.write(f"\nstatic int codemem_bench_{label}_{n}(int value)\n{{\n\treturn value + {n};\n}}\n")
+
+
 def change_files(project: Path, share: float) -> int:
     """Append a small function to ``share`` of the tree's ``.c`` and ``.h`` files (spread over the tree)."""
-    sources = sorted(p for p in project.rglob("*.[ch]") if ".codemem" not in p.parts)
-    step = max(1, round(1 / share))
-    chosen = sources[::step]
-    for n, path in enumerate(chosen):
-        with path.open("a") as handle:
-            handle.write(f"\nstatic int codemem_bench_change_{n}(int value)\n{{\n\treturn value + {n};\n}}\n")
+    chosen = c_sources(project)[::max(1, round(1 / share))]
+    append_functions(chosen, "change")
     return len(chosen)
 
 
 def pull_files(project: Path, share: float, came_and_went: float) -> dict[str, int]:
     """A pull that brings new files and takes some away, beside edits: ``share`` of the ``.c`` and
-    ``.h`` files edited (another function appended), ``came_and_went`` of them added (a new ``.c``
-    file beside each chosen one: two functions of new names calling the allocator) and as many
-    ``.c`` files deleted."""
-    sources = sorted(p for p in project.rglob("*.[ch]") if ".codemem" not in p.parts)
-    edited = sources[max(1, round(1 / share)) // 2::max(1, round(1 / share))]
-    for n, path in enumerate(edited):
-        with path.open("a") as handle:
-            handle.write(f"\nstatic int codemem_bench_pull_{n}(int value)\n{{\n\treturn value - {n};\n}}\n")
+    ``.h`` files edited (another function appended, half a step past ``change_files``' files),
+    ``came_and_went`` of them added (a new ``.c`` file beside each chosen one: two functions of new
+    names calling the allocator) and as many ``.c`` files deleted."""
+    sources = c_sources(project)
+    step = max(1, round(1 / share))
+    edited = sources[step // 2::step]
+    append_functions(edited, "pull")
     every = max(1, round(1 / came_and_went))
     added = 0
     for n, path in enumerate(sources[every // 3::every]):
@@ -197,8 +204,8 @@ def pull_files(project: Path, share: float, came_and_went: float) -> dict[str, i
         added += 1
     kept = set(edited)
     c_files = [p for p in sources if p.suffix == ".c" and p not in kept]
-    step = max(1, len(c_files) // max(added, 1))
-    deleted = c_files[step // 2::step][:added]
+    spacing = max(1, len(c_files) // max(added, 1))
+    deleted = c_files[spacing // 2::spacing][:added]
     for path in deleted:
         path.unlink()
     return {"edited": len(edited), "added": added, "deleted": len(deleted)}
