@@ -256,7 +256,7 @@ def parse_corpus(corpus: Corpus) -> Symbols:
             continue
         data = (corpus.root / path).read_bytes()
         parsed = parse_source(path, data, language)
-        for rec in records.build_symbol_records(parsed, "0" * 64, "1970-01-01T00:00:00+00:00"):
+        for rec in records.build_symbol_records(parsed):
             out.append((parsed, rec.symbol, rec.qualified_name, rec.payload))
     return Symbols(out)
 

@@ -82,7 +82,7 @@ def no_dangling_edges(ctx: IndexContext, scope: EdgeScope | None = None) -> Chec
 
 def counts_match_parse(ctx: IndexContext) -> CheckResult:
     """The manifest's per-file symbol counts add up to its symbols and the vector store's points."""
-    parsed = sum(state.symbol_count for state in ctx.manifest.files().values())
+    parsed = ctx.manifest.parsed_symbols()
     symbols = ctx.manifest.counts()["symbols"]
     points = ctx.vectors.count(CODE_COLLECTION)
     return parsed == symbols == points, {

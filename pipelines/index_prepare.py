@@ -140,7 +140,7 @@ def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: 
     """
     indexed_at = _now()
     parsed = parse_source(source.path, data, source.language, timeout_s=timeout_s)  # type: ignore[arg-type]
-    records = build_symbol_records(parsed, content_hash, indexed_at, source.project_root)
+    records = build_symbol_records(parsed, source.project_root)
     fid = file_id(source.path)
     local_to_id = {}
     # a name's first definition; a C/C++ declaration only where the file has no definition of it
@@ -223,6 +223,30 @@ def _call_ref(call: CallSite, local_to_id: dict[str, str]) -> dict[str, Any]:
     if call.receiver_type is not None:
         ref["receiver_type"] = call.receiver_type
     return ref
+
+
+RACY_WINDOW_NS = 2_000_000_000
+"""How much older than its manifest row a file's mtime must be for its stats to vouch for its
+content (``stats_vouch``): more than a clock tick, the filesystem's mtime granularity, and the
+whole seconds ``indexed_at`` is truncated to."""
+
+
+def stats_vouch(state: FileState | None, source: SourceFile) -> bool:
+    """Whether a file's stats vouch for the content its manifest row recorded, so it need not be
+    read and hashed again: the same size and mtime as then, and that mtime older than the row by
+    ``RACY_WINDOW_NS``. (A write in the same clock tick as the read that hashed the file would leave
+    its size and mtime as they were: git's "racy" case, read and hashed again here.) A tool that
+    writes a file and puts its old mtime back is not seen, as git does not see it: ``codemem index
+    --repair`` reads every file."""
+    if state is None or state.size != source.size or state.mtime_ns != source.mtime_ns:
+        return False
+    try:
+        checked = datetime.fromisoformat(state.indexed_at)
+    except (TypeError, ValueError):  # an older row's form, or none: read the file
+        return False
+    if checked.tzinfo is None:
+        checked = checked.replace(tzinfo=UTC)
+    return source.mtime_ns + RACY_WINDOW_NS < int(checked.timestamp()) * 1_000_000_000
 
 
 def _hash_file(path: Path) -> str:

@@ -91,7 +91,7 @@ def reset_index(ctx: IndexContext) -> None:
     Used by ``codemem index --reembed`` and automatically when the embedding model changed:
     vectors of two models are never mixed in one collection.
     """
-    known = sorted(set(ctx.manifest.files()) | ctx.manifest.in_flight())
+    known = sorted(set(ctx.manifest.paths()) | ctx.manifest.in_flight())
     ctx.vectors.clear_collection(  # never missing for a concurrent search
         CODE_COLLECTION, ctx.embedder.dimension, CODE_INDEXES, write_ahead_log=CODE_WRITE_AHEAD_LOG,
         dense_apart=CODE_DENSE_FILTERS,

@@ -57,17 +57,37 @@ def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
                 symbol.has_dense = True
 
 
+def _held_points(ctx: IndexContext, prepared: list[_Prepared]) -> set[str]:
+    """The ids of the points of files written again that the store holds as they would be
+    written (``VectorStore.held_as_is``): a file with one function added or changed rewrites that
+    function's point, not the file's every point. A point given a dense vector (from the cache) is
+    held only where its symbol has one already; a held point keeps the dense vector it has, and its
+    manifest row says whether it has one."""
+    had_dense = ctx.manifest.dense_flags([p.state.path for p in prepared])
+    last = {pt.id: pt for p in prepared for pt in p.points}  # (an id given twice: its last point is the one written)
+    candidates = [pt for pt in last.values() if pt.id in had_dense and (pt.dense is None or had_dense[pt.id])]
+    held = ctx.vectors.held_as_is(CODE_COLLECTION, candidates)
+    for p in prepared:
+        for symbol in p.symbols:
+            if symbol.id in held:
+                symbol.has_dense = had_dense[symbol.id]
+    return held
+
+
 def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
     """Stage 1 of a write: the files' points (sparse, plus dense from the cache) into the vector
     store, and the points of symbols that no longer exist out of it. Returns points written.
 
     The files and their point ids are recorded as in flight first (``Manifest.begin_writes``), so
     an interruption before their writes are settled (``Manifest.settle_in_flight``) is undone by
-    the next run whatever the files become meanwhile."""
+    the next run whatever the files become meanwhile. A point the store holds as it is (its
+    symbol and lines unchanged: ``_held_points``) is not written again."""
+    redone = ctx.manifest.in_flight()  # (an interrupted run's files: their points may be newer than their rows)
     ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
     _attach_cached_dense(ctx, prepared)
+    held = _held_points(ctx, [p for p in prepared if p.state.path not in redone and previous_ids.get(p.state.path)])
     points = [pt for p in prepared for pt in p.points]
-    ctx.vectors.upsert(CODE_COLLECTION, points)
+    ctx.vectors.upsert(CODE_COLLECTION, [pt for pt in {pt.id: pt for pt in points}.values() if pt.id not in held])
     stale: list[str] = []
     for p in prepared:
         new_ids = {s.id for s in p.symbols}

@@ -55,6 +55,7 @@ from pipelines.index_prepare import (
     prepare_file,
     record_skipped,
     skip_records,
+    stats_vouch,
     still_skipped,
 )
 from pipelines.index_stores import embed_pending, prepare_stores, reset_index
@@ -150,10 +151,16 @@ def index_project(
         rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
         progress("parse", 0, len(files))
         changed: list[tuple[SourceFile, str]] = []
+        moved: list[tuple[str, int]] = []  # unchanged files with a new mtime
         for source in files:
             state = known.get(source.path)
             if tracker is not None:
                 tracker.listed(source.path)
+            if not force and source.path not in in_flight and stats_vouch(state, source):
+                report.files_unchanged += 1
+                if tracker is not None:
+                    tracker.unchanged(source.path)
+                continue
             try:
                 content_hash = _hash_file(source.absolute_path)
             except FileNotFoundError:
@@ -171,7 +178,7 @@ def index_project(
                 if tracker is not None:
                     tracker.unchanged(source.path)
                 if state.mtime_ns != source.mtime_ns:
-                    ctx.manifest.touch_file(source.path, source.mtime_ns)
+                    moved.append((source.path, source.mtime_ns))
             elif (reason := still_skipped(skipped_before, source, state, content_hash, force or source.path in in_flight)) is not None:
                 report.skipped.append((source.path, reason))
                 if tracker is not None:
@@ -180,6 +187,7 @@ def index_project(
                 changed.append((source, content_hash))
                 if tracker is not None:
                     tracker.changed(source.path, source.language, content_hash)
+        ctx.manifest.touch_files(moved)
         if changed or (known.keys() | in_flight) - on_disk:
             start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph
             if start_graph is not None:

@@ -186,10 +186,11 @@ def callable_language(kind: str, language: str) -> dict[str, str]:
     return {CALLABLE_LANGUAGE: language} if kind in CALLABLE_KINDS else {}
 
 
-def build_symbol_records(
-    parsed: ParsedFile, content_hash: str, indexed_at: str, root: Path | None = None
-) -> list[SymbolRecord]:
-    """Store records for every symbol of a parsed file (overloads get ``#2``, ``#3`` ids).
+def build_symbol_records(parsed: ParsedFile, root: Path | None = None) -> list[SymbolRecord]:
+    """Store records for every symbol of a parsed file (overloads get ``#2``, ``#3`` ids). A
+    payload holds its symbol and nothing of the file's version (its hash, when it was indexed: the
+    manifest's): a symbol that did not change keeps its point as it is when its file is written
+    again (``pipelines.index_writes.write_vectors``).
 
     ``root``: the project root, where a Go file's ``go.mod`` and a Rust file's ``Cargo.toml``
     are looked for (None: the names follow the repo-relative path alone).
@@ -227,11 +228,9 @@ def build_symbol_records(
             "is_async": symbol.is_async,
             "extends": symbol.extends,
             "implements": symbol.implements,
-            "content_hash": content_hash,
             "symbol_hash": hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest(),
             "requirement_ids": cited_requirements(parsed, symbol),
             "is_test": is_test_symbol(parsed.path, symbol),
-            "indexed_at": indexed_at,
         }
         records.append(
             SymbolRecord(

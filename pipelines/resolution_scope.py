@@ -202,14 +202,14 @@ def affected_paths(manifest: Manifest, touched: set[str]) -> set[str] | None:
     everything, names = manifest.resolution_scope()
     if everything:
         return None
-    files = manifest.files()
-    changed = {path for path in files if file_id(path) in touched}
+    languages = manifest.languages()
+    changed = {path for path in languages if file_id(path) in touched}
     came_or_went = manifest.changed_paths()
     if came_or_went:
         share, least = WHOLE_WHEN_PATHS_CHANGE
-        if len(came_or_went) > max(share * len(files), least):
+        if len(came_or_went) > max(share * len(languages), least):
             return None
-        moved = moved_imports(manifest, {path: state.language for path, state in files.items()}, came_or_went)
+        moved = moved_imports(manifest, languages, came_or_went)
         if moved is None:
             return None
         importers, reached = moved
@@ -298,7 +298,7 @@ def existing_nodes(manifest: Manifest, ids: Iterable[str]) -> set[str]:
     wanted = set(ids)
     if not wanted:
         return set()
-    return manifest.present_symbol_ids(wanted) | (wanted & {file_id(path) for path in manifest.files()})
+    return manifest.present_symbol_ids(wanted) | (wanted & {file_id(path) for path in manifest.paths()})
 
 
 def kept_edges(destroyed: set[Edge], in_scope: set[str], touched: set[str], existing: set[str]) -> set[Edge]:

@@ -24,6 +24,7 @@ from pipelines.index_prepare import (
     _Prepared,
     record_skipped,
     skip_records,
+    stats_vouch,
     still_skipped,
 )
 from pipelines.index_writes import delete_files, resolve_pending, write_graph_and_manifest, write_vectors
@@ -99,8 +100,9 @@ def plan_buckets(
         manifest: What is indexed.
         buckets: Only these buckets (all when None).
         force: Treat every file as changed.
-        trust_mtime: Skip hashing files whose size and mtime match the manifest (the sensor's
-            cheap tick); ``codemem index`` and the assets always hash.
+        trust_mtime: Skip hashing every file whose size and mtime match the manifest (the
+            sensor's cheap tick); otherwise only those whose stats vouch for their content
+            (``stats_vouch``: out of the racy window), as ``codemem index`` and the assets do.
 
     Returns:
         A plan per bucket that has files on disk or in the manifest.
@@ -132,7 +134,8 @@ def plan_buckets(
         plan.listed.append(source.path)
         state = known.get(source.path)
         redo = force or source.path in in_flight
-        if trust_mtime and not redo and state is not None and state.mtime_ns == source.mtime_ns and state.size == source.size:
+        if not redo and (stats_vouch(state, source) or trust_mtime and state is not None
+                         and state.mtime_ns == source.mtime_ns and state.size == source.size):
             plan.unchanged += 1
             continue
         if trust_mtime and (reason := still_skipped(skipped_before, source, state, None, redo)) is not None:
@@ -159,6 +162,30 @@ def plan_buckets(
             if plan is not None:
                 plan.deleted.append(path)
     return plans
+
+
+def stats_match(settings: Settings, manifest: Manifest) -> bool:
+    """Whether every file listed has the size and mtime the manifest (or a settled skip record)
+    holds for it, every indexed file is listed and no write is in flight: an index's first, cheap
+    look for work (``plan_buckets`` with ``trust_mtime`` says the same, at several times the cost:
+    each file's whole state, and its bucket)."""
+    if manifest.in_flight():
+        return False
+    root = resolve_project_root(settings.resolved_root())
+    found = discover(root, extensions=settings.extensions, max_file_bytes=settings.max_file_bytes)
+    held = manifest.stats()
+    skipped_before = skip_records(manifest, ParseLimits.of(settings))
+    listed = 0
+    for source in found.files:
+        stats = held.get(source.path)
+        if stats is None:
+            if still_skipped(skipped_before, source, None, None, False) is None:
+                return False
+            continue
+        if stats != (source.size, source.mtime_ns):
+            return False
+        listed += 1
+    return listed == len(held)
 
 
 def prepare_bucket(plan: BucketPlan, limits: ParseLimits, doc_globs: tuple[str, ...] = ()) -> PreparedBucket:
@@ -289,7 +316,7 @@ def dangling_edges(ctx: IndexContext, scope: EdgeScope | None = None) -> list[tu
 
     modules = ctx.graph.node_ids("Module")
     if scope is None:
-        known = ctx.manifest.symbol_ids() | {file_id(p) for p in ctx.manifest.files()}
+        known = ctx.manifest.symbol_ids() | {file_id(p) for p in ctx.manifest.paths()}
         edges: Iterable[tuple[str, str, str]] = ctx.manifest.resolved_edges()
     else:
         edges = ctx.manifest.edges_touching(scope.sources, scope.targets)
@@ -330,7 +357,7 @@ def repair_index(ctx: IndexContext) -> dict[str, int]:
             extra = sorted(ctx.graph.node_ids(label) - manifest_ids)  # type: ignore[arg-type]
             stray_nodes += ctx.graph.delete_nodes(label, extra)  # type: ignore[arg-type]
         dangling = dangling_edges(ctx)
-        everything = manifest_ids | {file_id(p) for p in ctx.manifest.files()}
+        everything = manifest_ids | {file_id(p) for p in ctx.manifest.paths()}
         with ctx.manifest.transaction() as conn:
             ctx.manifest.forget_resolved_edges(conn, dangling)
             ctx.manifest.mark_dirty(conn, everything)

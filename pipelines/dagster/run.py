@@ -35,7 +35,7 @@ from pipelines.index_checks import WHOLE_INDEX_CHECKS, files_match_disk, no_dang
 from pipelines.index_context import RUN_FAILED, IndexReport, Progress, _no_progress, remember_report, total_report
 from pipelines.index_stores import EMBEDDING_MODEL_KEY, extraction_outdated, index_model_key
 from pipelines.indexer import finish_report, index_project
-from pipelines.stages import plan_buckets
+from pipelines.stages import plan_buckets, stats_match
 from resources.embeddings.factory import configured_model_id
 from resources.manifest import MANIFEST_FILE, Manifest, open_manifest
 from resources.memory.ledger import Ledger
@@ -183,8 +183,9 @@ def unchanged_report(
     chunks made by the active embedding model (``model_id``; None: the one the settings configure)
     and dense setting, no file to parse again or delete, no edge left to resolve, extraction rules
     unchanged, the design step's inputs and documents unchanged, no doc chunk's dense vector left
-    to compute (with ``embed``). Reads the manifest, the ledgers and the files (each file's stats,
-    then only a tree whose stats all match is hashed: an edit is told from its stats at once)."""
+    to compute (with ``embed``). Reads the manifest, the ledgers and the files (each file's stats;
+    then, in a tree whose stats all match, the files whose stats do not vouch for their content:
+    ``stats_vouch``)."""
     model_id = model_id or configured_model_id(settings)
     if model_id is None or manifest.get_meta(EMBEDDING_MODEL_KEY) != index_model_key(model_id):
         return None
@@ -192,7 +193,7 @@ def unchanged_report(
         return None
     if embed and settings.dense_embeddings and pending_document_chunks(design.ledger):
         return None
-    if force or any(plan.pending for plan in plan_buckets(settings, manifest, trust_mtime=True).values()):
+    if force or not stats_match(settings, manifest):
         return None
     plans = plan_buckets(settings, manifest)
     if not plans or manifest.dirty() or any(plan.pending for plan in plans.values()) or extraction_outdated(manifest):

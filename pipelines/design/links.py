@@ -211,7 +211,7 @@ def indexed_paths(stores: DesignStores) -> list[str]:
     """The indexed files' paths: from the manifest where there is one (what the graph's File nodes
     hold, without a graph query), else from the graph."""
     if stores.manifest is not None:
-        return list(stores.manifest.files())
+        return stores.manifest.paths()
     _, file_rows, _ = stores.graph.read_query("MATCH (f:File) RETURN f.path AS path", limit=1_000_000)
     return [str(row.get("path") or "") for row in file_rows]
 

@@ -16,7 +16,7 @@ from pipelines.indexer import CODE_COLLECTION
 from pipelines.parsing import parse_source
 from pipelines.parsing.canonical import CanonicalCode, canonical_code, wrap_member
 from query_server.code.duplicate_differences import describe_differences
-from query_server.code.lookups import SUPPORTED_LANGUAGES, CodeLookups, being_rebuilt
+from query_server.code.lookups import SUPPORTED_LANGUAGES, CodeLookups, FileVersion, being_rebuilt
 from query_server.paging import (
     MAX_RESPONSE_TOKENS,
     ToolError,
@@ -191,10 +191,10 @@ class DuplicateFinder(CodeLookups):
         # one under both floors keeps its cosine as its score, below the threshold (payloads cost GIL time)
         floor = min(STRUCTURE_COSINE_FLOOR, threshold)
         payloads = self._payloads([hit.id for hit in hits if hit.score >= floor])
-        stale_cache: dict[str, bool] = {}
+        versions: dict[str, FileVersion] = {}
         for payload in payloads.values():
             if payload.get("code_truncated"):  # the payload holds the start: the file has the rest
-                self._whole_code(payload, stale_cache)
+                self._whole_code(payload, versions)
         return [VectorHit(id=hit.id, score=hit.score, payload=payloads.get(hit.id, {})) for hit in hits
                 if hit.score < floor or hit.id in payloads]
 
@@ -211,11 +211,11 @@ class DuplicateFinder(CodeLookups):
             must["language"] = [language]
         return PayloadFilter(must)
 
-    def _whole_code(self, payload: dict[str, Any], stale: dict[str, bool]) -> None:
+    def _whole_code(self, payload: dict[str, Any], versions: dict[str, FileVersion]) -> None:
         """Put a long function's whole code in its payload, read from its file while the file is
         as indexed (else the payload stays cut and the candidate keeps its cosine)."""
-        path, content_hash = payload.get("file_path"), payload.get("content_hash")
-        if not path or not content_hash or self._is_stale(path, content_hash, stale):
+        path = payload.get("file_path")
+        if not path or self._version(path, payload, versions).stale:
             return
         try:
             lines = confine_path(self.settings.resolved_root(), path).read_text("utf-8", errors="replace").splitlines()

@@ -127,7 +127,7 @@ class IndexJobs(CodeLookups):
             raise ToolError("Path must be within project directory — " + str(exc)) from exc
         if not resolved.exists():
             rel = resolved.relative_to(root).as_posix()
-            indexed = self.manifest.file(rel) is not None or any(p.startswith(rel + "/") for p in self.manifest.files())
+            indexed = self.manifest.file(rel) is not None or any(p.startswith(rel + "/") for p in self.manifest.paths())
             if allow_vanished and indexed:
                 return rel
             raise ToolError(f"path does not exist: {raw} — give a path inside {root}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipelines.indexer import CODE_COLLECTION
 from pipelines.parsing import EXTENSIONS
@@ -25,6 +25,15 @@ def being_rebuilt(job: JobState) -> str:
     """Why something indexed may be missing now, and when to ask again."""
     return (f"the index is being rebuilt ({job.kind} job {job.job_id}, {job.percent:.0f}% done) — "
             "retry when index_status(job_id) says done")
+
+
+class FileVersion(NamedTuple):
+    """A file as its code points' hits report it: its indexed content hash, when it was indexed,
+    and whether the file on disk differs from it."""
+
+    content_hash: str
+    indexed_at: str
+    stale: bool
 
 
 class CodeLookups:
@@ -91,28 +100,30 @@ class CodeLookups:
         """Code points' payloads by id; a point gone meanwhile (a concurrent re-index) is absent."""
         return {hit.id: hit.payload for hit in self.vectors.retrieve(CODE_COLLECTION, ids)}
 
-    def _is_stale(self, path: str, content_hash: str, cache: dict[str, bool]) -> bool:
+    def _version(self, path: str, payload: dict[str, Any], cache: dict[str, FileVersion]) -> FileVersion:
+        """The version of the file a code point belongs to, as the manifest indexed it (a point is
+        rewritten only when what it holds of its symbol changed: ``pipelines.index_writes.
+        write_vectors``; it carries no file version of its own, but a point of an earlier release
+        does, read where the manifest has no row), and whether the file on disk differs from it."""
         if path in cache:
             return cache[path]
-        absolute = self.settings.resolved_root() / path
         state = self.manifest.file(path)
+        indexed = state.content_hash if state is not None else str(payload.get("content_hash") or "")
+        indexed_at = state.indexed_at if state is not None else str(payload.get("indexed_at") or "")
+        absolute = self.settings.resolved_root() / path
         try:
             stat = absolute.stat()
-        except OSError:
-            cache[path] = True
-            return True
-        if state is not None and state.content_hash == content_hash and state.mtime_ns == stat.st_mtime_ns and state.size == stat.st_size:
-            cache[path] = False
-            return False
-        try:
-            stale = hashlib.sha256(absolute.read_bytes()).hexdigest() != content_hash
+            if state is not None and state.mtime_ns == stat.st_mtime_ns and state.size == stat.st_size:
+                stale = False
+            else:
+                stale = hashlib.sha256(absolute.read_bytes()).hexdigest() != indexed
         except OSError:
             stale = True
-        cache[path] = stale
-        return stale
+        cache[path] = FileVersion(indexed, indexed_at, stale)
+        return cache[path]
 
     def _to_hit(
-        self, pid: str, score: float, payload: dict[str, Any], stale_cache: dict[str, bool], *, detail: str = "full"
+        self, pid: str, score: float, payload: dict[str, Any], versions: dict[str, FileVersion], *, detail: str = "full"
     ) -> CodeHit:
         code = payload.get("code") or ""
         lines = code.splitlines()
@@ -122,6 +133,7 @@ class CodeLookups:
         if cut:
             snippet += f"\n… [{len(lines) - keep if len(lines) > keep else 'more'} lines cut — read {payload.get('file_path')}:{payload.get('start_line')}-{payload.get('end_line')}]"
         docstring = payload.get("docstring")
+        version = self._version(payload.get("file_path", ""), payload, versions)
         if detail == "summary" and docstring:
             first = docstring.strip().split("\n\n", 1)[0]
             short = first if len(first) <= SUMMARY_DOC_CHARS else first[:SUMMARY_DOC_CHARS].rsplit(" ", 1)[0] + " …"
@@ -142,9 +154,9 @@ class CodeLookups:
             snippet=snippet,
             next=(f"get_symbol(symbol={pid!r}, include_code=true) returns the whole symbol" if cut else None),
             provenance=Provenance(
-                content_hash=payload.get("content_hash", ""),
-                indexed_at=payload.get("indexed_at", ""),
-                stale=self._is_stale(payload.get("file_path", ""), payload.get("content_hash", ""), stale_cache),
+                content_hash=version.content_hash,
+                indexed_at=version.indexed_at,
+                stale=version.stale,
             ),
         )
 

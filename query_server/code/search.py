@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from pipelines.indexer import CODE_COLLECTION
-from query_server.code.lookups import CodeLookups
+from query_server.code.lookups import CodeLookups, FileVersion
 from query_server.paging import MAX_RESPONSE_TOKENS, ToolError, estimate_tokens
 from query_server.paging import decode_cursor as _decode_cursor
 from query_server.paging import encode_cursor as _encode_cursor
@@ -100,9 +100,9 @@ class CodeSearch(CodeLookups):
         results: list[CodeHit] = []
         budget = MAX_RESPONSE_TOKENS - 500
         truncated = False
-        stale_cache: dict[str, bool] = {}
+        versions: dict[str, FileVersion] = {}
         for hit in page:
-            code_hit = self._to_hit(hit.id, hit.score, hit.payload, stale_cache, detail=request.detail)
+            code_hit = self._to_hit(hit.id, hit.score, hit.payload, versions, detail=request.detail)
             cost = estimate_tokens(code_hit.model_dump_json())
             if cost > budget:
                 truncated = True

@@ -283,7 +283,7 @@ class SymbolTools(CodeLookups):
 
     def _files_by_id(self) -> dict[str, str]:
         """Indexed file paths by their graph node id."""
-        return {file_id(path): path for path in self.manifest.files()}
+        return {file_id(path): path for path in self.manifest.paths()}
 
     def _linked_code(self, target: str, files: dict[str, str] | None) -> dict[str, Any] | None:
         """What a memory's link to code points at, from the index (``files``: the indexed files by

@@ -21,6 +21,7 @@ from resources.vectors.points import (
     build_filter,
     dense_by_id,
     dense_list,
+    held_as_is,
     payload_hits,
     point_vectors,
     rrf,
@@ -592,6 +593,19 @@ class EdgeVectorStore:
         with self._locked(collection) as shard:
             records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
         return payload_hits(records)
+
+    def held_as_is(self, collection: str, points: Sequence[VectorPoint]) -> set[str]:
+        """See ``VectorStore.held_as_is``."""
+        if not points:
+            return set()
+        with self._locked(collection) as shard:
+            records = shard.retrieve([point.id for point in points], with_payload=True, with_vector=[SPARSE])
+        stored = {str(r.id): r for r in records}
+        return {
+            point.id for point in points
+            if (record := stored.get(point.id)) is not None
+            and held_as_is(point, record.payload, (record.vector or {}).get(SPARSE) if isinstance(record.vector, dict) else None)
+        }
 
     def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """See ``VectorStore.dense_vectors``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -98,6 +99,21 @@ def point_vectors(point: VectorPoint, sparse_vector: Callable[[list[int], list[f
     if point.sparse is not None and point.sparse.indices:
         vector[SPARSE] = sparse_vector(point.sparse.indices, point.sparse.values)
     return vector
+
+
+def held_as_is(point: VectorPoint, stored_payload_raw: Any, stored_sparse: Any) -> bool:
+    """Whether a stored point (its payload as stored, its sparse vector as the library returns it:
+    ``indices`` and ``values``, or None) holds what ``point`` would write: the same payload, the
+    same sparse vector (its weights compared as float32, as Qdrant keeps them). Dense vectors are
+    the caller's to compare."""
+    ours = point.sparse if point.sparse is not None and point.sparse.indices else None
+    if (ours is None) != (stored_sparse is None):
+        return False
+    if ours is not None and (
+        list(stored_sparse.indices) != list(ours.indices) or array("f", stored_sparse.values) != array("f", ours.values)
+    ):
+        return False
+    return dict(stored_payload_raw or {}) == point.payload
 
 
 def build_filter(

@@ -13,6 +13,7 @@ from resources.vectors.points import (
     build_filter,
     dense_by_id,
     dense_list,
+    held_as_is,
     payload_hits,
     point_vectors,
     rrf,
@@ -239,6 +240,18 @@ class ServerVectorStore:
         if not ids:
             return []
         return payload_hits(self._client.retrieve(collection, list(ids), with_payload=True))
+
+    def held_as_is(self, collection: str, points: Sequence[VectorPoint]) -> set[str]:
+        """See ``VectorStore.held_as_is``."""
+        if not points:
+            return set()
+        records = self._client.retrieve(collection, [point.id for point in points], with_payload=True, with_vectors=[SPARSE])
+        stored = {str(r.id): r for r in records}
+        return {
+            point.id for point in points
+            if (record := stored.get(point.id)) is not None
+            and held_as_is(point, record.payload, (record.vector or {}).get(SPARSE) if isinstance(record.vector, dict) else None)
+        }
 
     def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """See ``VectorStore.dense_vectors``."""

@@ -156,6 +156,12 @@ class VectorStore(Protocol):
         """The stored dense vectors of points (points without one are absent)."""
         ...
 
+    def held_as_is(self, collection: str, points: Sequence[VectorPoint]) -> set[str]:
+        """The ids of ``points`` the collection holds as they would be written, dense vectors
+        aside (``points.held_as_is``): writing them again would change nothing but their write
+        time."""
+        ...
+
     def count(self, collection: str, payload_filter: PayloadFilter | None = None) -> int:
         """Number of points (matching the filter)."""
         ...

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.indexer import CODE_COLLECTION
-from resources.schemas.tools import CodeSearchInput, GraphQueryInput, IndexInput
+from resources.schemas.tools import CodeSearchInput, GetSymbolInput, GraphQueryInput, IndexInput
 from tests.conftest import git_init, write_files
 
 PY_FILES = {
@@ -275,6 +275,79 @@ def test_unchanged_symbols_of_an_edited_file_keep_dense_vectors_from_the_cache(p
     # (the service fills the last one in the background after an embed=False run)
     with_dense = svc.vectors.hybrid_query(CODE_COLLECTION, dense=svc.embedder.embed_query("crawl a site"), sparse=None, limit=10)
     assert len(with_dense) >= 7
+
+
+def test_a_rewritten_file_writes_only_the_points_that_changed(project: Path, service_factory, monkeypatch) -> None:
+    """A function appended to a file writes that function's point; the file's other points are
+    held as they are, dense vectors included (none comes from the cache here), and their hits
+    report the file's new version. A function added at the top moves every symbol below it: their
+    points are written again, with their new lines."""
+    write_files(project, PY_FILES)
+    svc = service_factory(project)
+    svc.index(IndexInput())
+    written: list[str] = []
+    upsert = svc.vectors.upsert
+
+    def recording(collection, points):  # noqa: ANN001, ANN202 - the real store's upsert, with the names it writes noted
+        if collection == CODE_COLLECTION:
+            written.extend(point.payload["name"] for point in points)
+        upsert(collection, points)
+
+    monkeypatch.setattr(svc.vectors, "upsert", recording)
+    monkeypatch.setattr(svc.embedder, "cached_documents", lambda texts: [None] * len(texts))
+    app = project / "pkg/app.py"
+    source = app.read_text()
+    app.write_text(source + "\n\ndef added():\n    return 42\n")
+    report = svc.index(IndexInput(embed=False))
+    assert report["files_indexed"] == 1 and written == ["added"]
+    assert (report["dense_done"], report["dense_total"]) == (7, 8)
+    state = svc.manifest.file("pkg/app.py")
+    crawl = next(h for h in svc.code_search(CodeSearchInput(query="crawl walks a site", limit=10)).results if h.name == "crawl")
+    assert (crawl.provenance.content_hash, crawl.provenance.stale) == (state.content_hash, False)
+    assert crawl.provenance.indexed_at == state.indexed_at
+
+    written.clear()
+    app.write_text("def first():\n    return 1\n\n\n" + app.read_text())
+    svc.index(IndexInput(embed=False))
+    assert sorted(written) == sorted(["first", "Base", "run", "Crawler", "crawl", "parse", "added"])
+    crawl = next(h for h in svc.code_search(CodeSearchInput(query="crawl walks a site", limit=10)).results if h.name == "crawl")
+    assert crawl.start_line == next(n for n, line in enumerate(app.read_text().splitlines(), 1) if "def crawl" in line)
+    assert_consistent(svc)
+
+
+def _rewrite_keeping_stats(path: Path, old: str, new: str) -> None:
+    """Another content of the same size, with the file's mtime put back (what an editor that
+    keeps timestamps, or a write in the same clock tick as a read, leaves)."""
+    stat = path.stat()
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    path.write_text(text.replace(old, new))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_files_whose_stats_vouch_for_their_content_are_not_read_again(project: Path, service_factory) -> None:
+    """An index reads only the files whose size or mtime changed, or whose mtime is too close to
+    when they were indexed to tell a later write from it (git's racy case): a file untouched for
+    an hour is not read, one written just before the index is read again."""
+    write_files(project, PY_FILES)
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(project / "pkg/net.py", ns=(hour_ago, hour_ago))
+    svc = service_factory(project)
+    svc.index(IndexInput(embed=False))
+    _rewrite_keeping_stats(project / "pkg/net.py", "timeout=10", "timeout=20")  # the stats vouch: not read
+    _rewrite_keeping_stats(project / "pkg/app.py", "Walks a site", "Walks a page")  # written just now: read
+    report = svc.index(IndexInput(embed=False))
+    assert (report["files_indexed"], report["files_unchanged"]) == (1, 2)
+    fetch = svc.get_symbol(GetSymbolInput(symbol="pkg.net.fetch_url")).symbol
+    assert "timeout=10" in svc.vectors.retrieve(CODE_COLLECTION, [fetch.id])[0].payload["code"]
+    # a file whose mtime moved but not its content is checked, and vouched for from then on
+    os.utime(project / "pkg/app.py", ns=(hour_ago, hour_ago))
+    assert svc.index(IndexInput(embed=False))["files_indexed"] == 0
+    assert svc.manifest.file("pkg/app.py").mtime_ns == hour_ago
+    _rewrite_keeping_stats(project / "pkg/app.py", "Walks a page", "Walks a road")
+    assert svc.index(IndexInput(embed=False))["files_indexed"] == 0
+    # --repair reads every file
+    assert svc.index(IndexInput(embed=False), repair=True)["files_indexed"] == 3
 
 
 def test_many_changed_files_are_prepared_in_worker_processes(project: Path, service_factory, monkeypatch) -> None:

@@ -105,6 +105,32 @@ def test_upsert_is_idempotent_and_delete_removes(store) -> None:
     assert got[0].payload["n"] == 4
 
 
+def test_held_as_is_names_the_points_stored_exactly_as_given(store) -> None:
+    """What a re-indexed file need not write again: a point stored with the same payload and the
+    same sparse weights (compared as the store keeps them, float32); dense vectors are not compared."""
+    from resources.vectors.points import stored_payload
+
+    c = store.test_collection
+    a, b, d, e = ids(4)
+    code = {"code": "def f(): pass", "signature": "def f()", "file_path": "x.py", "language": "python", "path_prefixes": []}
+    given = [
+        VectorPoint(a, stored_payload({**code, "name": "f", "start_line": 1}), sparse=SparseVec([3, 9], [0.1, 1 / 3])),
+        VectorPoint(b, {"file_path": "x.py", "language": "python", "path_prefixes": [], "name": "g"}, dense=[1, 0, 0, 0]),
+        VectorPoint(d, {"file_path": "x.py", "language": "python", "path_prefixes": [], "name": "h"}, sparse=SparseVec([4], [2.0])),
+    ]
+    store.upsert(c, given)
+    assert store.held_as_is(c, given) == {a, b, d}
+    assert store.held_as_is(c, [VectorPoint(b, given[1].payload)]) == {b}  # its dense vector is the caller's to compare
+    changed = [
+        VectorPoint(a, stored_payload({**code, "name": "f", "start_line": 2}), sparse=given[0].sparse),  # moved a line down
+        VectorPoint(d, given[2].payload, sparse=SparseVec([4], [2.5])),  # another weight
+        VectorPoint(b, given[1].payload, sparse=SparseVec([1], [1.0])),  # a sparse vector where it had none
+        VectorPoint(e, given[1].payload),  # not stored
+    ]
+    assert store.held_as_is(c, changed) == set()
+    assert store.held_as_is(c, []) == set()
+
+
 def test_dimension_change_is_refused_with_the_fix(store) -> None:
     with pytest.raises(VectorStoreError, match="--reembed"):
         store.ensure_collection(store.test_collection, 8)
