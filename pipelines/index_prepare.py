@@ -238,8 +238,8 @@ def stats_vouch(state: FileState | None, source: SourceFile) -> bool:
     its size and mtime as they were: git's "racy" case, read and hashed again here.) A tool that
     writes a file and puts its old mtime back is not seen, as git does not see it: ``codemem index
     --repair`` reads every file."""
-    if state is None or state.size != source.size or state.mtime_ns != source.mtime_ns:
-        return False
+    if state is None or not state.content_hash or state.size != source.size or state.mtime_ns != source.mtime_ns:
+        return False  # (no hash: forgotten, for the files to be parsed again under new extraction rules)
     try:
         checked = datetime.fromisoformat(state.indexed_at)
     except (TypeError, ValueError):  # an older row's form, or none: read the file

@@ -74,26 +74,41 @@ def _held_points(ctx: IndexContext, prepared: list[_Prepared]) -> set[str]:
     return held
 
 
-def write_vectors(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> int:
+@dataclass(frozen=True, slots=True)
+class WrittenPoints:
+    """What ``write_vectors`` did: the files' points (held ones included: the symbols indexed),
+    and the stored points it replaced or deleted (tombstones in the embedded collection)."""
+
+    points: int
+    replaced: int
+
+
+def write_vectors(
+    ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]], *, rewrite_all: bool = False,
+) -> WrittenPoints:
     """Stage 1 of a write: the files' points (sparse, plus dense from the cache) into the vector
-    store, and the points of symbols that no longer exist out of it. Returns points written.
+    store, and the points of symbols that no longer exist out of it.
 
     The files and their point ids are recorded as in flight first (``Manifest.begin_writes``), so
     an interruption before their writes are settled (``Manifest.settle_in_flight``) is undone by
     the next run whatever the files become meanwhile. A point the store holds as it is (its
-    symbol and lines unchanged: ``_held_points``) is not written again."""
+    symbol and lines unchanged: ``_held_points``) is not written again, unless ``rewrite_all``
+    (a repair: the store may hold it otherwise than the manifest says)."""
     redone = ctx.manifest.in_flight()  # (an interrupted run's files: their points may be newer than their rows)
     ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
     _attach_cached_dense(ctx, prepared)
-    held = _held_points(ctx, [p for p in prepared if p.state.path not in redone and previous_ids.get(p.state.path)])
+    comparable = [] if rewrite_all else [p for p in prepared if p.state.path not in redone and previous_ids.get(p.state.path)]
+    held = _held_points(ctx, comparable)
     points = [pt for p in prepared for pt in p.points]
-    ctx.vectors.upsert(CODE_COLLECTION, [pt for pt in {pt.id: pt for pt in points}.values() if pt.id not in held])
+    written = [pt for pt in {pt.id: pt for pt in points}.values() if pt.id not in held]
+    ctx.vectors.upsert(CODE_COLLECTION, written)
     stale: list[str] = []
     for p in prepared:
         new_ids = {s.id for s in p.symbols}
         stale += [i for i in previous_ids.get(p.state.path, []) if i not in new_ids]
     ctx.vectors.delete(CODE_COLLECTION, stale)
-    return len(points)
+    before = {i for ids in previous_ids.values() for i in ids}
+    return WrittenPoints(len(points), sum(1 for pt in written if pt.id in before) + len(stale))
 
 
 def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:

@@ -50,6 +50,7 @@ from pipelines.index_prepare import (
     BATCH_FILES,
     ParseLimits,
     _hash_file,
+    _now,
     _prepare_all,
     _Prepared,
     prepare_file,
@@ -151,7 +152,8 @@ def index_project(
         rewritten = 0  # points replaced or deleted (tombstones in the embedded collection)
         progress("parse", 0, len(files))
         changed: list[tuple[SourceFile, str]] = []
-        moved: list[tuple[str, int]] = []  # unchanged files with a new mtime
+        checked: list[tuple[str, int, int]] = []  # files read and found unchanged whose stats cannot vouch for them yet
+        checked_at = _now()  # (before any of them is read: what their stats are compared with next time)
         for source in files:
             state = known.get(source.path)
             if tracker is not None:
@@ -177,8 +179,8 @@ def index_project(
                 report.files_unchanged += 1
                 if tracker is not None:
                     tracker.unchanged(source.path)
-                if state.mtime_ns != source.mtime_ns:
-                    moved.append((source.path, source.mtime_ns))
+                if not force:
+                    checked.append((source.path, source.size, source.mtime_ns))
             elif (reason := still_skipped(skipped_before, source, state, content_hash, force or source.path in in_flight)) is not None:
                 report.skipped.append((source.path, reason))
                 if tracker is not None:
@@ -187,7 +189,7 @@ def index_project(
                 changed.append((source, content_hash))
                 if tracker is not None:
                     tracker.changed(source.path, source.language, content_hash)
-        ctx.manifest.touch_files(moved)
+        ctx.manifest.touch_files(checked, checked_at)
         if changed or (known.keys() | in_flight) - on_disk:
             start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph
             if start_graph is not None:
@@ -233,15 +235,15 @@ def index_project(
                     batch.append(value)
                     touched.add(file_id(source.path))
                 if len(batch) >= BATCH_FILES:
-                    replaced = _flush(ctx, batch, report, tracker, graph)
-                    rewritten += len(replaced)
+                    replaced, tombstones = _flush(ctx, batch, report, tracker, graph, force=force)
+                    rewritten += tombstones
                     touched |= replaced
                     batch = []
                 if done % 25 == 0 or done == len(files):
                     progress("parse", done, len(files))
             if batch:
-                replaced = _flush(ctx, batch, report, tracker, graph)
-                rewritten += len(replaced)
+                replaced, tombstones = _flush(ctx, batch, report, tracker, graph, force=force)
+                rewritten += tombstones
                 touched |= replaced
             progress("parse", len(files), len(files))
 
@@ -333,9 +335,11 @@ def _maybe_optimize(ctx: IndexContext, rewritten: int) -> None:
 
 def _flush(
     ctx: IndexContext, batch: list[_Prepared], report: IndexReport, tracker: BucketTracker | None, graph: GraphWriter,
-) -> set[str]:
+    *, force: bool = False,
+) -> tuple[set[str], int]:
     """Write a batch's points and manifest rows and hand its subgraphs to ``graph``; returns the
-    ids whose graph edges the replacement destroys.
+    ids whose graph edges the replacement destroys, and how many stored points it replaced or
+    deleted (every point written again with ``force``).
 
     A store failure fails the batch's files (reported; its files stay in flight or keep their
     rows, so the next run redoes them) instead of aborting the whole run.
@@ -343,14 +347,14 @@ def _flush(
     previous = ctx.manifest.symbol_ids_of([p.state.path for p in batch])
     destroyed = {i for ids in previous.values() for i in ids}
     try:
-        points = write_vectors(ctx, batch, previous)
+        written = write_vectors(ctx, batch, previous, rewrite_all=force)
         commit_manifest(ctx, batch, previous)
     except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
         _settle(ctx, [WrittenBatch(batch, 0, f"store write failed: {type(exc).__name__}: {exc}")], report, tracker)
-        return destroyed
-    graph.submit([FileSubgraph.of(p) for p in batch], points)
+        return destroyed, len(destroyed)
+    graph.submit([FileSubgraph.of(p) for p in batch], written.points)
     _settle(ctx, graph.done(), report, tracker)
-    return destroyed
+    return destroyed, written.replaced
 
 
 def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport, tracker: BucketTracker | None) -> None:

@@ -166,9 +166,9 @@ def plan_buckets(
 
 def stats_match(settings: Settings, manifest: Manifest) -> bool:
     """Whether every file listed has the size and mtime the manifest (or a settled skip record)
-    holds for it, every indexed file is listed and no write is in flight: an index's first, cheap
-    look for work (``plan_buckets`` with ``trust_mtime`` says the same, at several times the cost:
-    each file's whole state, and its bucket)."""
+    holds for it, or else its indexed content, every indexed file is listed and no write is in
+    flight: an index's first, cheap look for work (``plan_buckets`` with ``trust_mtime`` says the
+    same, at several times the cost: each file's whole state, and its bucket)."""
     if manifest.in_flight():
         return False
     root = resolve_project_root(settings.resolved_root())
@@ -182,8 +182,12 @@ def stats_match(settings: Settings, manifest: Manifest) -> bool:
             if still_skipped(skipped_before, source, None, None, False) is None:
                 return False
             continue
-        if stats != (source.size, source.mtime_ns):
-            return False
+        if stats[:2] != (source.size, source.mtime_ns):  # moved: read, and compared with its indexed hash
+            try:
+                if _hash_file(source.absolute_path) != stats[2]:
+                    return False
+            except OSError:
+                return False
         listed += 1
     return listed == len(held)
 
@@ -257,7 +261,7 @@ def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bo
         bucket.dense_computed = len(texts)
     previous = ctx.manifest.symbol_ids_of([p.state.path for p in bucket.prepared])
     with ctx.write_lock:
-        bucket.points_written = write_vectors(ctx, bucket.prepared, previous)
+        bucket.points_written = write_vectors(ctx, bucket.prepared, previous).points
     return bucket
 
 

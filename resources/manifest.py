@@ -28,7 +28,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +47,12 @@ _SYMBOL_COLUMNS = (
     "path", "name", "local_name", "qualified_name", "kind", "container", "language", "embed_text", "has_dense", "path_qualified_name",
 )
 _SYMBOL_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in _SYMBOL_COLUMNS)
-_SYMBOL_DIFFERS = " OR ".join(f"symbols.{c} IS DISTINCT FROM excluded.{c}" for c in _SYMBOL_COLUMNS)
-"""A symbol row written again only where a value differs: a file rewritten with one function
-added leaves its other rows (and their five indexes) as they were."""
+_SYMBOL_DIFFERS = " OR ".join(
+    f"symbols.{c} <> excluded.{c} OR (symbols.{c} IS NULL) <> (excluded.{c} IS NULL)" for c in _SYMBOL_COLUMNS
+)
+"""A symbol row written again only where a value differs (NULL against a value too, in SQL both
+SQLite before 3.39 and PostgreSQL run): a file rewritten with one function added leaves its other
+rows (and their five indexes) as they were."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -263,15 +265,15 @@ class Manifest:
         return {row[0]: FileState(*row) for row in rows}
 
     def paths(self) -> list[str]:
-        """Every indexed file's path, in ``files()``' order (its keys, without building each
+        """Every indexed file's path, in no set order (``files()``' keys without building each
         file's state: a tenth of its time on a large tree)."""
         with self.store.reading() as conn:
             return [row[0] for row in conn.execute("SELECT path FROM files")]
 
-    def stats(self) -> dict[str, tuple[int, int]]:
-        """Every indexed file's (size, mtime_ns) by path, as last seen."""
+    def stats(self) -> dict[str, tuple[int, int, str]]:
+        """Every indexed file's (size, mtime_ns, content_hash) by path, as last seen."""
         with self.store.reading() as conn:
-            return {path: (size, mtime_ns) for path, size, mtime_ns in conn.execute("SELECT path, size, mtime_ns FROM files")}
+            return {row[0]: (row[1], row[2], row[3]) for row in conn.execute("SELECT path, size, mtime_ns, content_hash FROM files")}
 
     def languages(self) -> dict[str, str]:
         """Every indexed file's language by path."""
@@ -363,8 +365,9 @@ class Manifest:
     def replace_files(self, conn: Any, entries: Sequence[tuple[FileState, dict[str, Any], list[SymbolRow]]]) -> None:
         """Inside a transaction: replace the rows of these files (state, refs, symbols).
 
-        ``has_dense`` is taken from the rows as given: the points were just rewritten, so a
-        symbol has a dense vector only if the indexer attached one (from the embedding cache).
+        ``has_dense`` is taken from the rows as given: a rewritten point has a dense vector only
+        if the indexer attached one (from the embedding cache); a point held as it was keeps its
+        own, and its row says so (``pipelines.index_writes.write_vectors``).
         """
         seq = None
         if entries:  # the files' graph nodes are replaced with their edges: derived layers may have edges to restore
@@ -540,16 +543,15 @@ class Manifest:
         else:
             conn.executemany("DELETE FROM skipped WHERE path = ?", [(path,) for path in paths])
 
-    def touch_files(self, moved: Sequence[tuple[str, int]]) -> None:
-        """Record new mtimes (path, mtime_ns) of files whose content hash did not change, in one
-        transaction; ``indexed_at`` becomes now, when each file's content was last checked (what
-        ``pipelines.index_prepare.stats_vouch`` compares the mtime with)."""
-        if not moved:
+    def touch_files(self, checked: Sequence[tuple[str, int, int]], checked_at: str) -> None:
+        """Record the stats (path, size, mtime_ns) of files read again and found unchanged, in one
+        transaction, with ``checked_at`` (a time before they were read) as their ``indexed_at``:
+        what ``pipelines.index_prepare.stats_vouch`` compares their mtime with next time."""
+        if not checked:
             return
-        checked = datetime.now(UTC).isoformat(timespec="seconds")
         with self.transaction() as conn:
-            conn.executemany("UPDATE files SET mtime_ns = ?, indexed_at = ? WHERE path = ?",
-                             [(mtime_ns, checked, path) for path, mtime_ns in moved])
+            conn.executemany("UPDATE files SET size = ?, mtime_ns = ?, indexed_at = ? WHERE path = ?",
+                             [(size, mtime_ns, checked_at, path) for path, size, mtime_ns in checked])
 
     def remove_files(self, conn: Any, paths: Iterable[str]) -> None:
         """Inside a transaction: forget these files and their symbols."""

@@ -4,6 +4,8 @@ existing index without a rebuild; the default Dagster path does not answer 'noth
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from pipelines.index_stores import EXTRACTION_KEY, EXTRACTION_VERSION
@@ -21,6 +23,9 @@ def _service(root: Path) -> CodeMemService:
 
 def test_an_index_from_older_extraction_rules_is_parsed_again_once(tmp_path: Path) -> None:
     write_files(tmp_path, FILES)
+    hour_ago = time.time_ns() - 3600 * 10**9
+    for path in FILES:  # files untouched for an hour: their stats would vouch for them, but not for new rules
+        os.utime(tmp_path / path, ns=(hour_ago, hour_ago))
     service = _service(tmp_path)
     try:
         first = service.index(IndexInput(embed=False))

@@ -6,6 +6,7 @@ older extraction rules, another owner) goes to the full run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,15 @@ def test_a_changed_file_goes_to_the_full_run(project: Path) -> None:
     again = _index(project)
     assert again["files_indexed"] == 1 and NOTHING_CHANGED not in again["notes"]
     assert answer_unchanged(_settings(project), embed=False) is not None  # then nothing is left to do
+
+
+def test_a_file_touched_but_unchanged_is_still_nothing_to_do(project: Path) -> None:
+    """A file whose mtime moved (a checkout, ``touch``) is read and compared with its indexed
+    hash: the same content answers "nothing changed" without a run."""
+    money = project / "shop" / "money.py"
+    stat = money.stat()
+    os.utime(money, ns=(stat.st_atime_ns, stat.st_mtime_ns - 3600 * 10**9))
+    assert answer_unchanged(_settings(project), embed=False) is not None
 
 
 def test_work_the_answer_does_not_cover_goes_to_the_full_run(project: Path) -> None:

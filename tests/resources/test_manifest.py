@@ -241,7 +241,7 @@ def test_meta_touch_and_design_signature(manifest: Manifest) -> None:
         manifest.write_meta(conn, "embedding_model", None)
     assert manifest.get_meta("embedding_model") is None and manifest.get_meta("other") == "x"
     signature = manifest.design_signature("g")
-    manifest.touch_files([("a.py", 7)])
+    manifest.touch_files([("a.py", 3, 7)], "2026-01-01T00:00:00+00:00")
     assert manifest.file("a.py").mtime_ns == 7 and manifest.design_signature("g") == signature  # type: ignore[union-attr]
     assert manifest.design_signature("other globs") != signature
     _write(manifest, "b.py", [])
