@@ -7,7 +7,7 @@ the next run."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
 from resources.manifest import REF_NAMES_COMPLETE, FileState
+from resources.vectors.store import VectorPoint
 
 EDGE_WRITE_CHUNK = 50_000
 """Resolved edges sent to the graph at a time: each chunk's edge objects and query rows exist only
@@ -57,15 +58,15 @@ def _attach_cached_dense(ctx: IndexContext, prepared: list[_Prepared]) -> None:
                 symbol.has_dense = True
 
 
-def _held_points(ctx: IndexContext, prepared: list[_Prepared]) -> set[str]:
-    """The ids of the points of files written again that the store holds as they would be
-    written (``VectorStore.held_as_is``): a file with one function added or changed rewrites that
-    function's point, not the file's every point. A point given a dense vector (from the cache) is
-    held only where its symbol has one already; a held point keeps the dense vector it has, and its
-    manifest row says whether it has one."""
-    had_dense = ctx.manifest.dense_flags([p.state.path for p in prepared])
-    last = {pt.id: pt for p in prepared for pt in p.points}  # (an id given twice: its last point is the one written)
-    candidates = [pt for pt in last.values() if pt.id in had_dense and (pt.dense is None or had_dense[pt.id])]
+def _held_points(ctx: IndexContext, prepared: list[_Prepared], points: Iterable[VectorPoint], paths: list[str]) -> set[str]:
+    """The ids of ``points`` (of files written again, one point per id) of the files at ``paths``
+    that the store holds as they would be written (``VectorStore.held_as_is``): a file with one
+    function added or changed rewrites that function's point, not the file's every point. A point
+    given a dense vector (from the cache) is held only where its symbol has one already; a held
+    point keeps the dense vector it has, and its manifest row (in ``prepared``) says whether it has
+    one."""
+    had_dense = ctx.manifest.dense_flags(paths)
+    candidates = [pt for pt in points if pt.id in had_dense and (pt.dense is None or had_dense[pt.id])]
     held = ctx.vectors.held_as_is(CODE_COLLECTION, candidates)
     for p in prepared:
         for symbol in p.symbols:
@@ -97,10 +98,12 @@ def write_vectors(
     redone = ctx.manifest.in_flight()  # (an interrupted run's files: their points may be newer than their rows)
     ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
     _attach_cached_dense(ctx, prepared)
-    comparable = [] if rewrite_all else [p for p in prepared if p.state.path not in redone and previous_ids.get(p.state.path)]
-    held = _held_points(ctx, comparable)
-    points = [pt for p in prepared for pt in p.points]
-    written = [pt for pt in {pt.id: pt for pt in points}.values() if pt.id not in held]
+    points = {pt.id: pt for p in prepared for pt in p.points}  # (an id given twice: its last point is the one written)
+    comparable = [] if rewrite_all else [
+        p.state.path for p in prepared if p.state.path not in redone and previous_ids.get(p.state.path)
+    ]
+    held = _held_points(ctx, prepared, points.values(), comparable)
+    written = [pt for pt in points.values() if pt.id not in held]
     ctx.vectors.upsert(CODE_COLLECTION, written)
     stale: list[str] = []
     for p in prepared:
@@ -108,7 +111,7 @@ def write_vectors(
         stale += [i for i in previous_ids.get(p.state.path, []) if i not in new_ids]
     ctx.vectors.delete(CODE_COLLECTION, stale)
     before = {i for ids in previous_ids.values() for i in ids}
-    return WrittenPoints(len(points), sum(1 for pt in written if pt.id in before) + len(stale))
+    return WrittenPoints(sum(len(p.points) for p in prepared), sum(1 for pt in written if pt.id in before) + len(stale))
 
 
 def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
