@@ -434,9 +434,22 @@ class _Isolated:
 
     def close(self, *, wait: bool = False) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=True)
+            _shut(self._pool, wait=wait)
             self._pool = None
         self._given = 0
+
+
+def _shut(pool: ProcessPoolExecutor, *, wait: bool) -> None:
+    """Shut a pool down, its queued work cancelled. A broken pool's workers are killed first: what
+    they had is lost with the pool, and the pool's own clean-up waits on each of them while it
+    holds the lock ``shutdown`` takes, so one that outlived the break would hold the run forever."""
+    if getattr(pool, "_broken", False):  # CPython's mark of a pool a worker ended abruptly
+        for process in (getattr(pool, "_processes", None) or {}).copy().values():  # copied whole, under the GIL
+            try:
+                process.kill()
+            except (OSError, ValueError):  # already reaped, or closed
+                continue
+    pool.shutdown(wait=wait, cancel_futures=True)
 
 
 def _recycle_bytes(limits: ParseLimits) -> float:
@@ -507,7 +520,7 @@ def _prepare_in_pools(
     def after_a_break() -> Iterator[tuple[SourceFile, Outcome]]:
         """A worker ended: what is finished stands, the rest is prepared alone; then a fresh pool."""
         nonlocal pool, submitted, given
-        pool.shutdown(wait=False, cancel_futures=True)
+        _shut(pool, wait=False)
         while in_flight:
             source, future = in_flight.popleft()
             finished = future.done() and not future.cancelled() and future.exception() is None
@@ -547,4 +560,4 @@ def _prepare_in_pools(
     finally:
         for _, future in in_flight:  # stopped early: what an earlier pool was given is not prepared either
             future.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        _shut(pool, wait=True)

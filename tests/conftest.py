@@ -21,6 +21,17 @@ os.environ["CODEMEM_GLOBAL_DIR"] = _SESSION_GLOBAL_DIR
 atexit.register(shutil.rmtree, _SESSION_GLOBAL_DIR, True)
 
 
+SOAK_TIMEOUT_S = 3600
+"""A soak's own limit (the default run's is ``timeout`` in pyproject.toml): its trials take minutes."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Soaks get a longer limit than the default run's tests (an explicit ``timeout`` mark stands)."""
+    for item in items:
+        if item.get_closest_marker("soak") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT_S))
+
+
 def write_files(root: Path, files: dict[str, str | bytes]) -> None:
     """Create files (str as UTF-8, bytes verbatim) under root."""
     for rel, content in files.items():

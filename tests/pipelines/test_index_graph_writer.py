@@ -152,7 +152,6 @@ def test_a_graph_write_that_fails_in_the_thread_fails_its_files_and_the_next_run
     _tree(root)
     svc = open_service(root, dense=False)
     try:
-        _slow_start(svc, 0.5)
         real = svc.graph.store  # the lazy store's own start, then the failing write in its place
         original = real.replace_files
         calls = [0]
@@ -166,6 +165,7 @@ def test_a_graph_write_that_fails_in_the_thread_fails_its_files_and_the_next_run
         real.replace_files = second_fails
         svc.graph._store = None  # started again lazily (the same server), in the run's writer thread
         svc.graph._factory = lambda: real
+        _slow_start(svc, 0.5)  # the run finds it still starting and writes its subgraphs in a thread
         report = plain_index(svc, False)
         failed = {item["path"] for item in report["failed"]}
         assert len(failed) == 64 and all("graph went away" in item["error"] for item in report["failed"])
