@@ -87,6 +87,18 @@ class Discovery:
 
 _LISTINGS: dict[tuple[str, tuple[str, ...], int, tuple[str, ...]], Discovery] | None = None
 """The listings of the current ``one_listing`` block (None outside one)."""
+_CANDIDATES: dict[str, Candidates] | None = None
+"""The trees' candidate paths listed in the current ``one_listing`` block (None outside one)."""
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Every path of a tree that git lists, or a walk honouring the .gitignore files finds."""
+
+    paths: tuple[str, ...]
+    git_aware: bool
+    unreadable: tuple[SkippedFile, ...]
+    """The folders that could not be listed."""
 
 
 @contextmanager
@@ -94,16 +106,33 @@ def one_listing() -> Iterator[None]:
     """Within the block, ``discover`` lists a tree once: a later call with the same arguments gets
     (a copy of) the first one's outcome. For one command that lists a tree several times in a few
     seconds — ``codemem index``: its answer when nothing changed, the run's own check, the run —
-    the tree as it was when the command started; each listing of the Linux kernel took 1.9 s.
+    the tree as it was when the command started; each listing of the Linux kernel took 1.9 s. The
+    documents' listing (``pipelines.design.ingest``) takes the same paths (``candidates``).
     Never for a long-lived process (a server's next index must see the files added meanwhile)."""
-    global _LISTINGS
-    outer = _LISTINGS
+    global _LISTINGS, _CANDIDATES
+    outer, outer_candidates = _LISTINGS, _CANDIDATES
     if outer is None:
-        _LISTINGS = {}
+        _LISTINGS, _CANDIDATES = {}, {}
     try:
         yield
     finally:
-        _LISTINGS = outer
+        _LISTINGS, _CANDIDATES = outer, outer_candidates
+
+
+def candidates(root: Path) -> Candidates:
+    """The paths of the tree at ``root`` (resolved) that git lists (tracked, and untracked not
+    ignored), else that a walk honouring the .gitignore files finds: the code's listing and the
+    documents' share one within a ``one_listing`` block (the Linux kernel's walk: ~1.5 s)."""
+    listed = _CANDIDATES
+    if listed is not None and str(root) in listed:
+        return listed[str(root)]
+    unreadable: list[SkippedFile] = []
+    git_paths = _git_candidates(root, unreadable)
+    paths = git_paths if git_paths is not None else list(_walk_candidates(root, unreadable))
+    found = Candidates(tuple(paths), git_paths is not None, tuple(unreadable))
+    if listed is not None:
+        listed[str(root)] = found
+    return found
 
 
 def resolve_project_root(root: Path) -> Path:
@@ -279,11 +308,10 @@ def discover(
 
 
 def _discover(root: Path, allowed: set[str], max_file_bytes: int, extra_ignore_patterns: Iterable[str]) -> Discovery:
-    """``discover`` of a resolved root, listed now."""
+    """``discover`` of a resolved root: its paths listed now, or as the current ``one_listing``
+    block first listed them (each file's stat is taken now)."""
     from pipelines.parsing import language_for_path  # the parsers' package, only where files are listed
-    unreadable: list[SkippedFile] = []
-    git_paths = _git_candidates(root, unreadable)
-    candidates = git_paths if git_paths is not None else list(_walk_candidates(root, unreadable))
+    listed = candidates(root)
     ignore_lines = list(extra_ignore_patterns)
     codememignore = root / ".codememignore"
     if codememignore.is_file():
@@ -292,12 +320,12 @@ def _discover(root: Path, allowed: set[str], max_file_bytes: int, extra_ignore_p
 
     ignore = pathspec.GitIgnoreSpec.from_lines(ignore_lines) if ignore_lines else None
 
-    result = Discovery(git_aware=git_paths is not None)
-    for folder in unreadable:  # those skipped anyway (vendored, ignored) are not worth a line
+    result = Discovery(git_aware=listed.git_aware)
+    for folder in listed.unreadable:  # those skipped anyway (vendored, ignored) are not worth a line
         vendored = any(part in DEFAULT_EXCLUDED_DIRS for part in PurePosixPath(folder.path).parts)
         if not vendored and (ignore is None or not ignore.match_file(folder.path)):
             result.skipped.append(folder)
-    for rel in candidates:
+    for rel in listed.paths:
         suffix = PurePosixPath(rel).suffix.lower()
         if suffix not in allowed:
             continue

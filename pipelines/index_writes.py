@@ -249,7 +249,7 @@ def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
             {path: referenced_names({**refs[path][1], "calls": calls}) for path, calls in ctx.manifest.calls_by_file()})
     in_scope: set[str] = set()
     if only is not None:
-        symbols = reachable_symbols(ctx.manifest, only)
+        symbols = reachable_symbols(ctx.manifest, only, refs)
         resolution = resolve(symbols, refs, only, calls=ctx.manifest.calls_by_file)
         in_scope = scope_ids(only, symbols)
         current = ctx.manifest.edges_touching(in_scope | touched_ids, touched_ids)

@@ -46,7 +46,8 @@ class Resolution:
     external_modules: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (name, language)
 
 
-def _base_name(written: str) -> str:
+def base_name(written: str) -> str:
+    """The simple name a type or module is written with (``pkg.Base<T>`` → ``Base``)."""
     cleaned = _GENERIC.sub("", written).strip()
     parts = [p for p in _SEPARATORS.split(cleaned) if p]
     return parts[-1] if parts else cleaned
@@ -296,7 +297,7 @@ def resolve(
             for item in imp.get("items", []):
                 if item != "*":
                     imported_names[item].update(targets)
-            head = imp.get("alias") or _base_name(imp["module"])
+            head = imp.get("alias") or base_name(imp["module"])
             imported_names[head].update(targets)
 
         def lookup(
@@ -331,7 +332,7 @@ def resolve(
             for relation, key in (("EXTENDS", "extends"), ("IMPLEMENTS", "implements")):
                 for written in type_ref.get(key, []):
                     declared = java_types.resolve(path, written) if language == "java" else UNKNOWN
-                    parent = declared.symbol if declared != UNKNOWN else lookup(_base_name(written), None, True)
+                    parent = declared.symbol if declared != UNKNOWN else lookup(base_name(written), None, True)
                     if parent is not None and parent.id != type_ref["id"]:
                         if emit:
                             result.edges.setdefault((type_ref["id"], relation, parent.id), {})

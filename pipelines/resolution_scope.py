@@ -33,7 +33,7 @@ from typing import Any
 from pipelines.c_family import C_FAMILY
 from pipelines.qualified_names import module_name
 from pipelines.records import file_id
-from pipelines.resolution import ModuleIndex
+from pipelines.resolution import ModuleIndex, base_name
 from resources.manifest import Manifest, SymbolRow
 from resources.schemas.code import CALLABLE_KINDS, CLASS_KINDS
 
@@ -270,13 +270,35 @@ def moved_imports(
     return importers, name_tokens(reached_names)
 
 
-def reachable_symbols(manifest: Manifest, only: set[str]) -> list[SymbolRow]:
+def reachable_symbols(manifest: Manifest, only: set[str], refs: dict[str, tuple[str, dict[str, Any]]]) -> list[SymbolRow]:
     """The symbols a resolution of the files in ``only`` can reach, the same edges resolving from
-    them as from every symbol: those of the files, every type (bases are resolved for every file,
-    and members found through them), and every symbol whose name their references mention or
-    their calls call (a lookup is by name: ``~A`` is called, though only ``A`` is mentioned)."""
+    them as from every symbol: those of the files, every symbol whose name their references mention
+    or their calls call (a lookup is by name: ``~A`` is called, though only ``A`` is mentioned), and
+    the types a hierarchy walk can reach (bases are resolved for every file, and members found
+    through them): every type, except C and C++ types, which are reached by name or as part of a
+    hierarchy only (``refs``: every file's, as the resolution reads them).
+
+    A C/C++ type that neither has a base nor is named as one is never walked through (its ancestry
+    is itself; a class looked up by name is reached by the name): on the Linux kernel, 125,000 of
+    the 126,000 types."""
     callees = {call["callee_name"] for _, calls in manifest.calls_by_file(only) for call in calls}
-    return manifest.resolution_symbols(only, callees, CLASS_KINDS)
+    hierarchy_ids, base_names = hierarchies(refs)
+    return manifest.resolution_symbols(
+        only, callees | base_names, CLASS_KINDS, ids=hierarchy_ids, kinds_by_name_only_in=C_FAMILY)
+
+
+def hierarchies(refs: dict[str, tuple[str, dict[str, Any]]]) -> tuple[set[str], set[str]]:
+    """The ids of the types that extend or implement another, and the names their bases are written
+    with, in every file of ``refs``."""
+    ids: set[str] = set()
+    names: set[str] = set()
+    for _, file_refs in refs.values():
+        for type_ref in file_refs.get("types", []):
+            written = [*type_ref.get("extends", []), *type_ref.get("implements", [])]
+            if written:
+                ids.add(type_ref["id"])
+                names.update(base_name(w) for w in written)
+    return ids, names
 
 
 def scope_ids(only: set[str], symbols: list[SymbolRow]) -> set[str]:

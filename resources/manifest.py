@@ -586,13 +586,17 @@ class Manifest:
         with self.store.reading() as conn:
             return _select_symbols(conn, "1 = 1", ())
 
-    def resolution_symbols(self, paths: Iterable[str], names: Iterable[str], kinds: Iterable[str]) -> list[SymbolRow]:
+    def resolution_symbols(
+        self, paths: Iterable[str], names: Iterable[str], kinds: Iterable[str], *,
+        ids: Iterable[str] = (), kinds_by_name_only_in: Iterable[str] = (),
+    ) -> list[SymbolRow]:
         """The symbols a cross-file resolution scoped to ``paths`` can reach (``pipelines.resolution_scope``):
         those of the files, every symbol of ``kinds`` (the types: hierarchies are walked through any
-        file), and every symbol named like a name the files' references mention (``ref_names``) or
-        one of ``names``."""
+        file) but those of the languages ``kinds_by_name_only_in``, every symbol named like a name
+        the files' references mention (``ref_names``) or one of ``names``, and those of ``ids``."""
         wanted_paths = sorted(set(paths))
         wanted_kinds = sorted(set(kinds))
+        skipped_languages = sorted(set(kinds_by_name_only_in))
         found: dict[str, SymbolRow] = {}
         with self.store.reading() as conn:
             wanted_names = set(names)
@@ -601,8 +605,12 @@ class Manifest:
                 wanted_names.update(r[0] for r in conn.execute(f"SELECT DISTINCT name FROM ref_names WHERE path IN ({marks})", part))
             found.update((row.id, row) for row in _symbols_in(conn, "path", wanted_paths))
             if wanted_kinds:
-                found.update((row.id, row) for row in _select_symbols(conn, f"kind IN ({','.join('?' * len(wanted_kinds))})", wanted_kinds))
+                where = f"kind IN ({','.join('?' * len(wanted_kinds))})"
+                if skipped_languages:
+                    where += f" AND language NOT IN ({','.join('?' * len(skipped_languages))})"
+                found.update((row.id, row) for row in _select_symbols(conn, where, [*wanted_kinds, *skipped_languages]))
             found.update((row.id, row) for row in _symbols_in(conn, "name", sorted(wanted_names)))
+            found.update((row.id, row) for row in _symbols_in(conn, "id", sorted(set(ids))))
         return list(found.values())
 
     def symbols_by(self, *, ids: Iterable[str] = (), names: Iterable[str] = ()) -> list[SymbolRow]:

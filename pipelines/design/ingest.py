@@ -31,7 +31,7 @@ from pipelines.design.memories import (
     _soft_delete,
     _upsert,
 )
-from pipelines.discovery import _default_skip_reason, _git_candidates, _walk_candidates, resolve_project_root
+from pipelines.discovery import _default_skip_reason, candidates, resolve_project_root
 from pipelines.records import path_prefixes
 from resources.faults import fault_point
 from resources.memory.ledger import Ledger, Relationship
@@ -65,8 +65,7 @@ def discover_documents(settings: Settings) -> list[tuple[str, Path]]:
     .codememignore respected, vendored directories skipped."""
     root = resolve_project_root(settings.resolved_root())
     spec = pathspec.GitIgnoreSpec.from_lines(settings.doc_globs)
-    candidates = _git_candidates(root)
-    listed = candidates if candidates is not None else list(_walk_candidates(root))
+    listed = candidates(root).paths
     ignore_file = root / ".codememignore"
     ignore = pathspec.GitIgnoreSpec.from_lines(ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()) if ignore_file.is_file() else None
     found = []

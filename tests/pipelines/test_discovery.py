@@ -128,7 +128,11 @@ def test_confine_path_refuses_escapes(project: Path, tmp_path: Path) -> None:
 def test_one_listing_lists_a_tree_once_per_command(project: Path) -> None:
     """``codemem index`` lists the tree once (its checks for nothing to do and the run): inside
     ``one_listing`` a second discovery of the same tree returns the first one's files, as
-    independent lists; another size limit lists again; outside the block every call lists."""
+    independent lists; another size limit filters the paths listed first again (a file added
+    since is the next command's); the documents' listing is the same one; outside the block every
+    call lists."""
+    from pipelines.design.ingest import discover_documents
+    from resources.settings import Settings
     from pipelines.discovery import one_listing
 
     write_files(project, {"a.py": "x = 1\n"})
@@ -139,5 +143,8 @@ def test_one_listing_lists_a_tree_once_per_command(project: Path) -> None:
         again = run(project)
         assert [f.path for f in again.files] == ["a.py"]  # the tree as the command found it
         assert [f.path for f in run(project, max_bytes=3).files] == []  # other arguments: listed now
-        assert [f.path for f in run(project, max_bytes=1_000).files] == ["a.py", "b.py"]
+        assert [f.path for f in run(project, max_bytes=1_000).files] == ["a.py"]
+        (project / "README.md").write_text("# Notes\n")
+        assert discover_documents(Settings(project_root=project)) == []
     assert [f.path for f in run(project).files] == ["a.py", "b.py"]
+    assert [rel for rel, _ in discover_documents(Settings(project_root=project))] == ["README.md"]

@@ -37,7 +37,7 @@ def _assert_scoped_equals_whole(root: Path, service_factory, groups: int) -> int
     scopes = [{path} for path in paths] + [set(rng.sample(paths, min(len(paths), 12))) for _ in range(groups)]
     found_edges = 0
     for only in scopes:
-        reachable = reachable_symbols(manifest, only)
+        reachable = reachable_symbols(manifest, only, refs)
         assert len(reachable) <= len(every)
         scoped = resolve(reachable, refs, only, calls=manifest.calls_by_file)
         whole = resolve(every, refs, only, calls=manifest.calls_by_file)
@@ -74,5 +74,40 @@ def test_the_reachable_symbols_are_a_small_part_of_a_large_repository(tmp_path: 
     (root / "app.py").write_text("from lib.m7 import f7_3\n\n\ndef main():\n    return f7_3()\n")
     svc = service_factory(root, dense_embeddings=False)
     svc.index(IndexInput(embed=False))
-    reachable = {s.qualified_name.rpartition(".")[2] for s in reachable_symbols(svc.ctx.manifest, {"app.py"})}
+    reachable = {s.qualified_name.rpartition(".")[2] for s in reachable_symbols(svc.ctx.manifest, {"app.py"}, svc.ctx.manifest.all_refs(calls_of=()))}
     assert reachable == {"main", "f7_3"}
+
+
+def _cpp_hierarchy(root: Path) -> None:
+    """C++ classes inheriting across headers (the leaf's calls reach the base's members only through
+    the middle class, which no scoped file names), beside C structs nobody names."""
+    files = {
+        "geo/base.hpp": "class Base {\npublic:\n    int helper() { return 1; }\n    virtual int area() { return 0; }\n};\n",
+        "geo/mid.hpp": '#include "base.hpp"\n\nclass Mid : public Base {\npublic:\n    int twice() { return 2; }\n};\n',
+        "geo/leaf.hpp": '#include "mid.hpp"\n\nclass Leaf : public Mid {\npublic:\n    int run();\n};\n',
+        "geo/leaf.cpp": '#include "leaf.hpp"\n\nint Leaf::run() {\n    return helper() + twice() + area();\n}\n',
+        "app/main.cpp": '#include "../geo/leaf.hpp"\n\nint main() {\n    Leaf leaf;\n    return leaf.run();\n}\n',
+        "drivers/table.c": "struct unrelated_table { int size; };\n\nint table_size(struct unrelated_table *t) {\n    return t->size;\n}\n",
+    }
+    for n in range(30):
+        files[f"include/dev{n}.h"] = f"struct dev{n}_ops {{ int (*probe)(void); }};\ntypedef int dev{n}_id;\nenum dev{n}_state {{ DEV{n}_UP }};\n"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def test_cpp_hierarchies_across_headers_resolve_from_the_reachable_symbols_as_from_all(tmp_path: Path, service_factory) -> None:  # noqa: ANN001
+    """C and C++ types are reached by name or through a hierarchy only: a member inherited through
+    a class no scoped file names still resolves as from every symbol, and the structs, typedefs and
+    enums nobody names are not read."""
+    root = tmp_path / "cpp"
+    _cpp_hierarchy(root)
+    alone = tmp_path / "alone"
+    shutil.copytree(root, alone)
+    assert _assert_scoped_equals_whole(root, service_factory, groups=10) > 10
+    svc = service_factory(alone, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+    manifest = svc.ctx.manifest
+    reachable = {s.name for s in reachable_symbols(manifest, {"geo/leaf.cpp"}, manifest.all_refs(calls_of=()))}
+    assert {"Base", "Mid", "helper", "twice", "area"} <= reachable  # through the hierarchy, and called
+    assert not any(name.startswith("dev") for name in reachable) and "unrelated_table" not in reachable

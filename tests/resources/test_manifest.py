@@ -190,6 +190,10 @@ def test_a_scoped_resolution_reads_the_symbols_and_edges_of_its_files(manifest: 
     assert sorted(s.id for s in reach) == ["a1", "b1", "c1", "t1"]  # its own, named, called, every class
     assert next(s for s in reach if s.id == "c1") == manifest.find_symbols(symbol_id="c1")[0]
     assert manifest.resolution_symbols([], [], []) == []
+    by_name_only = manifest.resolution_symbols(["a.py"], ["~Model"], ["class"], kinds_by_name_only_in=["python"])
+    assert sorted(s.id for s in by_name_only) == ["a1", "b1", "t1"]  # the class of a language reached by name only: not named
+    assert sorted(s.id for s in manifest.resolution_symbols(
+        ["a.py"], [], ["class"], ids=["c1"], kinds_by_name_only_in=["python"])) == ["a1", "b1", "c1"]  # by id
     assert manifest.present_symbol_ids(["a1", "gone", "c1"]) == {"a1", "c1"}
     assert [s.id for s in manifest.symbols_by(ids=["t1", "b1", "gone"], names=["Model", "nothing"])] == ["b1", "c1", "t1"]
     manifest.replace_resolved_edges([("a1", "CALLS", "b1", {}), ("f:a", "IMPORTS", "mod:os", {}), ("b1", "CALLS", "m1", {}),
