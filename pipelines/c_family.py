@@ -42,8 +42,11 @@ class IncludeIndex:
         self._by_name: dict[str, list[str]] = defaultdict(list)
         for path in self._paths:
             self._by_name[posixpath.basename(path)].append(path)
+        self._found: dict[tuple[str, str], frozenset[str]] = {}
+        """Per (includer's directory, include as written), the files it names: the Linux kernel's
+        352,000 includes are 90,000 such pairs."""
 
-    def resolve(self, importer: str, written: str) -> set[str]:
+    def resolve(self, importer: str, written: str) -> frozenset[str]:
         """The files ``#include <written>`` or ``#include "written"`` in ``importer`` names.
 
         Args:
@@ -54,10 +57,18 @@ class IncludeIndex:
             The file beside the includer; else the files whose path ends with ``written``, those
             sharing the longest directory prefix with the includer; else nothing.
         """
+        key = (posixpath.dirname(importer), written)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = frozenset(self._resolve(key[0], written))
+        return found
+
+    def _resolve(self, directory: str, written: str) -> set[str]:
+        """``resolve`` for an includer in ``directory`` (only its directory decides)."""
         written = written.strip().replace("\\", "/")
         if not written:
             return set()
-        beside = posixpath.normpath(posixpath.join(posixpath.dirname(importer), written))
+        beside = posixpath.normpath(posixpath.join(directory, written))
         if beside in self._paths:
             return {beside}
         tail = "/".join(part for part in written.split("/") if part not in ("", ".", ".."))
@@ -66,15 +77,15 @@ class IncludeIndex:
         ]
         if len(candidates) <= 1:
             return set(candidates)
-        shared = {p: _common_dirs(importer, p) for p in candidates}
+        shared = {p: _common_dirs(directory, p) for p in candidates}
         best = max(shared.values())
         return {p for p, n in shared.items() if n == best}
 
 
-def _common_dirs(a: str, b: str) -> int:
-    """How many leading directories two paths share."""
+def _common_dirs(directory: str, path: str) -> int:
+    """How many leading directories a directory and a file's path share."""
     count = 0
-    for x, y in zip(a.split("/")[:-1], b.split("/")[:-1], strict=False):
+    for x, y in zip(directory.split("/") if directory else [], path.split("/")[:-1], strict=False):
         if x != y:
             break
         count += 1

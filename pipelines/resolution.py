@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -81,7 +81,7 @@ class ModuleIndex:
                 found["/".join(parts[i:])].add(path)
         return found
 
-    def resolve(self, importer: str, language: str, module: str, items: list[str]) -> set[str]:
+    def resolve(self, importer: str, language: str, module: str, items: list[str]) -> Set[str]:
         module = module.strip()
         if not module:
             return set()
