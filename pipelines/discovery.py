@@ -326,7 +326,7 @@ def _discover(root: Path, allowed: set[str], max_file_bytes: int, extra_ignore_p
         if not vendored and (ignore is None or not ignore.match_file(folder.path)):
             result.skipped.append(folder)
     for rel in listed.paths:
-        suffix = PurePosixPath(rel).suffix.lower()
+        suffix = os.path.splitext(rel)[1].lower()  # PurePosixPath.suffix, without building a path (0.5 s a kernel listing)
         if suffix not in allowed:
             continue
         reason = _default_skip_reason(rel)

@@ -73,5 +73,11 @@ def test_the_edges_a_run_resolved_are_checked_for_dangling_ends(tmp_path: Path, 
     assert not passed and metadata["dangling"] == {"json": [[main, "CALLS", f3]]}
     passed, _ = no_dangling_edges(ctx, EdgeScope(frozenset({file_id("pkg/mod5.py")})))  # edges of other nodes only: not read
     assert passed
+    f5 = next(s.id for s in ctx.manifest.find_symbols_in("pkg/mod5.py") if s.name == "f5")
+    with ctx.manifest.transaction() as conn:  # a rewritten node gone, an edge into it from out of scope left behind
+        conn.execute("INSERT INTO resolved_edges VALUES (?, 'CALLS', ?, '{}')", (f5, main))
+        conn.execute("DELETE FROM symbols WHERE id = ?", (main,))
+    passed, metadata = no_dangling_edges(ctx, EdgeScope(frozenset({file_id("app.py"), main}), frozenset({main})))
+    assert not passed and [f5, "CALLS", main] in metadata["dangling"]["json"], metadata
     passed, metadata = no_dangling_edges(ctx)  # every edge
     assert not passed and metadata["checked"] == "every edge"
