@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pipelines.c_family import C_FAMILY
+from pipelines.c_family import C_FAMILY, class_of
 from pipelines.qualified_names import module_name
 from pipelines.records import file_id
 from pipelines.resolution import ModuleIndex, base_name
@@ -275,16 +275,23 @@ def reachable_symbols(manifest: Manifest, only: set[str], refs: dict[str, tuple[
     them as from every symbol: those of the files, every symbol whose name their references mention
     or their calls call (a lookup is by name: ``~A`` is called, though only ``A`` is mentioned), and
     the types a hierarchy walk can reach (bases are resolved for every file, and members found
-    through them): every type, except C and C++ types, which are reached by name or as part of a
-    hierarchy only (``refs``: every file's, as the resolution reads them).
+    through them): every type, except C and C++ types, which are reached by name, as the class of
+    a member function in the files, or as part of a hierarchy only (``refs``: every file's, as the
+    resolution reads them).
 
     A C/C++ type that neither has a base nor is named as one is never walked through (its ancestry
     is itself; a class looked up by name is reached by the name): on the Linux kernel, 125,000 of
     the 126,000 types."""
     callees = {call["callee_name"] for _, calls in manifest.calls_by_file(only) for call in calls}
     hierarchy_ids, base_names = hierarchies(refs)
-    return manifest.resolution_symbols(
-        only, callees | base_names, CLASS_KINDS, ids=hierarchy_ids, kinds_by_name_only_in=C_FAMILY)
+    found = {s.id: s for s in manifest.resolution_symbols(
+        only, callees | base_names, CLASS_KINDS, ids=hierarchy_ids, kinds_by_name_only_in=C_FAMILY)}
+    # a C++ member function finds its class by its qualified name (``A::f`` defined in a.cpp is a
+    # member of every type called ``A``), which its file need not mention
+    owners = {owner.rpartition("::")[2] for s in found.values()
+              if s.path in only and s.language in C_FAMILY and (owner := class_of(s)) is not None}
+    found.update((s.id, s) for s in manifest.symbols_by(names=owners))
+    return list(found.values())
 
 
 def hierarchies(refs: dict[str, tuple[str, dict[str, Any]]]) -> tuple[set[str], set[str]]:

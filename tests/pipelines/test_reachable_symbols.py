@@ -88,6 +88,13 @@ def _cpp_hierarchy(root: Path) -> None:
         "geo/leaf.cpp": '#include "leaf.hpp"\n\nint Leaf::run() {\n    return helper() + twice() + area();\n}\n',
         "app/main.cpp": '#include "../geo/leaf.hpp"\n\nint main() {\n    Leaf leaf;\n    return leaf.run();\n}\n',
         "drivers/table.c": "struct unrelated_table { int size; };\n\nint table_size(struct unrelated_table *t) {\n    return t->size;\n}\n",
+        # a member function finds its class by a qualified name its file need not mention, and a
+        # C struct of that name sorts before the C++ class with a base
+        "dup/a/x.c": "struct Shade { int v; };\n",
+        "dup/y.h": "class Tint {\npublic:\n    void g();\n};\n\nclass Shade : public Tint {\npublic:\n    void f();\n};\n",
+        "dup/c.h": "class Hue {\npublic:\n    void g();\n};\n",
+        "dup/a.h": '#include "y.h"\n',
+        "dup/a.cpp": '#include "a.h"\n\nvoid Shade::f() {\n    g();\n}\n',
     }
     for n in range(30):
         files[f"include/dev{n}.h"] = f"struct dev{n}_ops {{ int (*probe)(void); }};\ntypedef int dev{n}_id;\nenum dev{n}_state {{ DEV{n}_UP }};\n"
