@@ -44,7 +44,7 @@ class IncludeIndex:
             self._by_name[posixpath.basename(path)].append(path)
         self._found: dict[tuple[str, str], frozenset[str]] = {}
         """Per (includer's directory, include as written), the files it names: the Linux kernel's
-        352,000 includes are 90,000 such pairs."""
+        351,432 includes are 116,738 such pairs."""
 
     def resolve(self, importer: str, written: str) -> frozenset[str]:
         """The files ``#include <written>`` or ``#include "written"`` in ``importer`` names.

@@ -280,8 +280,8 @@ def reachable_symbols(manifest: Manifest, only: set[str], refs: dict[str, tuple[
     resolution reads them).
 
     A C/C++ type that neither has a base nor is named as one is never walked through (its ancestry
-    is itself; a class looked up by name is reached by the name): on the Linux kernel, 125,000 of
-    the 126,000 types."""
+    is itself; a class looked up by name is reached by the name): on the Linux kernel, whose
+    125,000 types are C and C++ (headers parse as C++), a 1% scope reads 30,000 symbols, not 158,000."""
     callees = {call["callee_name"] for _, calls in manifest.calls_by_file(only) for call in calls}
     hierarchy_ids, base_names = hierarchies(refs)
     found = {s.id: s for s in manifest.resolution_symbols(
