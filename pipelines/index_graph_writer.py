@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipelines.index_context import IndexContext
 from pipelines.index_prepare import _Prepared
-from pipelines.index_writes import FileSubgraph, write_subgraphs
+from pipelines.index_writes import FileSubgraph, delete_subgraphs, write_subgraphs
 
 MAX_QUEUED_ITEMS = 100_000
 """Nodes and edges waiting for the graph at most (~1 KB each, their files' other data released:
@@ -33,11 +33,13 @@ slowly than the files are parsed. A 1% change of the Linux kernel (552 files) qu
 
 @dataclass
 class WrittenBatch:
-    """A batch whose subgraphs the writer handled: ``error`` says why it failed, if it did."""
+    """A batch whose subgraphs the writer handled (written, or for ``deleted`` files removed):
+    ``error`` says why it failed, if it did."""
 
     files: list[FileSubgraph] | list[_Prepared]
     points: int
     error: str | None = None
+    deleted: list[str] = field(default_factory=list)
 
 
 class GraphWriter:
@@ -66,7 +68,14 @@ class GraphWriter:
 
     def submit(self, files: list[FileSubgraph], points: int) -> None:
         """Queue a batch whose manifest rows are committed (its files in flight)."""
-        batch = WrittenBatch(files, points)
+        self._submit(WrittenBatch(files, points))
+
+    def submit_deletion(self, paths: list[str]) -> None:
+        """Queue the removal of deleted files' subgraphs, after the batches queued before it (the
+        files are gone from the manifest and in flight: ``index_writes.commit_deletion``)."""
+        self._submit(WrittenBatch([], 0, deleted=list(paths)))
+
+    def _submit(self, batch: WrittenBatch) -> None:
         if not self._background:
             self._write(batch)
             self._failed |= batch.error is not None
@@ -149,7 +158,10 @@ class GraphWriter:
         """Write the subgraphs; a store failure fails the batch (reported by the run), anything
         else (an injected fault) ends the writer."""
         try:
-            write_subgraphs(self._ctx, batch.files)
+            if batch.deleted:
+                delete_subgraphs(self._ctx, batch.deleted)
+            else:
+                write_subgraphs(self._ctx, batch.files)
         except Exception as exc:  # noqa: BLE001 - reported per file; the run goes on
             batch.error = f"store write failed: {type(exc).__name__}: {exc}"
 

@@ -171,8 +171,27 @@ def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previ
 
 
 def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
-    """Remove files from every store (vectors, graph, manifest), the manifest last: the files are
-    in flight until then, so an interrupted deletion is finished, or the file redone, next run."""
+    """Remove files from every store (vectors, manifest, graph): the files are in flight until
+    their subgraphs are gone, so an interrupted deletion is finished, or the file redone, next run."""
+    if not paths:
+        return
+    commit_deletion(ctx, paths)
+    delete_subgraphs(ctx, paths)
+    ctx.manifest.settle_in_flight(paths)
+
+
+def delete_subgraphs(ctx: IndexContext, paths: Sequence[str]) -> None:
+    """The graph half of a deletion (``commit_deletion``): the files' subgraphs removed. Touches
+    no other store, so that it can run in the run's graph writer (``pipelines.index_graph_writer``),
+    after the subgraphs queued before it; the caller settles the files afterwards."""
+    ctx.graph.delete_files(list(paths))
+
+
+def commit_deletion(ctx: IndexContext, paths: Sequence[str]) -> None:
+    """Remove files from the vectors and the manifest, their node ids marked dirty and what the
+    next resolution must cover recorded; the files stay in flight until their subgraphs are
+    removed (``delete_subgraphs``, ``Manifest.settle_in_flight``), so that the resolution can be
+    planned from the manifest while the graph still writes."""
     if not paths:
         return
     ids = ctx.manifest.symbol_ids_of(paths)
@@ -183,10 +202,10 @@ def delete_files(ctx: IndexContext, paths: Sequence[str]) -> None:
     ctx.manifest.begin_writes({path: [] for path in paths})
     ctx.vectors.delete(CODE_COLLECTION, [i for group in ids.values() for i in group])
     fault_point("index:deleting")
-    ctx.graph.delete_files(list(paths))
     ctx.vectors.flush(CODE_COLLECTION)  # no point of a file the manifest forgets outlives a crash
     with ctx.manifest.transaction() as conn:
         ctx.manifest.remove_files(conn, paths)
+        ctx.manifest.hold_in_flight(conn, paths)
         ctx.manifest.mark_dirty(conn, file_node_ids(ids))
         # its names' callers and its importers are resolved again (pipelines.resolution_scope)
         ctx.manifest.note_changed_paths(conn, gone, existed=True)

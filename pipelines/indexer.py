@@ -64,6 +64,7 @@ from pipelines.index_graph_writer import GraphWriter, WrittenBatch
 from pipelines.index_writes import (
     FileSubgraph,
     apply_edge_plan,
+    commit_deletion,
     commit_manifest,
     delete_files,
     plan_pending,
@@ -258,8 +259,8 @@ def index_project(
                 old_ids = ctx.manifest.symbol_ids_of(deleted)
                 rewritten += sum(len(group) for group in old_ids.values())
                 touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
-                _settle(ctx, graph.drain(), report, tracker)  # the graph's own writes follow the queued ones
-                delete_files(ctx, deleted)
+                commit_deletion(ctx, deleted)
+                graph.submit_deletion(deleted)  # after the subgraphs queued before it, while the resolution is planned
             gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
             # after the deletions, which drop a deleted file's record
             record_skipped(ctx.manifest, newly_skipped, limits, gone=gone)
@@ -273,7 +274,8 @@ def index_project(
         finally:
             graph.close()
         if tracker is not None:
-            tracker.deleted(p for p in deleted if p in known)
+            not_removed = {path for path, _ in report.failed}  # a deletion whose graph half failed stays in flight
+            tracker.deleted(p for p in deleted if p in known and p not in not_removed)
             tracker.finish()
         if plan is not None and graph.failed:  # resolved against files the graph lacks: the next run redoes both
             report.notes.append("cross-file edges not resolved: a graph write failed; the next `codemem index` resolves them")
@@ -361,6 +363,12 @@ def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport,
     """Account for batches the graph writer handled: files written are settled (out of flight)
     and counted; a failed batch's files are reported (they stay in flight for the next run)."""
     for batch in written:
+        if batch.deleted:  # removed subgraphs (``GraphWriter.submit_deletion``): counted in files_deleted
+            if batch.error is not None:
+                report.failed += [(path, batch.error) for path in batch.deleted]
+            else:
+                ctx.manifest.settle_in_flight(batch.deleted)
+            continue
         if batch.error is not None:
             report.failed += [(f.state.path, batch.error) for f in batch.files]
             if tracker is not None:

@@ -233,3 +233,74 @@ def test_a_graph_that_cannot_start_fails_the_files_and_raises_nothing(tmp_path: 
         svc.close()
     assert recording[0].background_mode
     _assert_builds_clean(got, root, tmp_path)
+
+
+def _pull(root: Path) -> None:
+    """One file deleted beside three changed (each now also multiplies)."""
+    (root / "pkg/m5.py").unlink()
+    write_files(root, {f"pkg/m{n}.py": f"from pkg.m{n + 1} import f{n + 1}\n\n\ndef f{n}(x):\n    return f{n + 1}(x) * {n}\n"
+                       for n in (10, 70, 130)})
+
+
+def _indexed_once(root: Path) -> None:
+    _tree(root)
+    svc = open_service(root, dense=False)
+    try:
+        assert plain_index(svc, False)["failed"] == []
+    finally:
+        svc.close()
+
+
+def test_a_deleted_files_subgraph_is_removed_by_the_writer_after_the_queued_ones(tmp_path: Path, recording: list[_Recording]) -> None:
+    """A pull while the graph starts: the deleted file leaves the manifest at once (in flight), its
+    subgraph is removed in the writer after the changed files' subgraphs, and the run's index is
+    the one a clean run builds."""
+    root = tmp_path / "repo"
+    _indexed_once(root)
+    _pull(root)
+    svc = open_service(root, dense=False)
+    try:
+        _slow_start(svc, 0.5)
+        report = plain_index(svc, False)
+        assert report["failed"] == [] and report["files_indexed"] == 3 and report["files_deleted"] == 1
+        assert svc.manifest.in_flight() == set() and "pkg/m5.py" not in svc.manifest.paths()
+        got = code_index(svc)
+    finally:
+        svc.close()
+    assert recording[1].background_mode
+    _assert_builds_clean(got, root, tmp_path)
+
+
+def test_a_deleted_files_subgraph_that_cannot_be_removed_stays_in_flight_and_the_next_run_removes_it(
+    tmp_path: Path, recording: list[_Recording],
+) -> None:
+    """The graph fails the removal: the file is reported failed and stays in flight, no resolution
+    is applied over a graph that still holds it, and the next run finishes the deletion."""
+    root = tmp_path / "repo"
+    _indexed_once(root)
+    _pull(root)
+    svc = open_service(root, dense=False)
+    try:
+        real = svc.graph.store
+        original = real.delete_files
+
+        def fails(paths: Any) -> Any:
+            raise ConnectionError("graph went away")
+
+        real.delete_files = fails
+        svc.graph._store = None  # started again lazily (the same server), in the run's writer thread
+        svc.graph._factory = lambda: real
+        _slow_start(svc, 0.5)
+        report = plain_index(svc, False)
+        assert [item["path"] for item in report["failed"]] == ["pkg/m5.py"] and "graph went away" in report["failed"][0]["error"]
+        assert report["files_indexed"] == 3
+        assert svc.manifest.in_flight() == {"pkg/m5.py"} and "pkg/m5.py" not in svc.manifest.paths()
+        assert report["edges_added"] == 0 and any("a graph write failed" in n for n in report["notes"])
+        real.delete_files = original
+        healed = plain_index(svc, False)
+        assert healed["failed"] == [] and svc.manifest.in_flight() == set()
+        got = code_index(svc)
+    finally:
+        svc.close()
+    assert recording[1].background_mode
+    _assert_builds_clean(got, root, tmp_path)
