@@ -264,7 +264,6 @@ def index_project(
             gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
             # after the deletions, which drop a deleted file's record
             record_skipped(ctx.manifest, newly_skipped, limits, gone=gone)
-            report.files_deleted = len([p for p in deleted if p in known])
             report.resolved_scope = EdgeScope()  # no edge changed unless a resolution runs
             resolving = bool(touched or ctx.manifest.dirty())
             if resolving:
@@ -274,8 +273,6 @@ def index_project(
         finally:
             graph.close()
         if tracker is not None:
-            not_removed = {path for path, _ in report.failed}  # a deletion whose graph half failed stays in flight
-            tracker.deleted(p for p in deleted if p in known and p not in not_removed)
             tracker.finish()
         if plan is not None and graph.failed:  # resolved against files the graph lacks: the next run redoes both
             report.notes.append("cross-file edges not resolved: a graph write failed; the next `codemem index` resolves them")
@@ -363,11 +360,17 @@ def _settle(ctx: IndexContext, written: list[WrittenBatch], report: IndexReport,
     """Account for batches the graph writer handled: files written are settled (out of flight)
     and counted; a failed batch's files are reported (they stay in flight for the next run)."""
     for batch in written:
-        if batch.deleted:  # removed subgraphs (``GraphWriter.submit_deletion``): counted in files_deleted
-            if batch.error is not None:
+        if batch.deleted:  # removed subgraphs (``GraphWriter.submit_deletion``)
+            if batch.error is not None:  # in flight: the next run finishes the deletion, and counts it
                 report.failed += [(path, batch.error) for path in batch.deleted]
-            else:
-                ctx.manifest.settle_in_flight(batch.deleted)
+                if tracker is not None:
+                    for path in batch.deleted:
+                        tracker.failed(path, batch.error, changed=False)
+                continue
+            ctx.manifest.settle_in_flight(batch.deleted)
+            report.files_deleted += len(batch.deleted)
+            if tracker is not None:
+                tracker.deleted(batch.deleted)
             continue
         if batch.error is not None:
             report.failed += [(f.state.path, batch.error) for f in batch.files]

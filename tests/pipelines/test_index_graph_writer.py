@@ -275,7 +275,8 @@ def test_a_deleted_files_subgraph_that_cannot_be_removed_stays_in_flight_and_the
     tmp_path: Path, recording: list[_Recording],
 ) -> None:
     """The graph fails the removal: the file is reported failed and stays in flight, no resolution
-    is applied over a graph that still holds it, and the next run finishes the deletion."""
+    is applied over a graph that still holds it, and the next run finishes the deletion (and counts
+    it)."""
     root = tmp_path / "repo"
     _indexed_once(root)
     _pull(root)
@@ -293,12 +294,12 @@ def test_a_deleted_files_subgraph_that_cannot_be_removed_stays_in_flight_and_the
         _slow_start(svc, 0.5)
         report = plain_index(svc, False)
         assert [item["path"] for item in report["failed"]] == ["pkg/m5.py"] and "graph went away" in report["failed"][0]["error"]
-        assert report["files_indexed"] == 3
+        assert report["files_indexed"] == 3 and report["files_deleted"] == 0  # counted by the run that finishes it
         assert svc.manifest.in_flight() == {"pkg/m5.py"} and "pkg/m5.py" not in svc.manifest.paths()
         assert report["edges_added"] == 0 and any("a graph write failed" in n for n in report["notes"])
         real.delete_files = original
         healed = plain_index(svc, False)
-        assert healed["failed"] == [] and svc.manifest.in_flight() == set()
+        assert healed["failed"] == [] and healed["files_deleted"] == 1 and svc.manifest.in_flight() == set()
         got = code_index(svc)
     finally:
         svc.close()
