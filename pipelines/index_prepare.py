@@ -128,6 +128,11 @@ class _Prepared:
     edges: list[GraphEdge]
     ref_names: set[str] = field(default_factory=set)
     """The identifiers its references mention (``pipelines.resolution_scope``)."""
+    replace_whole: bool = True
+    """Whether its subgraph must replace the graph's whole (the graph may hold it otherwise than
+    its manifest rows say) rather than be written over it (``pipelines.index_writes.write_vectors``)."""
+    gone_nodes: list[tuple[str, str]] | None = None
+    """Written over: the nodes of its last write that it lacks, (id, label) (``commit_manifest``)."""
 
 
 def prepare_file(source: SourceFile, data: bytes, content_hash: str, timeout_s: float, doc_globs: tuple[str, ...] = ()) -> _Prepared:

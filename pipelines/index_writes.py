@@ -13,7 +13,7 @@ from typing import Any
 
 from pipelines.index_context import CODE_COLLECTION, EdgeScope, IndexContext
 from pipelines.index_prepare import _now, _Prepared
-from pipelines.records import file_id, file_node_ids
+from pipelines.records import file_id, file_node_ids, graph_label
 from pipelines.resolution import Edge, resolve
 from pipelines.resolution_scope import (
     affected_paths,
@@ -31,7 +31,7 @@ from pipelines.resolution_scope import (
 from resources.faults import fault_point
 from resources.graph.base import chunked
 from resources.graph.store import GraphEdge, GraphNode
-from resources.manifest import REF_NAMES_COMPLETE, FileState
+from resources.manifest import REF_NAMES_COMPLETE, FileState, SymbolRow
 from resources.vectors.store import VectorPoint
 
 EDGE_WRITE_CHUNK = 50_000
@@ -94,8 +94,12 @@ def write_vectors(
     an interruption before their writes are settled (``Manifest.settle_in_flight``) is undone by
     the next run whatever the files become meanwhile. A point the store holds as it is (its
     symbol and lines unchanged: ``_held_points``) is not written again, unless ``rewrite_all``
-    (a repair: the store may hold it otherwise than the manifest says)."""
+    (a repair: the store may hold it otherwise than the manifest says). The same holds for the
+    graph: a file's subgraph is written over the one its rows describe, and replaced whole where
+    an interrupted run left the file in flight, or with ``rewrite_all`` (``_Prepared.replace_whole``)."""
     redone = ctx.manifest.in_flight()  # (an interrupted run's files: their points may be newer than their rows)
+    for p in prepared:
+        p.replace_whole = rewrite_all or p.state.path in redone or not previous_ids.get(p.state.path)
     ctx.manifest.begin_writes({p.state.path: [s.id for s in p.symbols] for p in prepared})
     _attach_cached_dense(ctx, prepared)
     points = {pt.id: pt for p in prepared for pt in p.points}  # (an id given twice: its last point is the one written)
@@ -116,22 +120,52 @@ def write_vectors(
 
 def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:
     """Stage 2 of a write: the files' manifest rows committed once their points are durable, with
-    the replaced node ids marked dirty for cross-file resolution in the same transaction, and what
-    that resolution must cover (``pipelines.resolution_scope``). The files stay in flight until
-    their subgraphs are written (``write_subgraphs``, ``Manifest.settle_in_flight``): a run
-    interrupted in between leaves them for the next run to redo."""
+    the node ids whose graph edges their subgraphs' write destroys marked dirty for cross-file
+    resolution in the same transaction (``_destroyed_nodes``), and what that resolution must cover
+    (``pipelines.resolution_scope``). The files stay in flight until their subgraphs are written
+    (``write_subgraphs``, ``Manifest.settle_in_flight``): a run interrupted in between leaves them
+    for the next run to redo, their subgraphs then replaced whole."""
     paths = [p.state.path for p in prepared]
     previous_refs = ctx.manifest.refs_of(paths)
     previous_symbols = {path: ctx.manifest.find_symbols_in(path) for path in paths}
     ctx.vectors.flush(CODE_COLLECTION)  # the points durable before the manifest records them (CODE_WRITE_AHEAD_LOG)
     fault_point("index:before_manifest")
-    destroyed = {i for ids in previous_ids.values() for i in ids} | {file_id(p.state.path) for p in prepared}
+    # a file whose rows already hold this write (a Dagster step run again after its commit): the
+    # graph may hold either write, so its subgraph is replaced whole
+    written = {p.state.path: p.state.content_hash for p in prepared}
+    committed = {path for path, digest in written.items()
+                 if (state := ctx.manifest.file(path)) is not None and state.content_hash == digest}
+    destroyed = _destroyed_nodes(prepared, previous_ids, previous_symbols, committed)
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
         ctx.manifest.hold_in_flight(conn, paths)
         ctx.manifest.mark_dirty(conn, destroyed)
         record_writes(ctx.manifest, conn, [(p.state.path, p.refs, p.ref_names, p.symbols) for p in prepared],
                       previous_refs, previous_symbols, {p.state.path: p.state.language for p in prepared})
+
+
+def _destroyed_nodes(
+    prepared: list[_Prepared], previous_ids: dict[str, list[str]], previous_symbols: dict[str, list[SymbolRow]],
+    committed: set[str],
+) -> set[str]:
+    """The node ids whose graph edges the files' subgraph writes destroy: each file's node, and
+    every node of its last write where its subgraph is replaced whole, or else the nodes it no
+    longer has (or has under another label), which its write deletes (``_Prepared.gone_nodes``).
+    A node it keeps keeps its edges: those of a file that mentions no name whose definition
+    changed stay as they are, the others are resolved again (``pipelines.resolution_scope``).
+    ``committed``: the files whose rows already record this write (replaced whole)."""
+    destroyed = {file_id(p.state.path) for p in prepared}
+    for p in prepared:
+        # (a bucket pickled by an earlier release has no such field)
+        if getattr(p, "replace_whole", True) or p.state.path in committed:
+            p.gone_nodes = None
+            destroyed.update(previous_ids.get(p.state.path, []))
+            continue
+        labels = {s.id: graph_label(s.kind) for s in p.symbols}  # (an id given twice: its last node is written)
+        p.gone_nodes = sorted({(s.id, old) for s in previous_symbols.get(p.state.path, [])
+                               if labels.get(s.id) != (old := graph_label(s.kind))})
+        destroyed.update(i for i, _ in p.gone_nodes)
+    return destroyed
 
 
 @dataclass(slots=True)
@@ -143,23 +177,29 @@ class FileSubgraph:
     nodes: list[GraphNode]
     edges: list[GraphEdge]
     point_count: int
+    gone_nodes: list[tuple[str, str]] | None = None
+    """See ``_Prepared.gone_nodes``: None to replace the file's subgraph whole."""
 
     @classmethod
     def of(cls, prepared: _Prepared) -> FileSubgraph:
         """The subgraph of a prepared file."""
-        return cls(prepared.state, prepared.nodes, prepared.edges, len(prepared.points))
+        return cls(prepared.state, prepared.nodes, prepared.edges, len(prepared.points), prepared.gone_nodes)
 
 
 def write_subgraphs(ctx: IndexContext, prepared: Sequence[_Prepared | FileSubgraph]) -> None:
-    """Stage 3 of a write: the files' subgraphs replaced in the graph (their manifest rows are
-    committed and in flight: ``commit_manifest``). Touches no other store, so that it can run in a
-    thread (``pipelines.index_graph_writer``); the caller settles the files afterwards."""
+    """Stage 3 of a write: the files' subgraphs written to the graph (their manifest rows are
+    committed and in flight: ``commit_manifest``), over what the graph holds of them or replacing
+    it whole (``_Prepared.replace_whole``). Touches no other store, so that it can run in a thread
+    (``pipelines.index_graph_writer``); the caller settles the files afterwards."""
     fault_point("index:before_graph")
-    ctx.graph.replace_files(
-        [p.state.path for p in prepared],
-        [n for p in prepared for n in p.nodes],
-        [e for p in prepared for e in p.edges],
-    )
+    whole = [p for p in prepared if getattr(p, "gone_nodes", None) is None]
+    over = [p for p in prepared if getattr(p, "gone_nodes", None) is not None]
+    for files, gone in ((whole, None), (over, [node for p in over for node in p.gone_nodes])):  # type: ignore[union-attr]
+        if files:
+            ctx.graph.replace_files(
+                [p.state.path for p in files], [n for p in files for n in p.nodes], [e for p in files for e in p.edges],
+                gone=gone,  # type: ignore[arg-type]
+            )
 
 
 def write_graph_and_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: dict[str, list[str]]) -> None:

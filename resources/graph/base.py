@@ -94,9 +94,10 @@ class BaseGraphStore(ABC):
         return self.replace_files([path], nodes, edges)
 
     def replace_files(
-        self, paths: Sequence[str], nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]
+        self, paths: Sequence[str], nodes: Sequence[GraphNode], edges: Sequence[GraphEdge],
+        gone: Iterable[tuple[str, NodeLabel]] | None = None,
     ) -> ReplaceResult:
-        """Replace the subgraphs of several files in one statement (see ``replace_file``)."""
+        """Replace the subgraphs of several files in one statement (see ``GraphStore.replace_files``)."""
         path_set = set(paths)
         batch = _dedupe_nodes(nodes)
         labels: dict[str, NodeLabel] = {node_id: node.label for node_id, node in batch.items()}
@@ -107,8 +108,9 @@ class BaseGraphStore(ABC):
                 labels[node_id] = label
 
         by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for node in batch.values():
-            by_label[node.label].append({"id": node.id, "props": node.properties})
+        for node in batch.values():  # (written over a kept node, its properties are replaced: ``id`` among them)
+            props = node.properties if gone is None else {**node.properties, "id": node.id}
+            by_label[node.label].append({"id": node.id, "props": props})
         groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
         skipped = 0
         created_at = _now_iso()
@@ -125,7 +127,14 @@ class BaseGraphStore(ABC):
             params[f"nodes_{label}"] = rows
         for i, key in enumerate(group_keys):
             params[f"edges_{i}"] = groups[key]
-        rows = self._write(cy.replace_file_query(list(by_label), group_keys), params)
+        gone_labels = None
+        if gone is not None:
+            by_gone_label: dict[str, list[str]] = defaultdict(list)
+            for node_id, label in gone:
+                by_gone_label[label].append(node_id)
+            gone_labels = sorted(by_gone_label)
+            params.update({f"gone_{label}": sorted(ids) for label, ids in by_gone_label.items()})
+        rows = self._write(cy.replace_file_query(list(by_label), group_keys, gone_labels), params)
         deleted = int(rows[0]["deleted"]) if rows else 0
         return ReplaceResult(
             nodes_deleted=deleted,

@@ -40,6 +40,8 @@ seed 004's relationship table, plus a generic RELATES_TO)."""
 
 NODE_LABELS: Final[tuple[NodeLabel, ...]] = ("File", "Module", "Class", "Function")
 """Labels of the code graph (nodes tied to a source file)."""
+SYMBOL_LABELS: Final[tuple[NodeLabel, ...]] = ("Class", "Function")
+"""Labels of the code graph's symbol nodes (``pipelines.records.graph_label``)."""
 EDGE_TYPES: Final[tuple[EdgeType, ...]] = ("CONTAINS", "IMPORTS", "CALLS", "EXTENDS", "IMPLEMENTS")
 """Relationship types of the code graph."""
 
@@ -267,6 +269,34 @@ def _delete_clauses(source: str) -> list[str]:
     return clauses
 
 
+def _keep_clauses(gone_labels: Sequence[str]) -> list[str]:
+    """Clauses that write a file's subgraph over what the graph holds of it: DETACH DELETE its
+    ``File`` node (by ``path``) and the nodes of ``$gone_<Label>`` (by ``id``), and delete the
+    ``CONTAINS`` relationships into its other nodes (written again with the file's subgraph: a
+    node's container can change while its id stays). The nodes kept keep every other
+    relationship, cross-file ones included.
+
+    Args:
+        gone_labels: Labels with ids to delete (whitelisted); an empty list is left out (an
+            ``UNWIND`` of nothing would end the statement).
+    """
+    clauses = [f"UNWIND $paths AS p OPTIONAL MATCH (f:File {{{FILE_PATH_PROPERTY['File']}: p}}) DETACH DELETE f "
+               "WITH count(f) AS deleted_f"]
+    carried = ["deleted_f"]
+    for i, label in enumerate(gone_labels):
+        check_label(label)
+        keep = "".join(f"{name}, " for name in carried)
+        clauses.append(f"UNWIND $gone_{label} AS g OPTIONAL MATCH (g{i}:{label} {{id: g}}) DETACH DELETE g{i} "
+                       f"WITH {keep}count(g{i}) AS deleted_{i}")
+        carried.append(f"deleted_{i}")
+    keep = "".join(f"{name}, " for name in carried)
+    for i, label in enumerate(SYMBOL_LABELS):
+        clauses.append(f"UNWIND $paths AS p OPTIONAL MATCH ()-[c{i}:CONTAINS]->(:{label} {{file_path: p}}) DELETE c{i} "
+                       f"WITH {keep}count(c{i}) AS unlinked_{i}")
+    clauses.append("WITH " + " + ".join(carried) + " AS deleted")
+    return clauses
+
+
 DELETE_FILES: Final[str] = " ".join([*_delete_clauses("p"), "RETURN deleted"])
 """Delete the File nodes with the given paths and every node whose ``file_path`` is one of them.
 
@@ -278,6 +308,7 @@ Returns one row ``deleted`` (nodes deleted).
 def replace_file_query(
     node_labels: Sequence[str],
     edge_groups: Sequence[tuple[str, str, str]],
+    gone_labels: Sequence[str] | None = None,
 ) -> str:
     """One statement that replaces the subgraphs of one or more files.
 
@@ -298,17 +329,24 @@ def replace_file_query(
     are neither in the batch nor already in the graph; otherwise a bare endpoint node would be
     created.
 
+    With ``gone_labels`` (a file's subgraph written over, ``_keep_clauses``), only the ``File``
+    nodes and the nodes in ``$gone_<Label>`` go: the other nodes of the files stay with their
+    relationships, their properties set to ``row.props`` (which then holds ``id`` too) and their
+    ``CONTAINS`` relationships written again.
+
     Args:
         node_labels: Labels that have nodes in the batch (whitelisted).
         edge_groups: ``(type, source_label, target_label)`` per relationship group (whitelisted).
+        gone_labels: Labels with ids in ``$gone_<Label>``; None to delete the files' nodes whole.
 
     Returns:
         The statement (returns one row ``deleted``).
     """
-    parts = _delete_clauses("p")
+    parts = _delete_clauses("p") if gone_labels is None else _keep_clauses(gone_labels)
+    assign = "+=" if gone_labels is None else "="
     for label in node_labels:
         check_label(label)
-        parts.append(f"FOREACH (row IN $nodes_{label} | MERGE (n:{label} {{id: row.id}}) SET n += row.props)")
+        parts.append(f"FOREACH (row IN $nodes_{label} | MERGE (n:{label} {{id: row.id}}) SET n {assign} row.props)")
     for i, (edge_type, source_label, target_label) in enumerate(edge_groups):
         check_edge_type(edge_type)
         check_label(source_label)

@@ -14,7 +14,7 @@ it in the backend's read-only mode.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -81,9 +81,18 @@ class GraphStore(Protocol):
         ...
 
     def replace_files(
-        self, paths: Sequence[str], nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]
+        self, paths: Sequence[str], nodes: Sequence[GraphNode], edges: Sequence[GraphEdge],
+        gone: Iterable[tuple[str, NodeLabel]] | None = None,
     ) -> ReplaceResult:
-        """``replace_file`` for several files in one atomic statement (fewer round trips)."""
+        """``replace_file`` for several files in one atomic statement (fewer round trips).
+
+        With ``gone`` ((node id, label) pairs: the nodes of the files' last write that this one lacks),
+        the files' subgraphs are written over what the graph holds of them instead: their
+        ``File`` nodes and the ``gone`` nodes are deleted with their relationships, and their
+        other nodes stay, with every relationship but ``CONTAINS`` (written again), their
+        properties replaced by those in ``nodes``. The caller vouches that the graph holds the
+        files as their last write left them.
+        """
         ...
 
     def delete_files(self, paths: Sequence[str]) -> int:

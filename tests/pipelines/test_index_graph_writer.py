@@ -156,11 +156,11 @@ def test_a_graph_write_that_fails_in_the_thread_fails_its_files_and_the_next_run
         original = real.replace_files
         calls = [0]
 
-        def second_fails(paths: Any, nodes: Any, edges: Any) -> Any:
+        def second_fails(paths: Any, nodes: Any, edges: Any, gone: Any = None) -> Any:
             calls[0] += 1
             if calls[0] == 2:
                 raise ConnectionError("graph went away")
-            return original(paths, nodes, edges)
+            return original(paths, nodes, edges, gone=gone)
 
         real.replace_files = second_fails
         svc.graph._store = None  # started again lazily (the same server), in the run's writer thread

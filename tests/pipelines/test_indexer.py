@@ -173,7 +173,7 @@ def test_store_failure_mid_run_is_reported_and_next_run_converges(project: Path,
     svc = service_factory(project, dense_embeddings=False)
     original = svc.graph.replace_files
 
-    def failing(paths, nodes, edges):
+    def failing(paths, nodes, edges, gone=None):
         raise ConnectionError("graph went away")
 
     svc.graph.replace_files = failing  # the graph fails after the vectors of the batch were written

@@ -17,7 +17,7 @@ from tests.conftest import FIXTURE_REPOS
 
 def _snapshot(svc) -> dict:  # noqa: ANN001
     """What the stores hold, minus times: manifest files and symbols, resolved edges, vector ids
-    and payloads, graph nodes and edges."""
+    and payloads, graph nodes (with their properties) and edges."""
     from pipelines.indexer import CODE_COLLECTION
 
     ctx = svc.ctx
@@ -27,7 +27,11 @@ def _snapshot(svc) -> dict:  # noqa: ANN001
     payloads = {h.id: {k: v for k, v in h.payload.items() if k not in ("indexed_at",)} for h in ctx.vectors.retrieve(CODE_COLLECTION, ids)}
     dense = ctx.vectors.dense_vectors(CODE_COLLECTION, ids)
     code = "(n:File OR n:Module OR n:Class OR n:Function)"
-    _, nodes, _ = ctx.graph.read_query(f"MATCH (n) WHERE {code} RETURN labels(n)[0] AS label, n.id AS id ORDER BY id", {}, 100_000)
+    _, nodes, _ = ctx.graph.read_query(
+        f"MATCH (n) WHERE {code} RETURN labels(n)[0] AS label, n.id AS id, properties(n) AS props ORDER BY id", {}, 100_000
+    )
+    for node in nodes:  # a node written over another keeps nothing of it (its properties all replaced)
+        node["props"] = {k: v for k, v in dict(node["props"]).items() if k != "indexed_at"}
     _, edges, _ = ctx.graph.read_query(
         f"MATCH (a)-[r]->(n) WHERE {code} RETURN a.id AS a, type(r) AS t, n.id AS b ORDER BY a, t, b", {}, 100_000
     )
