@@ -130,12 +130,13 @@ def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: 
     previous_symbols = {path: ctx.manifest.find_symbols_in(path) for path in paths}
     ctx.vectors.flush(CODE_COLLECTION)  # the points durable before the manifest records them (CODE_WRITE_AHEAD_LOG)
     fault_point("index:before_manifest")
-    # a file whose rows already hold this write (a Dagster step run again after its commit): the
-    # graph may hold either write, so its subgraph is replaced whole
+    # replaced whole: a file whose rows already hold this write (a Dagster step run again after its
+    # commit: the graph may hold either write), or this content (a forced run), or whose hash was
+    # forgotten for a new extraction (a new release may label its nodes otherwise)
     written = {p.state.path: p.state.content_hash for p in prepared}
-    committed = {path for path, digest in written.items()
-                 if (state := ctx.manifest.file(path)) is not None and state.content_hash == digest}
-    destroyed = _destroyed_nodes(prepared, previous_ids, previous_symbols, committed)
+    whole = {path for path, digest in written.items()
+             if (state := ctx.manifest.file(path)) is not None and state.content_hash in (digest, "")}
+    destroyed = _destroyed_nodes(prepared, previous_ids, previous_symbols, whole)
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
         ctx.manifest.hold_in_flight(conn, paths)
@@ -146,18 +147,18 @@ def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: 
 
 def _destroyed_nodes(
     prepared: list[_Prepared], previous_ids: dict[str, list[str]], previous_symbols: dict[str, list[SymbolRow]],
-    committed: set[str],
+    whole: set[str],
 ) -> set[str]:
     """The node ids whose graph edges the files' subgraph writes destroy: each file's node, and
     every node of its last write where its subgraph is replaced whole, or else the nodes it no
     longer has (or has under another label), which its write deletes (``_Prepared.gone_nodes``).
     A node it keeps keeps its edges: those of a file that mentions no name whose definition
     changed stay as they are, the others are resolved again (``pipelines.resolution_scope``).
-    ``committed``: the files whose rows already record this write (replaced whole)."""
+    ``whole``: files to replace whole, whatever ``_Prepared.replace_whole`` says."""
     destroyed = {file_id(p.state.path) for p in prepared}
     for p in prepared:
         # (a bucket pickled by an earlier release has no such field)
-        if getattr(p, "replace_whole", True) or p.state.path in committed:
+        if getattr(p, "replace_whole", True) or p.state.path in whole:
             p.gone_nodes = None
             destroyed.update(previous_ids.get(p.state.path, []))
             continue
@@ -320,6 +321,7 @@ def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
         symbols = ctx.manifest.all_symbols()
         current = ctx.manifest.resolved_edges()
         resolution = resolve(symbols, refs, None, calls=ctx.manifest.calls_by_file)
+    rewritten = _rewritten_nodes(ctx, touched_ids, only, symbols)
     del refs, symbols
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
@@ -329,13 +331,24 @@ def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
     still_in_graph = current  # (the set itself, less what is gone: a copy is ~0.2 GB on the Linux kernel)
     still_in_graph -= destroyed
     still_in_graph -= unsettled
-    to_add = sorted(e for e in wanted if e not in still_in_graph)
+    # an edge a rewritten file's kept node still has: written again where its properties changed
+    # (a call's line moved), in the graph and in the record
+    restated = ctx.manifest.resolved_edge_properties(e for e in wanted if e[0] in rewritten and e in still_in_graph)
+    to_add = sorted(e for e in wanted if e not in still_in_graph or (e in restated and restated[e] != wanted[e]))
     if only is None:
         to_remove = sorted(e for e in itertools.chain(still_in_graph, unsettled) if e not in wanted)
     else:  # the edges of files out of scope stay as they are (or are put back: kept_edges)
         to_remove = sorted(e for e in still_in_graph if e[0] in in_scope and e not in wanted)
     return EdgePlan(touched_ids, wanted, to_add, to_remove, destroyed, still_in_graph, resolution.external_modules,
                     only is None, in_scope)
+
+
+def _rewritten_nodes(ctx: IndexContext, touched_ids: set[str], only: set[str] | None, symbols: list[SymbolRow]) -> set[str]:
+    """The nodes of the files rewritten since the last resolution (their file node is among
+    ``touched_ids``): the sources of the edges whose properties the rewrite can have changed."""
+    paths = only if only is not None else ctx.manifest.paths()
+    rewritten = {path for path in paths if file_id(path) in touched_ids}
+    return {file_id(path) for path in rewritten} | {s.id for s in symbols if s.path in rewritten}
 
 
 def apply_edge_plan(ctx: IndexContext, plan: EdgePlan) -> EdgeChanges:

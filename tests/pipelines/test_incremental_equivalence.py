@@ -109,20 +109,22 @@ def apply(root: Path, ops: list[tuple[str, str, dict[str, Any] | None]]) -> None
 
 CODE_EDGES = (
     "MATCH (a)-[r]->(b) WHERE (a:File OR a:Module OR a:Class OR a:Function) AND (b:File OR b:Module OR b:Class OR b:Function) "
-    "RETURN a.id AS a, type(r) AS t, b.id AS b ORDER BY a, t, b"
+    "RETURN a.id AS a, type(r) AS t, b.id AS b, properties(r) AS props ORDER BY a, t, b"
 )
 
 
 def code_index(svc: Any) -> dict[str, Any]:
     """The code graph and vector index of a service: ``_snapshot`` (node ids with labels, point
     ids, payloads, dense vectors, manifest rows) with the relationships between code nodes only
-    (the design layer's memory nodes get fresh ids per project), plus the graph's counts per label
+    and their properties (the design layer's memory nodes get fresh ids per project), plus the graph's counts per label
     and relationship type, and whether anything is left for a later run."""
     from resources.graph.cypher import EDGE_TYPES, NODE_LABELS
 
     snap = _snapshot(svc)
     _, edges, truncated = svc.graph.read_query(CODE_EDGES, {}, 100_000)
     assert not truncated
+    for edge in edges:  # a call's line among them
+        edge["props"] = {k: v for k, v in dict(edge["props"]).items() if k != "created_at"}
     snap["graph_edges"] = edges
     counts = svc.graph.counts()
     snap["counts"] = {k: counts[k] for k in (*NODE_LABELS, *EDGE_TYPES)}

@@ -147,3 +147,29 @@ def test_a_dagster_step_run_again_after_its_commit_replaces_the_subgraph_whole(r
     finally:
         svc.close()
     assert_equal_indexes(got, clean_index(repo, tmp_path, dense=False))
+
+
+def test_a_kept_functions_call_that_moved_has_its_new_line(repo: Path, tmp_path: Path) -> None:
+    """A function added above a kept one moves its calls: the call edge it keeps is written again
+    with its new line, in the graph and in the manifest's record (as a clean index has it)."""
+    write_files(repo, {"a.py": "from b import x\n\n\ndef f():\n    return x()\n", "b.py": "def x():\n    return 1\n"})
+    svc = open_service(repo, dense=False)
+    try:
+        assert plain_index(svc, False)["failed"] == []
+        write_files(repo, {"a.py": "from b import x\n\n\ndef e():\n    return 0\n\n\ndef f():\n    return x()\n"})
+        assert plain_index(svc, False)["failed"] == []
+        call = (symbol_id("a.py", "f"), "CALLS", symbol_id("b.py", "x"))
+        recorded = svc.manifest.resolved_edge_properties([call])
+        in_graph = _edges_with(svc, call)
+        got = code_index(svc)
+    finally:
+        svc.close()
+    assert recorded[call]["line_number"] == 9 and in_graph == 9
+    assert_equal_indexes(got, clean_index(repo, tmp_path, dense=False))
+
+
+def _edges_with(svc: Any, edge: tuple[str, str, str]) -> Any:
+    """The graph's ``line_number`` of one relationship."""
+    _, rows, _ = svc.graph.read_query(
+        f"MATCH (a {{id: $a}})-[r:{edge[1]}]->(b {{id: $b}}) RETURN r.line_number AS line", {"a": edge[0], "b": edge[2]}, 1)
+    return rows[0]["line"]

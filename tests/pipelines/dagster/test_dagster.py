@@ -41,7 +41,8 @@ def _snapshot(svc) -> dict:  # noqa: ANN001
     )
     return {
         "memory_nodes": memory_nodes,
-        "files": files, "symbols": symbols, "edges": sorted(ctx.manifest.resolved_edges()), "ids": ids,
+        "files": files, "symbols": symbols, "ids": ids,
+        "edges": sorted(ctx.manifest.resolved_edge_properties(ctx.manifest.resolved_edges()).items()),
         "payloads": payloads, "dense": {k: [round(x, 5) for x in v] for k, v in dense.items()},
         "nodes": nodes, "graph_edges": edges,
     }
