@@ -136,11 +136,12 @@ def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: 
     written = {p.state.path: p.state.content_hash for p in prepared}
     whole = {path for path, digest in written.items()
              if (state := ctx.manifest.file(path)) is not None and state.content_hash in (digest, "")}
-    destroyed = _destroyed_nodes(prepared, previous_ids, previous_symbols, whole)
+    destroyed, written_over = _destroyed_nodes(prepared, previous_ids, previous_symbols, whole)
     with ctx.manifest.transaction() as conn:
         ctx.manifest.replace_files(conn, [(p.state, p.refs, p.symbols) for p in prepared])
         ctx.manifest.hold_in_flight(conn, paths)
         ctx.manifest.mark_dirty(conn, destroyed)
+        ctx.manifest.mark_rewritten(conn, written_over)
         record_writes(ctx.manifest, conn, [(p.state.path, p.refs, p.ref_names, p.symbols) for p in prepared],
                       previous_refs, previous_symbols, {p.state.path: p.state.language for p in prepared})
 
@@ -148,25 +149,29 @@ def commit_manifest(ctx: IndexContext, prepared: list[_Prepared], previous_ids: 
 def _destroyed_nodes(
     prepared: list[_Prepared], previous_ids: dict[str, list[str]], previous_symbols: dict[str, list[SymbolRow]],
     whole: set[str],
-) -> set[str]:
-    """The node ids whose graph edges the files' subgraph writes destroy: each file's node, and
-    every node of its last write where its subgraph is replaced whole, or else the nodes it no
-    longer has (or has under another label), which its write deletes (``_Prepared.gone_nodes``).
-    A node it keeps keeps its edges: those of a file that mentions no name whose definition
-    changed stay as they are, the others are resolved again (``pipelines.resolution_scope``).
+) -> tuple[set[str], set[str]]:
+    """The node ids whose graph edges the files' subgraph writes destroy, and the files written
+    over. A file replaced whole destroys its node and every node of its last write; a file written
+    over destroys the nodes it no longer has (or has under another label), which its write deletes
+    (``_Prepared.gone_nodes``). A node it keeps (its file's node too) keeps its edges: those of a
+    file that mentions no name whose definition changed stay as they are, the others are resolved
+    again, the file in the resolution's scope (``Manifest.mark_rewritten``).
     ``whole``: files to replace whole, whatever ``_Prepared.replace_whole`` says."""
-    destroyed = {file_id(p.state.path) for p in prepared}
+    destroyed: set[str] = set()
+    written_over: set[str] = set()
     for p in prepared:
         # (a bucket pickled by an earlier release has no such field)
         if getattr(p, "replace_whole", True) or p.state.path in whole:
             p.gone_nodes = None
+            destroyed.add(file_id(p.state.path))
             destroyed.update(previous_ids.get(p.state.path, []))
             continue
+        written_over.add(p.state.path)
         labels = {s.id: graph_label(s.kind) for s in p.symbols}  # (an id given twice: its last node is written)
         p.gone_nodes = sorted({(s.id, old) for s in previous_symbols.get(p.state.path, [])
                                if labels.get(s.id) != (old := graph_label(s.kind))})
         destroyed.update(i for i, _ in p.gone_nodes)
-    return destroyed
+    return destroyed, written_over
 
 
 @dataclass(slots=True)
@@ -280,20 +285,23 @@ class EdgePlan:
     whole: bool
     """True when it resolved the whole repository."""
     in_scope: set[str]
+    rewritten: set[str]
+    """The files written over that it resolved (``Manifest.mark_rewritten``)."""
 
 
-def resolve_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgeChanges:
+def resolve_edges(ctx: IndexContext, touched_ids: set[str], rewritten: set[str] | None = None) -> EdgeChanges:
     """Re-resolve cross-file edges and apply the difference to the graph (``plan_edges``, then
     ``apply_edge_plan``).
 
     Args:
         touched_ids: Ids of nodes whose subgraph was replaced or deleted in this run: their
             edges were removed from the graph with them, so they are re-added when still valid.
+        rewritten: Files whose subgraph was written over (their kept nodes kept their edges).
     """
-    return apply_edge_plan(ctx, plan_edges(ctx, touched_ids))
+    return apply_edge_plan(ctx, plan_edges(ctx, touched_ids, rewritten))
 
 
-def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
+def plan_edges(ctx: IndexContext, touched_ids: set[str], rewritten: set[str] | None = None) -> EdgePlan:
     """The cross-file edges to add to and remove from the graph, read and computed from the
     manifest only (no graph call: a run computes it while the graph still loads or writes).
 
@@ -301,8 +309,9 @@ def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
     the symbols their lookups can reach and the recorded edges of their nodes; the whole
     repository, from every symbol and edge, when the change can affect any file.
     """
+    rewritten = rewritten or set()
     unsettled = ctx.manifest.unsettled_edges()  # an interrupted resolution's: in the graph or not
-    only = None if unsettled else affected_paths(ctx.manifest, touched_ids)
+    only = None if unsettled else affected_paths(ctx.manifest, touched_ids, rewritten)
     refs = ctx.manifest.all_refs(calls_of=())  # every file's imports and bases; the calls a file at a time
     if only is None and ctx.manifest.get_meta(REF_NAMES_COMPLETE) != "1":
         ctx.manifest.fill_ref_names(
@@ -321,7 +330,7 @@ def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
         symbols = ctx.manifest.all_symbols()
         current = ctx.manifest.resolved_edges()
         resolution = resolve(symbols, refs, None, calls=ctx.manifest.calls_by_file)
-    rewritten = _rewritten_nodes(ctx, touched_ids, only, symbols)
+    restating = _rewritten_nodes(ctx, touched_ids, rewritten, only, symbols)
     del refs, symbols
     wanted = resolution.edges
     destroyed = {e for e in current if e[0] in touched_ids or e[2] in touched_ids}
@@ -333,22 +342,25 @@ def plan_edges(ctx: IndexContext, touched_ids: set[str]) -> EdgePlan:
     still_in_graph -= unsettled
     # an edge a rewritten file's kept node still has: written again where its properties changed
     # (a call's line moved), in the graph and in the record
-    restated = ctx.manifest.resolved_edge_properties(e for e in wanted if e[0] in rewritten and e in still_in_graph)
+    restated = ctx.manifest.resolved_edge_properties(e for e in wanted if e[0] in restating and e in still_in_graph)
     to_add = sorted(e for e in wanted if e not in still_in_graph or (e in restated and restated[e] != wanted[e]))
     if only is None:
         to_remove = sorted(e for e in itertools.chain(still_in_graph, unsettled) if e not in wanted)
     else:  # the edges of files out of scope stay as they are (or are put back: kept_edges)
         to_remove = sorted(e for e in still_in_graph if e[0] in in_scope and e not in wanted)
     return EdgePlan(touched_ids, wanted, to_add, to_remove, destroyed, still_in_graph, resolution.external_modules,
-                    only is None, in_scope)
+                    only is None, in_scope, rewritten)
 
 
-def _rewritten_nodes(ctx: IndexContext, touched_ids: set[str], only: set[str] | None, symbols: list[SymbolRow]) -> set[str]:
-    """The nodes of the files rewritten since the last resolution (their file node is among
-    ``touched_ids``): the sources of the edges whose properties the rewrite can have changed."""
+def _rewritten_nodes(
+    ctx: IndexContext, touched_ids: set[str], rewritten: set[str], only: set[str] | None, symbols: list[SymbolRow],
+) -> set[str]:
+    """The nodes of the files rewritten since the last resolution (written over, or replaced
+    whole: their file node is among ``touched_ids``): the sources of the edges whose properties
+    the rewrite can have changed."""
     paths = only if only is not None else ctx.manifest.paths()
-    rewritten = {path for path in paths if file_id(path) in touched_ids}
-    return {file_id(path) for path in rewritten} | {s.id for s in symbols if s.path in rewritten}
+    files = {path for path in paths if path in rewritten or file_id(path) in touched_ids}
+    return {file_id(path) for path in files} | {s.id for s in symbols if s.path in files}
 
 
 def apply_edge_plan(ctx: IndexContext, plan: EdgePlan) -> EdgeChanges:
@@ -392,23 +404,24 @@ def apply_edge_plan(ctx: IndexContext, plan: EdgePlan) -> EdgeChanges:
     ctx.graph.delete_nodes("Module", sorted(unreferenced))
     fault_point("index:resolving")
     ctx.manifest.replace_resolved_edges(
-        ((s, t, d, wanted[(s, t, d)]) for s, t, d in to_add), [*destroyed, *to_remove], touched_ids
+        ((s, t, d, wanted[(s, t, d)]) for s, t, d in to_add), [*destroyed, *to_remove], touched_ids, plan.rewritten
     )
     scope = None if plan.whole else EdgeScope(frozenset(plan.in_scope | touched_ids), frozenset(touched_ids))
     return EdgeChanges(len(to_add), len(to_remove), scope)
 
 
 def plan_pending(ctx: IndexContext) -> EdgePlan | None:
-    """The resolution of every dirty node id (this run's, or an interrupted run's): None when no
-    node is dirty."""
-    touched = ctx.manifest.dirty()
-    if not touched:
+    """The resolution of every dirty node id and file written over (this run's, or an interrupted
+    run's): None when there is none."""
+    touched, rewritten = ctx.manifest.dirty(), ctx.manifest.rewritten()
+    if not touched and not rewritten:
         return None
     fault_point("index:before_resolve")
-    return plan_edges(ctx, touched)
+    return plan_edges(ctx, touched, rewritten)
 
 
 def resolve_pending(ctx: IndexContext) -> EdgeChanges:
-    """Resolve cross-file edges for every dirty node id (this run's, or an interrupted run's)."""
+    """Resolve cross-file edges for every dirty node id and file written over (this run's, or an
+    interrupted run's)."""
     plan = plan_pending(ctx)
     return EdgeChanges() if plan is None else apply_edge_plan(ctx, plan)

@@ -265,7 +265,7 @@ def index_project(
             # after the deletions, which drop a deleted file's record
             record_skipped(ctx.manifest, newly_skipped, limits, gone=gone)
             report.resolved_scope = EdgeScope()  # no edge changed unless a resolution runs
-            resolving = bool(touched or ctx.manifest.dirty())
+            resolving = bool(touched) or ctx.manifest.resolution_pending()
             if resolving:
                 progress("resolve", 0, 1)
             plan = plan_pending(ctx) if resolving else None  # from the manifest alone, while the subgraphs are written

@@ -194,16 +194,16 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
     manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 
-def affected_paths(manifest: Manifest, touched: set[str]) -> set[str] | None:
-    """The files whose cross-file edges may differ after the writes that left ``touched`` dirty:
-    the rewritten files, the files that mention a name whose definition changed, and the files
-    whose imports name other files since files came or went (``moved_imports``); None when every
-    file must be resolved again."""
+def affected_paths(manifest: Manifest, touched: set[str], rewritten: set[str] | None = None) -> set[str] | None:
+    """The files whose cross-file edges may differ after the writes that left ``touched`` dirty
+    and ``rewritten`` written over: the rewritten files, the files that mention a name whose
+    definition changed, and the files whose imports name other files since files came or went
+    (``moved_imports``); None when every file must be resolved again."""
     everything, names = manifest.resolution_scope()
     if everything:
         return None
     languages = manifest.languages()
-    changed = {path for path in languages if file_id(path) in touched}
+    changed = {path for path in languages if file_id(path) in touched or path in (rewritten or ())}
     came_or_went = manifest.changed_paths()
     if came_or_went:
         share, least = WHOLE_WHEN_PATHS_CHANGE

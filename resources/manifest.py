@@ -424,6 +424,23 @@ class Manifest:
         """Forget resolved ids (inside the transaction that records the resolution)."""
         conn.executemany("DELETE FROM dirty WHERE id = ?", [(i,) for i in ids])
 
+    @staticmethod
+    def mark_rewritten(conn: Any, paths: Iterable[str]) -> None:
+        """Record (inside the caller's transaction) files whose subgraph was written over the
+        graph's (``pipelines.index_writes``): their nodes kept their edges, which the next
+        resolution checks, the files in its scope."""
+        conn.executemany("INSERT INTO rewritten(path) VALUES (?) ON CONFLICT DO NOTHING", [(p,) for p in paths])
+
+    def rewritten(self) -> set[str]:
+        """Files written over since the last resolution (``mark_rewritten``)."""
+        with self.store.reading() as conn:
+            return {row[0] for row in conn.execute("SELECT path FROM rewritten")}
+
+    def resolution_pending(self) -> bool:
+        """Whether a write left anything for cross-file resolution (``dirty``, ``rewritten``)."""
+        with self.store.reading() as conn:
+            return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in ("dirty", "rewritten"))
+
     # -- the scope of the next cross-file resolution -------------------------------------------
 
     @staticmethod
@@ -807,12 +824,15 @@ class Manifest:
         added: Iterable[tuple[str, str, str, dict[str, Any]]],
         removed: Sequence[tuple[str, str, str]],
         resolved_ids: Iterable[str] = (),
+        resolved_paths: Iterable[str] = (),
     ) -> None:
-        """Apply a diff to the resolved edge set (and forget the dirty ids it resolved, the edges
-        recorded as unsettled and the changed names and paths: the graph now holds the set). ``added`` is
-        written as it comes (in key order it writes each page once: give it sorted)."""
+        """Apply a diff to the resolved edge set (and forget the dirty ids and rewritten files it
+        resolved, the edges recorded as unsettled and the changed names and paths: the graph now
+        holds the set). ``added`` is written as it comes (in key order it writes each page once:
+        give it sorted)."""
         with self.transaction() as conn:
             self.clear_dirty(conn, resolved_ids)
+            conn.executemany("DELETE FROM rewritten WHERE path = ?", [(p,) for p in resolved_paths])
             conn.execute("DELETE FROM unsettled_edges")
             conn.execute("DELETE FROM changed_names")
             conn.execute("DELETE FROM changed_paths")

@@ -65,6 +65,7 @@ CREATE TABLE IF NOT EXISTS resolved_edges (
 ){without_rowid};
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dirty (id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS rewritten (path TEXT PRIMARY KEY){without_rowid};
 CREATE TABLE IF NOT EXISTS in_flight (path TEXT NOT NULL, ids TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS in_flight_path ON in_flight(path);
 CREATE TABLE IF NOT EXISTS ref_names (
@@ -112,7 +113,7 @@ POSTGRES_SCHEMA = (
 )
 """The same tables in PostgreSQL's types (``refs`` always packed), and the order of the files
 written last (what the hook relay reads; SQLite's hooks read the rowids)."""
-TABLES = ("files", "symbols", "resolved_edges", "meta", "dirty", "in_flight", "ref_names", "changed_names",
+TABLES = ("files", "symbols", "resolved_edges", "meta", "dirty", "rewritten", "in_flight", "ref_names", "changed_names",
           "changed_paths", "skipped", "unsettled_edges", "jobs")
 """Every table of the manifest (what a move from one store to the other copies)."""
 FILES_WRITTEN = "files_written"

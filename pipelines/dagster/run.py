@@ -196,7 +196,7 @@ def unchanged_report(
     if force or not stats_match(settings, manifest):
         return None
     plans = plan_buckets(settings, manifest)
-    if not plans or manifest.dirty() or any(plan.pending for plan in plans.values()) or extraction_outdated(manifest):
+    if not plans or manifest.resolution_pending() or any(plan.pending for plan in plans.values()) or extraction_outdated(manifest):
         return None
     idle = design_unchanged(design)
     if idle is None:

@@ -270,18 +270,17 @@ def _delete_clauses(source: str) -> list[str]:
 
 
 def _keep_clauses(gone_labels: Sequence[str]) -> list[str]:
-    """Clauses that write a file's subgraph over what the graph holds of it: DETACH DELETE its
-    ``File`` node (by ``path``) and the nodes of ``$gone_<Label>`` (by ``id``), and delete the
-    ``CONTAINS`` relationships into its other nodes (written again with the file's subgraph: a
-    node's container can change while its id stays). The nodes kept keep every other
+    """Clauses that write a file's subgraph over what the graph holds of it: DETACH DELETE the
+    nodes of ``$gone_<Label>`` (by ``id``), and delete the ``CONTAINS`` relationships into the
+    file's other nodes (written again with the file's subgraph: a node's container can change
+    while its id stays). The nodes kept, the ``File`` node among them, keep every other
     relationship, cross-file ones included.
 
     Args:
         gone_labels: Labels with ids to delete (whitelisted); an empty list is left out (an
             ``UNWIND`` of nothing would end the statement).
     """
-    clauses = [f"UNWIND $paths AS p OPTIONAL MATCH (f:File {{{FILE_PATH_PROPERTY['File']}: p}}) DETACH DELETE f "
-               "WITH count(f) AS deleted_f"]
+    clauses = ["WITH 0 AS deleted_f"]
     carried = ["deleted_f"]
     for i, label in enumerate(gone_labels):
         check_label(label)
@@ -329,8 +328,8 @@ def replace_file_query(
     are neither in the batch nor already in the graph; otherwise a bare endpoint node would be
     created.
 
-    With ``gone_labels`` (a file's subgraph written over, ``_keep_clauses``), only the ``File``
-    nodes and the nodes in ``$gone_<Label>`` go: the other nodes of the files stay with their
+    With ``gone_labels`` (a file's subgraph written over, ``_keep_clauses``), only the nodes in
+    ``$gone_<Label>`` go: the other nodes of the files (their ``File`` nodes too) stay with their
     relationships, their properties set to ``row.props`` (which then holds ``id`` too) and their
     ``CONTAINS`` relationships written again.
 

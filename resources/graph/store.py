@@ -87,9 +87,9 @@ class GraphStore(Protocol):
         """``replace_file`` for several files in one atomic statement (fewer round trips).
 
         With ``gone`` ((node id, label) pairs: the nodes of the files' last write that this one lacks),
-        the files' subgraphs are written over what the graph holds of them instead: their
-        ``File`` nodes and the ``gone`` nodes are deleted with their relationships, and their
-        other nodes stay, with every relationship but ``CONTAINS`` (written again), their
+        the files' subgraphs are written over what the graph holds of them instead: the ``gone``
+        nodes are deleted with their relationships, and the files' other nodes (their ``File``
+        nodes too) stay, with every relationship but ``CONTAINS`` (written again), their
         properties replaced by those in ``nodes``. The caller vouches that the graph holds the
         files as their last write left them.
         """

@@ -128,7 +128,7 @@ def code_index(svc: Any) -> dict[str, Any]:
     snap["graph_edges"] = edges
     counts = svc.graph.counts()
     snap["counts"] = {k: counts[k] for k in (*NODE_LABELS, *EDGE_TYPES)}
-    snap["dirty"] = sorted(svc.manifest.dirty())
+    snap["dirty"] = sorted(svc.manifest.dirty()) + sorted(f"rewritten: {path}" for path in svc.manifest.rewritten())
     return snap
 
 

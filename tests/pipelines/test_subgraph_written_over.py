@@ -1,7 +1,7 @@
 """A rewritten file's subgraph written over the graph's (``pipelines.index_writes.write_subgraphs``).
 
-An edit keeps the file's nodes that still exist, with their cross-file edges: only the nodes that
-went (and the file's node) are dirty for the resolution, so an edge into a kept function from a
+An edit keeps the file's nodes that still exist (its file node too), with their cross-file edges:
+only the nodes that went are dirty for the resolution, the file in its scope, so an edge into a kept function from a
 file the edit does not concern is never removed and put back. A file an interrupted run left in
 flight is replaced whole (the graph may hold either write). Everything is real: files on disk, the
 embedded FalkorDB, qdrant-edge and the manifest.
@@ -50,14 +50,15 @@ def repo(tmp_path: Path):  # noqa: ANN201
     stop_graph_servers(tmp_path)
 
 
-def _spy_on_touched(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
-    """The dirty ids each resolution of the run starts from (the real ``plan_edges`` runs)."""
-    seen: list[set[str]] = []
+def _spy_on_touched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[set[str], set[str]]]:
+    """The dirty ids and the files written over that each resolution of the run starts from (the
+    real ``plan_edges`` runs)."""
+    seen: list[tuple[set[str], set[str]]] = []
     plan = index_writes.plan_edges
 
-    def recording(ctx: Any, touched_ids: set[str]) -> Any:
-        seen.append(set(touched_ids))
-        return plan(ctx, touched_ids)
+    def recording(ctx: Any, touched_ids: set[str], rewritten: set[str] | None = None) -> Any:
+        seen.append((set(touched_ids), set(rewritten or ())))
+        return plan(ctx, touched_ids, rewritten)
 
     monkeypatch.setattr(index_writes, "plan_edges", recording)
     return seen
@@ -82,10 +83,12 @@ def test_an_edit_keeps_the_files_nodes_and_their_edges_and_ends_as_a_clean_index
         svc.close()
     f, g, h, k = (symbol_id("a.py", name) for name in ("f", "g", "h", "K"))
     use = symbol_id("b.py", "use")
-    # only the nodes that went (h; K, now a Function) and the file's node are dirty
-    assert touched == [{file_id("a.py"), h, k}]
+    # only the nodes that went (h; K, now a Function) are dirty; the file is in scope, written over
+    assert touched == [({h, k}, {"a.py"})]
     # the edges into the kept functions from b.py, which mentions no name whose definition changed, stayed
-    for kept in ((use, "CALLS", f), (use, "CALLS", g)):
+    imports_of_a = [edge for edge in before if edge[1] == "IMPORTS" and edge[2] == file_id("a.py")]
+    assert imports_of_a  # (b.py's and c.py's imports of a.py: into the file's node, kept too)
+    for kept in ((use, "CALLS", f), (use, "CALLS", g), *imports_of_a):
         assert after[kept] == before[kept]
     assert (use, "CALLS", h) not in after and (symbol_id("c.py", "make"), "CALLS", k) in after
     assert nodes == [{"line": 5}]  # the kept node's properties are this write's
@@ -112,7 +115,7 @@ def test_a_file_left_in_flight_by_a_killed_run_is_replaced_whole(repo: Path, tmp
     finally:
         svc.close()
     e, f, g = (symbol_id("a.py", name) for name in ("e", "f", "g"))
-    assert {file_id("a.py"), e, f, g} <= touched[0]
+    assert {file_id("a.py"), e, f, g} <= touched[0][0]
     assert_equal_indexes(got, clean_index(repo, tmp_path, dense=False))
     shutil.rmtree(tmp_path / "clean", ignore_errors=True)
 
@@ -173,3 +176,27 @@ def _edges_with(svc: Any, edge: tuple[str, str, str]) -> Any:
     _, rows, _ = svc.graph.read_query(
         f"MATCH (a {{id: $a}})-[r:{edge[1]}]->(b {{id: $b}}) RETURN r.line_number AS line", {"a": edge[0], "b": edge[2]}, 1)
     return rows[0]["line"]
+
+
+def test_a_resolution_killed_after_a_write_over_is_finished_by_the_next_run(repo: Path, tmp_path: Path) -> None:
+    """Killed while the resolution changed the graph, after an edit that deleted no node (nothing
+    dirty, the file only recorded as written over): the next run, with nothing changed on disk,
+    still resolves, and ends as a clean index."""
+    svc = open_service(repo, dense=False)
+    try:
+        assert plain_index(svc, False)["failed"] == []
+        write_files(repo, {"a.py": BEFORE["a.py"] + "\n\ndef m():\n    return f() + g()\n"})
+        with raising_at("index:resolving"), pytest.raises(FaultInjected):
+            plain_index(svc, False)
+    finally:
+        svc.close()
+    svc = open_service(repo, dense=False)
+    try:
+        assert svc.manifest.dirty() == set() and svc.manifest.rewritten() == {"a.py"}
+        report = plain_index(svc, False)
+        assert report["failed"] == [] and report["files_indexed"] == 0
+        assert svc.manifest.rewritten() == set()
+        got = code_index(svc)
+    finally:
+        svc.close()
+    assert_equal_indexes(got, clean_index(repo, tmp_path, dense=False))
