@@ -300,7 +300,8 @@ class PostgresManifestStore(SchemaStore):
 
     what = "the index manifest"
     schema = POSTGRES_SCHEMA
-    marker_table = "jobs"  # the newest table: a schema created before it gets it (every statement is IF NOT EXISTS)
+    marker_table = "jobs"
+    tables = TABLES  # a schema an earlier release made gets the tables added since (every statement is IF NOT EXISTS)
     lock_name = "manifest"
     error = ManifestError
 

@@ -173,7 +173,8 @@ class SchemaStore:
     its SQLite file); reads take no lock.
 
     A subclass names what it keeps (``what``, for messages), its tables (``schema``, created under
-    a schema lock when ``marker_table`` is missing, so replicas starting together do not race), the
+    a schema lock when ``marker_table`` or one of ``tables`` is missing, so replicas starting
+    together do not race, and a schema an earlier release made gets the tables added since), the
     name its locks take (``lock_name``: every version of codemem must use the same) and the error it
     raises (``error``).
 
@@ -185,6 +186,8 @@ class SchemaStore:
     what: ClassVar[str] = "the store"
     schema: ClassVar[Sequence[str]] = ()
     marker_table: ClassVar[str] = ""
+    tables: ClassVar[Sequence[str]] = ()
+    """Every table ``schema`` makes (each statement of it is ``IF NOT EXISTS``)."""
     lock_name: ClassVar[str] = ""
     error: ClassVar[type[Exception]] = DatabaseUnavailable
 
@@ -206,7 +209,8 @@ class SchemaStore:
             with self._pool.connection(timeout=CONNECTION_WAIT_S) as conn:
                 # the DDL only where the tables are missing: a role that may only read and write rows
                 # cannot even run CREATE ... IF NOT EXISTS
-                if conn.execute("SELECT to_regclass(%s)", (f"{namespace}.{self.marker_table}",)).fetchone()[0] is None:
+                wanted = [f"{namespace}.{table}" for table in dict.fromkeys((self.marker_table, *self.tables))]
+                if conn.execute("SELECT bool_or(to_regclass(name) IS NULL) FROM unnest(%s::text[]) AS name", (wanted,)).fetchone()[0]:
                     schema_lock(conn, f"{self.lock_name} {namespace}")
                     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {namespace}")
                     conn.execute("SELECT set_config('search_path', %s, true)", (namespace,))

@@ -115,6 +115,7 @@ def _strict_snapshot(svc: Any) -> dict[str, Any]:
     snap["symbol_rows"] = sorted((asdict(s) for s in ctx.manifest.all_symbols()), key=lambda r: r["id"])
     snap["refs"] = ctx.manifest.all_refs()
     snap["dirty"] = sorted(ctx.manifest.dirty())
+    snap["rewritten"] = sorted(ctx.manifest.rewritten())
     # code nodes and edges in full; the design layer's memory nodes get fresh UUIDs per project
     # (``_snapshot`` compares their counts per label)
     code = "(n:File OR n:Module OR n:Class OR n:Function)"
@@ -160,7 +161,7 @@ def _assert_consistent(handle: Any, root: Path) -> None:
     diff = store_consistency(ctx)
     assert diff == {k: [] for k in diff}, diff
     assert dangling_edges(ctx) == []
-    assert ctx.manifest.dirty() == set()
+    assert ctx.manifest.dirty() == set() and ctx.manifest.rewritten() == set()
     indexed = {p: s.content_hash for p, s in ctx.manifest.files().items()}
     assert indexed == _disk_hashes(root)
     symbols = ctx.manifest.counts()["symbols"]

@@ -107,6 +107,7 @@ _INDEX_CHECK = textwrap.dedent(
             "diff": {k: v for k, v in diff.items() if v},
             "dangling": dangling_edges(ctx),
             "dirty": sorted(ctx.manifest.dirty())[:20],
+            "rewritten": sorted(ctx.manifest.rewritten())[:20],
             "indexed": indexed,
             "symbols": symbols,
             "symbol_sum": sum(s.symbol_count for s in ctx.manifest.files().values()),
@@ -199,7 +200,7 @@ def _index_soak(tmp_path: Path, trials: int, *, full: bool, max_delay_s: float) 
         assert state["owner"], "another process owned the stores"
         context = (trial, change, f"killed at {delay:.2f}s")
         assert state["second_run_indexed"] == 0 and state["second_run_deleted"] == 0, (context, state)
-        assert state["diff"] == {} and state["dangling"] == [] and state["dirty"] == [], (context, state)
+        assert state["diff"] == {} and state["dangling"] == [] and state["dirty"] == [] and state["rewritten"] == [], (context, state)
         assert state["indexed"] == _disk_hashes(root, set(state["indexed"])), context
         on_disk = {str(p.relative_to(root)) for p in root.rglob("*.py")}
         assert on_disk <= set(state["indexed"]), (context, sorted(on_disk - set(state["indexed"]))[:5])

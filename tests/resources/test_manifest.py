@@ -552,3 +552,22 @@ def test_a_run_whose_lock_was_lost_writes_nothing_more(postgres_url: str) -> Non
     finally:
         one.close()
         two.close()
+
+
+def test_a_server_schema_an_earlier_release_made_gets_the_tables_added_since(postgres_url: str) -> None:
+    """A PostgreSQL manifest schema made before a table was added (``rewritten``, ``changed_paths``)
+    gets it when the manifest opens: the write path needs every table."""
+    import psycopg
+
+    _pg(postgres_url).store.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE codemem_test_index.rewritten")
+        conn.execute("DROP TABLE codemem_test_index.changed_paths")
+    manifest = _pg(postgres_url)
+    try:
+        assert not manifest.resolution_pending() and manifest.changed_paths() == {}
+        with manifest.transaction() as conn:
+            manifest.mark_rewritten(conn, ["a.py"])
+        assert manifest.rewritten() == {"a.py"} and manifest.resolution_pending()
+    finally:
+        manifest.store.close()
