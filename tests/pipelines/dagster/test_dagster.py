@@ -3,6 +3,7 @@ Dagster run and the plain indexer produce identical stores on the same tree."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import NamedTuple
@@ -42,7 +43,8 @@ def _snapshot(svc) -> dict:  # noqa: ANN001
     return {
         "memory_nodes": memory_nodes,
         "files": files, "symbols": symbols, "ids": ids,
-        "edges": sorted(ctx.manifest.resolved_edge_properties(ctx.manifest.resolved_edges()).items()),
+        "edges": sorted((*edge, json.dumps(props, sort_keys=True))  # (source, type, target, properties)
+                        for edge, props in ctx.manifest.resolved_edge_properties(ctx.manifest.resolved_edges()).items()),
         "payloads": payloads, "dense": {k: [round(x, 5) for x in v] for k, v in dense.items()},
         "nodes": nodes, "graph_edges": edges,
     }
