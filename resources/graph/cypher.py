@@ -280,8 +280,8 @@ def _keep_clauses(gone_labels: Sequence[str]) -> list[str]:
         gone_labels: Labels with ids to delete (whitelisted); an empty list is left out (an
             ``UNWIND`` of nothing would end the statement).
     """
-    clauses = ["WITH 0 AS deleted_f"]
-    carried = ["deleted_f"]
+    clauses = ["WITH 0 AS deleted_none"]  # (the counts carried from clause to clause start here)
+    carried = ["deleted_none"]
     for i, label in enumerate(gone_labels):
         check_label(label)
         keep = "".join(f"{name}, " for name in carried)
