@@ -195,6 +195,7 @@ def index_project(
             start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph
             if start_graph is not None:
                 start_graph()  # starts while the files are parsed
+        prefetching = None if force else _prefetch_stored_points(ctx, [s.path for s, _ in changed if s.path not in in_flight])
         if tracker is not None:  # bucket by bucket, so each is complete (and recorded) as early as it can be
             changed.sort(key=lambda item: bucket_of(item[0].path))
         done = len(files) - len(changed)
@@ -272,6 +273,8 @@ def index_project(
             _settle(ctx, graph.drain(), report, tracker)
         finally:
             graph.close()
+            if prefetching is not None:
+                prefetching.join()
         if tracker is not None:
             tracker.finish()
         if plan is not None and graph.failed:  # resolved against files the graph lacks: the next run redoes both
@@ -330,6 +333,30 @@ def _maybe_optimize(ctx: IndexContext, rewritten: int) -> None:
         ctx.vectors.optimize(CODE_COLLECTION)
         pending = 0
     ctx.manifest.set_meta("rewrites_since_optimize", str(pending))
+
+
+PREFETCH_FROM_POINTS = 1_000
+"""Stored points of the changed files from which a run reads them ahead (``_prefetch_stored_points``)."""
+
+
+def _prefetch_stored_points(ctx: IndexContext, paths: list[str]) -> threading.Thread | None:
+    """Read the stored points of the changed files in a thread while they are parsed, so that
+    their comparison with what the run writes (``write_vectors``' held points) finds them in
+    memory: on the Linux kernel, the first read of a 1% change's ~10,000 points waits 2–3 s on
+    the disk. None when there are too few to matter. A failure only costs that time."""
+    ids = [i for group in ctx.manifest.symbol_ids_of(paths).values() for i in group]
+    if len(ids) < PREFETCH_FROM_POINTS:
+        return None
+
+    def prefetch() -> None:
+        try:
+            ctx.vectors.prefetch(CODE_COLLECTION, ids)
+        except Exception as exc:  # noqa: BLE001 - a read ahead, never the run's failure
+            log.info("stored points not read ahead", error=f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=prefetch, name="codemem-prefetch-points", daemon=True)
+    thread.start()
+    return thread
 
 
 def _flush(

@@ -607,6 +607,17 @@ class EdgeVectorStore:
             and held_as_is(point, record.payload, (record.vector or {}).get(SPARSE) if isinstance(record.vector, dict) else None)
         }
 
+    PREFETCH_CHUNK = 1_000
+    """Points read at a time by ``prefetch`` (the collection's lock is held for one chunk only, so
+    the run's writes go on between them)."""
+
+    def prefetch(self, collection: str, ids: Sequence[str]) -> None:
+        """See ``VectorStore.prefetch`` (the library reads the segments' storage with the GIL
+        released: a thread's prefetch overlaps the run's parsing)."""
+        for start in range(0, len(ids), self.PREFETCH_CHUNK):
+            with self._locked(collection) as shard:
+                shard.retrieve(list(ids[start:start + self.PREFETCH_CHUNK]), with_payload=True, with_vector=[SPARSE])
+
     def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """See ``VectorStore.dense_vectors``."""
         if not ids:

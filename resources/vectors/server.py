@@ -253,6 +253,9 @@ class ServerVectorStore:
             and held_as_is(point, record.payload, (record.vector or {}).get(SPARSE) if isinstance(record.vector, dict) else None)
         }
 
+    def prefetch(self, collection: str, ids: Sequence[str]) -> None:
+        """See ``VectorStore.prefetch``: the server keeps its own pages."""
+
     def dense_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, list[float]]:
         """See ``VectorStore.dense_vectors``."""
         if not ids:

@@ -162,6 +162,12 @@ class VectorStore(Protocol):
         time."""
         ...
 
+    def prefetch(self, collection: str, ids: Sequence[str]) -> None:
+        """Read the stored payloads and sparse vectors of these points once, so that a comparison
+        soon after (``held_as_is``) finds them in memory: on a large embedded collection the first
+        read of ~10,000 points waits seconds on the disk. Nothing to do for a server's collection."""
+        ...
+
     def count(self, collection: str, payload_filter: PayloadFilter | None = None) -> int:
         """Number of points (matching the filter)."""
         ...

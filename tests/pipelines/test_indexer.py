@@ -491,3 +491,35 @@ def test_skip_records_hold_what_was_read_and_leave_nothing_stale(project: Path, 
     assert all("time limit" in reason for reason in timeouts), timeouts
     record = svc.manifest.skipped_files()["d.py"]
     assert (record.lasting, record.seen) == (False, 2)  # the third run trusted the record: not read again
+
+
+def _many_functions(count: int, body: str) -> dict[str, str]:
+    """Five modules holding ``count`` functions between them."""
+    per = count // 5
+    return {f"pkg/many{m}.py": "\n\n".join(f"def f{m}_{n}():\n    return {body}\n" for n in range(per)) for m in range(5)}
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["read-ahead", "read-ahead-fails"])
+def test_a_large_change_reads_its_stored_points_ahead_and_a_failure_costs_only_time(
+    project: Path, service_factory, fails: bool,  # noqa: ANN001
+) -> None:
+    """A change of 1,000 stored points or more reads them ahead in a thread (the held points'
+    comparison then finds them in memory); a read ahead that fails leaves the run as it was."""
+    write_files(project, _many_functions(1_200, "1"))
+    svc = service_factory(project, dense_embeddings=False)
+    svc.index(IndexInput(embed=False))
+    read: list[int] = []
+    real = svc.ctx.vectors.prefetch
+
+    def recording(collection: str, ids: list[str]) -> None:
+        read.append(len(ids))
+        if fails:
+            raise OSError("disk went away")
+        real(collection, ids)
+
+    svc.ctx.vectors.prefetch = recording
+    write_files(project, {path: text + "\n\ndef extra():\n    return 0\n" for path, text in _many_functions(1_200, "1").items()})
+    report = svc.index(IndexInput(embed=False))
+    assert read == [1_200]
+    assert report["failed"] == [] and report["files_indexed"] == 5
+    assert svc.ctx.vectors.count(CODE_COLLECTION) == 1_205
