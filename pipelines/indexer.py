@@ -195,7 +195,8 @@ def index_project(
             start_graph = getattr(ctx.graph, "start_in_background", None)  # a lazily started graph
             if start_graph is not None:
                 start_graph()  # starts while the files are parsed
-        prefetching = None if force else _prefetch_stored_points(ctx, [s.path for s, _ in changed if s.path not in in_flight])
+        prefetching = None if force else _prefetch_stored_points(
+            ctx, [s.path for s, _ in changed if s.path in known and s.path not in in_flight], stop)
         if tracker is not None:  # bucket by bucket, so each is complete (and recorded) as early as it can be
             changed.sort(key=lambda item: bucket_of(item[0].path))
         done = len(files) - len(changed)
@@ -339,18 +340,22 @@ PREFETCH_FROM_POINTS = 1_000
 """Stored points of the changed files from which a run reads them ahead (``_prefetch_stored_points``)."""
 
 
-def _prefetch_stored_points(ctx: IndexContext, paths: list[str]) -> threading.Thread | None:
-    """Read the stored points of the changed files in a thread while they are parsed, so that
-    their comparison with what the run writes (``write_vectors``' held points) finds them in
-    memory: on the Linux kernel, the first read of a 1% change's ~10,000 points waits 2–3 s on
-    the disk. None when there are too few to matter. A failure only costs that time."""
+def _prefetch_stored_points(ctx: IndexContext, paths: list[str], stop: threading.Event | None) -> threading.Thread | None:
+    """Read the stored points of the changed files (``paths``: those indexed before) in a thread
+    while they are parsed, so that their comparison with what the run writes (``write_vectors``'
+    held points) finds them in memory: on the Linux kernel, the first read of a 1% change's
+    ~10,000 points waits 2–3 s on the disk. None when there are too few to matter. It stops with
+    the run (``stop``); a failure only costs that time."""
     ids = [i for group in ctx.manifest.symbol_ids_of(paths).values() for i in group]
     if len(ids) < PREFETCH_FROM_POINTS:
         return None
 
     def prefetch() -> None:
         try:
-            ctx.vectors.prefetch(CODE_COLLECTION, ids)
+            for start in range(0, len(ids), PREFETCH_FROM_POINTS):
+                if stop is not None and stop.is_set():
+                    return
+                ctx.vectors.prefetch(CODE_COLLECTION, ids[start:start + PREFETCH_FROM_POINTS])
         except Exception as exc:  # noqa: BLE001 - a read ahead, never the run's failure
             log.info("stored points not read ahead", error=f"{type(exc).__name__}: {exc}")
 

@@ -520,6 +520,6 @@ def test_a_large_change_reads_its_stored_points_ahead_and_a_failure_costs_only_t
     svc.ctx.vectors.prefetch = recording
     write_files(project, {path: text + "\n\ndef extra():\n    return 0\n" for path, text in _many_functions(1_200, "1").items()})
     report = svc.index(IndexInput(embed=False))
-    assert read == [1_200]
+    assert read == ([1_000] if fails else [1_000, 200])  # (read a thousand at a time: the run's stop is checked between)
     assert report["failed"] == [] and report["files_indexed"] == 5
     assert svc.ctx.vectors.count(CODE_COLLECTION) == 1_205
