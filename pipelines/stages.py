@@ -48,6 +48,8 @@ class BucketPlan:
     """Files listed and gone before they could be hashed."""
     listed: list[str] = field(default_factory=list)
     """Every file of the bucket that discovery listed (changed, unchanged, failed or vanished)."""
+    force: bool = False
+    """A forced run's: every file written again whole (its points and its subgraph)."""
 
     @property
     def seen(self) -> int:
@@ -83,6 +85,8 @@ class PreparedBucket:
     unchanged: int = 0
     points_written: int = 0
     dense_computed: int = 0
+    force: bool = False
+    """See ``BucketPlan.force`` (a bucket pickled by an earlier release has the default)."""
 
 
 def plan_buckets(
@@ -99,7 +103,7 @@ def plan_buckets(
         settings: The project.
         manifest: What is indexed.
         buckets: Only these buckets (all when None).
-        force: Treat every file as changed.
+        force: Treat every file as changed, and write it again whole (``BucketPlan.force``).
         trust_mtime: Skip hashing every file whose size and mtime match the manifest (the
             sensor's cheap tick); otherwise only those whose stats vouch for their content
             (``stats_vouch``: out of the racy window), as ``codemem index`` and the assets do.
@@ -119,7 +123,7 @@ def plan_buckets(
         key = bucket_of(path)
         if wanted is not None and key not in wanted:
             return None
-        return plans.setdefault(key, BucketPlan(bucket=key))
+        return plans.setdefault(key, BucketPlan(bucket=key, force=force))
 
     for skipped in found.skipped:
         plan = plan_of(skipped.path)
@@ -204,7 +208,7 @@ def prepare_buckets(plans: Sequence[BucketPlan], limits: ParseLimits, doc_globs:
     results = {
         plan.bucket: PreparedBucket(
             bucket=plan.bucket, deleted=list(plan.deleted), skipped=list(plan.skipped), failed=list(plan.failed),
-            vanished=list(plan.vanished), unchanged=plan.unchanged,
+            vanished=list(plan.vanished), unchanged=plan.unchanged, force=plan.force,
         )
         for plan in plans
     }
@@ -238,9 +242,9 @@ def stale_on_disk(root: Path, bucket: PreparedBucket) -> list[str]:
     return stale
 
 
-def reread_bucket(ctx: IndexContext, key: str) -> PreparedBucket:
-    """Bucket ``key`` planned and parsed again from the disk as it is now."""
-    plan = plan_buckets(ctx.settings, ctx.manifest, [key]).get(key, BucketPlan(bucket=key))
+def reread_bucket(ctx: IndexContext, key: str, *, force: bool = False) -> PreparedBucket:
+    """Bucket ``key`` planned and parsed again from the disk as it is now (``force``: as a forced run plans it)."""
+    plan = plan_buckets(ctx.settings, ctx.manifest, [key], force=force).get(key, BucketPlan(bucket=key, force=force))
     return prepare_buckets([plan], ParseLimits.of(ctx.settings), tuple(ctx.settings.doc_globs))[key]
 
 
@@ -261,7 +265,7 @@ def write_bucket_vectors(ctx: IndexContext, bucket: PreparedBucket, *, embed: bo
         bucket.dense_computed = len(texts)
     previous = ctx.manifest.symbol_ids_of([p.state.path for p in bucket.prepared])
     with ctx.write_lock:
-        bucket.points_written = write_vectors(ctx, bucket.prepared, previous).points
+        bucket.points_written = write_vectors(ctx, bucket.prepared, previous, rewrite_all=getattr(bucket, "force", False)).points
     return bucket
 
 

@@ -176,6 +176,7 @@ def embedded_symbols(
         bucket = bucket or PreparedBucket(bucket=key)
         if ctx is not None:
             bucket, reread[key] = _current(context, ctx, key, bucket)
+            bucket.force = getattr(bucket, "force", False) or config.force  # (a bucket an earlier release pickled)
             bucket = write_bucket_vectors(ctx, bucket, embed=config.embed)
         out[key] = bucket
     _per_bucket(context, {key: {
@@ -205,7 +206,7 @@ def _current(context: AssetExecutionContext, ctx: Any, key: str, bucket: Prepare
         return bucket, []
     context.log.warning(f"bucket {key}: {len(stale)} file(s) changed on disk since the bucket was planned "
                         f"({', '.join(stale[:5])}); reading the bucket again from disk")
-    return reread_bucket(ctx, key), stale
+    return reread_bucket(ctx, key, force=getattr(bucket, "force", False)), stale
 
 
 @asset(

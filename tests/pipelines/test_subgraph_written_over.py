@@ -200,3 +200,30 @@ def test_a_resolution_killed_after_a_write_over_is_finished_by_the_next_run(repo
     finally:
         svc.close()
     assert_equal_indexes(got, clean_index(repo, tmp_path, dense=False))
+
+
+def test_a_forced_bucket_job_writes_its_changed_files_whole(repo: Path, tmp_path: Path) -> None:
+    """A forced run of the bucket assets rewrites every file whole, as `codemem index --force`
+    does, the changed ones too (a repair: the graph may hold them otherwise than the rows say)."""
+    from pipelines.index_prepare import ParseLimits
+    from pipelines.stages import load_bucket_graph, plan_buckets, prepare_bucket, write_bucket_vectors
+
+    svc = open_service(repo, dense=False)
+    try:
+        assert plain_index(svc, False)["failed"] == []
+        write_files(repo, {"a.py": AFTER})
+        ctx = svc.ctx
+        plans = plan_buckets(ctx.settings, ctx.manifest, force=True)
+        buckets = [pickle.loads(pickle.dumps(prepare_bucket(plan, ParseLimits.of(ctx.settings))))
+                   for plan in plans.values() if plan.changed]
+        for bucket in buckets:
+            write_bucket_vectors(ctx, bucket, embed=False)
+            load_bucket_graph(ctx, bucket)
+        written = {p.state.path: p.replace_whole for bucket in buckets for p in bucket.prepared}
+        assert written == {"a.py": True, "b.py": True, "c.py": True}
+        assert file_id("a.py") in ctx.manifest.dirty() and ctx.manifest.rewritten() == set()
+        index_writes.resolve_pending(ctx)
+        got = code_index(svc)
+    finally:
+        svc.close()
+    assert_equal_indexes(got, clean_index(repo, tmp_path, dense=False))
