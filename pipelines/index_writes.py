@@ -25,6 +25,7 @@ from pipelines.resolution_scope import (
     reachable_symbols,
     record_writes,
     referenced_names,
+    rewritten_files,
     scope_ids,
     types_moved,
 )
@@ -233,13 +234,14 @@ def delete_subgraphs(ctx: IndexContext, paths: Sequence[str]) -> None:
     ctx.graph.delete_files(list(paths))
 
 
-def commit_deletion(ctx: IndexContext, paths: Sequence[str]) -> None:
+def commit_deletion(ctx: IndexContext, paths: Sequence[str]) -> dict[str, list[str]]:
     """Remove files from the vectors and the manifest, their node ids marked dirty and what the
     next resolution must cover recorded; the files stay in flight until their subgraphs are
     removed (``delete_subgraphs``, ``Manifest.settle_in_flight``), so that the resolution can be
-    planned from the manifest while the graph still writes."""
+    planned from the manifest while the graph still writes. Returns the symbol ids removed, per
+    path (``Manifest.symbol_ids_of``)."""
     if not paths:
-        return
+        return {}
     ids = ctx.manifest.symbol_ids_of(paths)
     gone = {path: state.language for path in paths if (state := ctx.manifest.file(path)) is not None}
     previous_refs = ctx.manifest.refs_of(gone, calls=False)
@@ -257,6 +259,7 @@ def commit_deletion(ctx: IndexContext, paths: Sequence[str]) -> None:
         ctx.manifest.note_changed_paths(conn, gone, existed=True)
         ctx.manifest.note_changed_names(conn, name_tokens(names), everything=types_moved(conn, symbols, names) or any(
             hierarchy_changed(refs, {}) for refs in previous_refs.values()))
+    return ids
 
 
 @dataclass(frozen=True)
@@ -358,8 +361,7 @@ def _rewritten_nodes(
     """The nodes of the files rewritten since the last resolution (written over, or replaced
     whole: their file node is among ``touched_ids``): the sources of the edges whose properties
     the rewrite can have changed."""
-    paths = only if only is not None else ctx.manifest.paths()
-    files = {path for path in paths if path in rewritten or file_id(path) in touched_ids}
+    files = rewritten_files(only if only is not None else ctx.manifest.paths(), touched_ids, rewritten)
     return {file_id(path) for path in files} | {s.id for s in symbols if s.path in files}
 
 

@@ -258,10 +258,9 @@ def index_project(
                 p for p in sorted(known.keys() | in_flight) if p not in on_disk and (only_paths is None or _in_scope(p, only_paths))
             ]
             if deleted:
-                old_ids = ctx.manifest.symbol_ids_of(deleted)
+                old_ids = commit_deletion(ctx, deleted)
                 rewritten += sum(len(group) for group in old_ids.values())
                 touched |= {i for group in old_ids.values() for i in group} | {file_id(p) for p in deleted}
-                commit_deletion(ctx, deleted)
                 graph.submit_deletion(deleted)  # after the subgraphs queued before it, while the resolution is planned
             gone = skipped_before.keys() - on_disk - {s.path for s in newly_skipped} if only_paths is None else set()
             # after the deletions, which drop a deleted file's record

@@ -194,6 +194,12 @@ def record_writes(manifest: Manifest, conn: Any, written: list[tuple[str, dict[s
     manifest.note_changed_names(conn, name_tokens(changed), everything)
 
 
+def rewritten_files(paths: Iterable[str], touched: set[str], rewritten: set[str]) -> set[str]:
+    """Those of ``paths`` written since the last resolution: written over (``rewritten``), or
+    replaced whole (their file node among the dirty ids ``touched``)."""
+    return {path for path in paths if path in rewritten or file_id(path) in touched}
+
+
 def affected_paths(manifest: Manifest, touched: set[str], rewritten: set[str] | None = None) -> set[str] | None:
     """The files whose cross-file edges may differ after the writes that left ``touched`` dirty
     and ``rewritten`` written over: the rewritten files, the files that mention a name whose
@@ -203,7 +209,7 @@ def affected_paths(manifest: Manifest, touched: set[str], rewritten: set[str] | 
     if everything:
         return None
     languages = manifest.languages()
-    changed = {path for path in languages if file_id(path) in touched or path in (rewritten or ())}
+    changed = rewritten_files(languages, touched, rewritten or set())
     came_or_went = manifest.changed_paths()
     if came_or_went:
         share, least = WHOLE_WHEN_PATHS_CHANGE
