@@ -50,6 +50,18 @@ def repo(tmp_path: Path):  # noqa: ANN201
     stop_graph_servers(tmp_path)
 
 
+def _killed_after_an_edit(repo: Path, text: str, fault: str) -> None:
+    """Index the tree, write ``text`` to a.py, and index again, the run killed at ``fault``."""
+    svc = open_service(repo, dense=False)
+    try:
+        assert plain_index(svc, False)["failed"] == []
+        write_files(repo, {"a.py": text})
+        with raising_at(fault), pytest.raises(FaultInjected):
+            plain_index(svc, False)
+    finally:
+        svc.close()
+
+
 def _spy_on_touched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[set[str], set[str]]]:
     """The dirty ids and the files written over that each resolution of the run starts from (the
     real ``plan_edges`` runs)."""
@@ -98,14 +110,7 @@ def test_an_edit_keeps_the_files_nodes_and_their_edges_and_ends_as_a_clean_index
 def test_a_file_left_in_flight_by_a_killed_run_is_replaced_whole(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Killed after the manifest took the edit and before the graph did: the graph still holds the
     last write (h among it), which the next run replaces whole, every node of the file dirty."""
-    svc = open_service(repo, dense=False)
-    try:
-        assert plain_index(svc, False)["failed"] == []
-        write_files(repo, {"a.py": AFTER})
-        with raising_at("index:before_graph"), pytest.raises(FaultInjected):
-            plain_index(svc, False)
-    finally:
-        svc.close()
+    _killed_after_an_edit(repo, AFTER, "index:before_graph")
     svc = open_service(repo, dense=False)
     try:
         assert svc.manifest.in_flight() == {"a.py"}
@@ -182,14 +187,7 @@ def test_a_resolution_killed_after_a_write_over_is_finished_by_the_next_run(repo
     """Killed while the resolution changed the graph, after an edit that deleted no node (nothing
     dirty, the file only recorded as written over): the next run, with nothing changed on disk,
     still resolves, and ends as a clean index."""
-    svc = open_service(repo, dense=False)
-    try:
-        assert plain_index(svc, False)["failed"] == []
-        write_files(repo, {"a.py": BEFORE["a.py"] + "\n\ndef m():\n    return f() + g()\n"})
-        with raising_at("index:resolving"), pytest.raises(FaultInjected):
-            plain_index(svc, False)
-    finally:
-        svc.close()
+    _killed_after_an_edit(repo, BEFORE["a.py"] + "\n\ndef m():\n    return f() + g()\n", "index:resolving")
     svc = open_service(repo, dense=False)
     try:
         assert svc.manifest.dirty() == set() and svc.manifest.rewritten() == {"a.py"}
